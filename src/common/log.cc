@@ -1,0 +1,91 @@
+#include "common/log.h"
+
+#include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+namespace dm {
+namespace {
+
+std::string_view logrus_level(spdlog::level::level_enum l) {
+  switch (l) {
+    case spdlog::level::trace: return "trace";
+    case spdlog::level::debug: return "debug";
+    case spdlog::level::info: return "info";
+    case spdlog::level::warn: return "warning";
+    case spdlog::level::err: return "error";
+    case spdlog::level::critical: return "fatal";
+    default: return "info";
+  }
+}
+
+std::string rfc3339(std::chrono::system_clock::time_point tp) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(tp);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+class LogrusFormatter final : public spdlog::formatter {
+ public:
+  explicit LogrusFormatter(LogFormat f) : format_(f) {}
+  void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
+    const std::string line = format_log_line(format_, logrus_level(msg.level), rfc3339(msg.time),
+                                             std::string_view(msg.payload.data(), msg.payload.size()));
+    dest.append(line.data(), line.data() + line.size());
+  }
+  [[nodiscard]] std::unique_ptr<spdlog::formatter> clone() const override {
+    return std::make_unique<LogrusFormatter>(format_);
+  }
+
+ private:
+  LogFormat format_;
+};
+
+}  // namespace
+
+Result<LogFormat> parse_log_format(std::string_view s) {
+  if (s == "text") return LogFormat::kText;
+  if (s == "json") return LogFormat::kJson;
+  return Error("invalid log format \"" + std::string(s) + "\" (want text or json)");
+}
+
+Status parse_log_level(std::string_view s) {
+  if (s == "debug" || s == "info" || s == "warning" || s == "warn" || s == "error") return {};
+  return Error("invalid log level \"" + std::string(s) + "\" (want debug, info, warning or error)");
+}
+
+std::string format_log_line(LogFormat format, std::string_view level, std::string_view time_rfc3339,
+                            std::string_view msg) {
+  if (format == LogFormat::kJson) {
+    nlohmann::json j = {{"level", level}, {"msg", msg}, {"time", time_rfc3339}};
+    return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  }
+  std::string out;
+  out.reserve(msg.size() + 64);
+  out.append("time=").append(time_rfc3339).append(" level=").append(level).append(" msg=").append(msg);
+  out.push_back('\n');
+  return out;
+}
+
+void setup_logging(LogFormat format, std::string_view level) {
+  auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+  auto logger = std::make_shared<spdlog::logger>("driver-manager", sink);
+  logger->set_formatter(std::make_unique<LogrusFormatter>(format));
+  spdlog::level::level_enum l = spdlog::level::info;
+  if (level == "debug") l = spdlog::level::debug;
+  else if (level == "warning" || level == "warn") l = spdlog::level::warn;
+  else if (level == "error") l = spdlog::level::err;
+  logger->set_level(l);
+  logger->flush_on(spdlog::level::trace);
+  spdlog::set_default_logger(logger);
+}
+
+}  // namespace dm

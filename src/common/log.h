@@ -1,0 +1,27 @@
+// Logging: every layer logs through spdlog's default logger; setup_logging() gives it upstream's
+// logrus format ("time=<RFC3339> level=<info|warning|error|fatal> msg=<text>", to stderr) or JSON.
+// Fatal is spdlog's "critical" level.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace dm {
+
+enum class LogFormat { kText, kJson };
+
+// Parses "text" / "json"; anything else is an error naming the value.
+Result<LogFormat> parse_log_format(std::string_view s);
+// Parses "debug", "info", "warning"/"warn", "error"; anything else is an error naming the value.
+Status parse_log_level(std::string_view s);
+
+// Installs the stderr logger with the given format and level ("debug", "info", ...). Idempotent.
+void setup_logging(LogFormat format, std::string_view level = "info");
+
+// Formats one record the way setup_logging() writes it (exposed for tests).
+std::string format_log_line(LogFormat format, std::string_view level, std::string_view time_rfc3339,
+                            std::string_view msg);
+
+}  // namespace dm

@@ -1,0 +1,76 @@
+// Errors as values: Result<T> holds a T or an Error; Status is Result<void>.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <variant>
+
+namespace dm {
+
+// What failed, said so that an operator can act on it. Kubernetes errors also carry the HTTP status and
+// the API's machine-readable reason (NotFound, Forbidden, Conflict, TooManyRequests, ...).
+struct Error {
+  std::string message;
+  int http_status = 0;  // 0 when the error did not come from an HTTP response
+  std::string reason;   // Kubernetes Status.reason, if any
+
+  Error() = default;
+  explicit Error(std::string msg, int status = 0, std::string why = {})
+      : message(std::move(msg)), http_status(status), reason(std::move(why)) {}
+
+  // Prefixes the message with context, Go-style: "context: message".
+  [[nodiscard]] Error wrap(const std::string& context) const {
+    Error e = *this;
+    e.message = context + ": " + message;
+    return e;
+  }
+  [[nodiscard]] bool not_found() const { return http_status == 404; }
+  [[nodiscard]] bool forbidden() const { return http_status == 403; }
+  [[nodiscard]] bool conflict() const { return http_status == 409; }
+  [[nodiscard]] bool too_many_requests() const { return http_status == 429; }
+  [[nodiscard]] bool gone() const { return http_status == 410; }
+};
+
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : v_(std::move(value)) {}      // NOLINT(google-explicit-constructor)
+  Result(Error error) : v_(std::move(error)) {}  // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] bool ok() const { return v_.index() == 0; }
+  explicit operator bool() const { return ok(); }
+
+  T& value() & { return std::get<0>(v_); }
+  const T& value() const& { return std::get<0>(v_); }
+  T&& value() && { return std::get<0>(std::move(v_)); }
+  T* operator->() { return &std::get<0>(v_); }
+  const T* operator->() const { return &std::get<0>(v_); }
+  T& operator*() & { return std::get<0>(v_); }
+  const T& operator*() const& { return std::get<0>(v_); }
+
+  [[nodiscard]] const Error& error() const { return std::get<1>(v_); }
+
+ private:
+  std::variant<T, Error> v_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : err_(std::move(error)), ok_(false) {}  // NOLINT(google-explicit-constructor)
+
+  [[nodiscard]] bool ok() const { return ok_; }
+  explicit operator bool() const { return ok_; }
+  [[nodiscard]] const Error& error() const { return err_; }
+
+ private:
+  Error err_;
+  bool ok_ = true;
+};
+
+using Status = Result<void>;
+
+inline Status ok_status() { return {}; }
+
+}  // namespace dm

@@ -1,0 +1,89 @@
+// The node itself - kernel modules, the driver root mount, state files, PCI devices, child processes -
+// behind one interface, knowing nothing of Kubernetes. make_host("") is the real machine;
+// make_host(DIR) the simulated one used by tests and the demo (every host path under DIR, modules
+// simulated by DIR/sys/module/<m>/refcnt files; mounts under DIR are real).
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace dm::host {
+
+// Unload order (upstream's, with nvidia_drm first): dependants before `nvidia`.
+inline constexpr std::string_view kNvidiaModules[] = {"nvidia_drm",       "nvidia_modeset", "nvidia_uvm",
+                                                      "nvidia_peermem",   "nvidia_fs",      "nvidia_vgpu_vfio",
+                                                      "gdrdrv",           "nvidia"};
+
+inline constexpr std::string_view kDriverRoot = "/run/nvidia/driver";
+inline constexpr std::string_view kDriverPidFile = "/run/nvidia/nvidia-driver.pid";
+inline constexpr std::string_view kDriverStateFile = "/run/nvidia/nvidia-driver.state";
+inline constexpr std::string_view kMofedReadyFile = "/run/mellanox/drivers/.driver-ready";
+
+struct ModuleState {
+  std::string name;
+  bool loaded = false;
+  int refcount = 0;
+  std::vector<std::string> holders;  // modules using it (/sys/module/<m>/holders)
+  std::vector<std::string> users;    // other known users (e.g. processes / pods), for messages
+};
+
+struct CommandResult {
+  int exit_code = -1;  // -1: could not be started
+  std::string output;  // stdout + stderr, interleaved
+};
+
+class Host {
+ public:
+  virtual ~Host() = default;
+
+  // The real path of an absolute host path ("/run/nvidia" -> "<root>/run/nvidia").
+  [[nodiscard]] virtual std::string path(std::string_view host_path) const = 0;
+
+  // Loaded iff /sys/module/<name>/refcnt exists.
+  [[nodiscard]] virtual bool module_loaded(std::string_view name) const = 0;
+  [[nodiscard]] virtual Result<ModuleState> module_state(std::string_view name) const = 0;
+
+  // Unloads the loaded modules of kNvidiaModules, in that order, all or nothing: refcounts and holders
+  // are checked first, and if anything outside the stack holds it nothing is removed and the error
+  // names what holds which module. Logs "Unloading NVIDIA driver kernel modules" and each removal.
+  virtual Status unload_nvidia_modules() = 0;
+  // "Module Size Ref Count Used by" table of /proc/modules lines containing "nvidia" (for the log).
+  [[nodiscard]] virtual std::string nvidia_modules_table() const = 0;
+  // Removes one module (nouveau). Error names the holders when it is in use.
+  virtual Status unload_module(std::string_view name) = 0;
+
+  // Recursively unmounts kDriverRoot, deepest first; nothing mounted (or no directory) is success.
+  virtual Status unmount_driver_root() = 0;
+  // Deletes kDriverPidFile; a missing file is fine, other errors are logged as warnings.
+  virtual void remove_pid_file() = 0;
+  // Contents of kDriverStateFile; nullopt when the file does not exist; error on other read failures.
+  [[nodiscard]] virtual Result<std::optional<std::string>> read_driver_state() const = 0;
+
+  // `chroot /host nvidia-smi --query-gpu=driver_version --format=csv,noheader`: the version if it ran
+  // and printed something, else nullopt.
+  virtual std::optional<std::string> host_driver_version() = 0;
+
+  // BDF of the first PCI device with vendor 0x15b3, if any.
+  [[nodiscard]] virtual std::optional<std::string> first_mellanox_device() const = 0;
+  // MOFED ready: mlx5_core in /proc/modules (use_host_mofed) or kMofedReadyFile exists.
+  [[nodiscard]] virtual bool mofed_ready(bool use_host_mofed) const = 0;
+
+  // Runs a child process (no shell), capturing its output.
+  virtual CommandResult run(const std::vector<std::string>& argv) = 0;
+};
+
+// "" = the real machine; otherwise the simulated host rooted at sim_root.
+std::unique_ptr<Host> make_host(const std::string& sim_root);
+
+// Waits until host.mofed_ready(), logging "Waiting for MOFED to be installed..." with the elapsed time
+// every `interval`; error when `deadline` passes or `cancel` fires.
+Status wait_for_mofed(const Host& host, bool use_host_mofed, const Clock& clock, Deadline deadline,
+                      const CancelToken& cancel, Duration interval = std::chrono::seconds(5));
+
+}  // namespace dm::host

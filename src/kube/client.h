@@ -1,0 +1,115 @@
+// A small Kubernetes API client over libcurl + nlohmann/json: just what driver-manager and node-sim need.
+// Objects are plain JSON (see objects.h for typed views). Paths are API paths (see paths below).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/config.h"
+
+namespace dm::kube {
+
+using Json = nlohmann::json;
+
+struct ClientOptions {
+  std::chrono::milliseconds request_timeout{30000};  // every request but watches
+  int max_retries = 5;                               // on 429 / 5xx / connection errors
+  std::chrono::milliseconds retry_base{200};         // backoff base, doubled per attempt, with jitter
+  std::chrono::milliseconds retry_max{10000};
+  std::string user_agent = "driver-manager";
+  const Clock* clock = nullptr;  // nullptr: a SystemClock
+  CancelToken cancel;            // aborts retries and watches
+};
+
+struct ListOptions {
+  std::string label_selector;
+  std::string field_selector;
+  int64_t limit = 0;  // 0: no paging
+  std::string continue_token;
+  std::string resource_version;
+};
+
+struct DeleteOptions {
+  std::optional<int64_t> grace_period_seconds;
+  std::optional<std::string> uid;               // precondition
+  std::optional<std::string> resource_version;  // precondition
+  std::string propagation_policy;               // "", "Background", "Foreground", "Orphan"
+};
+
+enum class PatchType { kStrategicMerge, kMerge, kJsonPatch };
+
+struct WatchEvent {
+  std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
+  Json object;
+};
+
+// Callbacks for list_watch. on_sync receives the full current list (first list, and every re-list after a
+// 410 Gone); on_event each change after it. `done` is checked after each sync/event and at least every
+// `tick`; returning true ends list_watch successfully.
+struct WatchHandlers {
+  std::function<void(const std::vector<Json>& items)> on_sync;
+  std::function<void(const WatchEvent& event)> on_event;
+  std::function<bool()> done;
+  std::chrono::milliseconds tick{1000};
+};
+
+class Client {
+ public:
+  static Result<std::unique_ptr<Client>> create(const Config& config, ClientOptions options = {});
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  Result<Json> get(const std::string& path);
+  // One page (honours limit/continue); the returned JSON is the List object (items, metadata.continue).
+  Result<Json> list(const std::string& path, const ListOptions& options = {});
+  // Every page, following metadata.continue.
+  Result<std::vector<Json>> list_all(const std::string& path, const ListOptions& options = {});
+  Result<Json> create(const std::string& path, const Json& body);
+  Result<Json> patch(const std::string& path, PatchType type, const Json& body);
+  Result<Json> update(const std::string& path, const Json& body);  // PUT
+  Result<Json> remove(const std::string& path, const DeleteOptions& options = {});
+
+  // POSTs an Eviction for the pod (policy/v1, or policy/v1beta1 when discovery says the server has no
+  // v1; discovery runs once). 429 = blocked by a PodDisruptionBudget (message names it), 404 = pod gone.
+  Status evict(const std::string& ns, const std::string& name, const DeleteOptions& options = {});
+
+  // Creates a core/v1 Event about an object (reason, message, type Normal|Warning).
+  Status create_event(const Json& involved_object, const std::string& reason, const std::string& message,
+                      const std::string& type = "Normal");
+
+  // List then watch `path` (a collection) with the selectors of `options` until handlers.done() returns
+  // true (ok), `deadline` passes (error "timed out ..."), or the client's cancel token fires (error
+  // "cancelled"). Resumes from the last resourceVersion after a dropped connection; re-lists on 410.
+  Status list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
+                    Deadline deadline = {});
+
+  // Number of HTTP requests sent so far (for benchmarks and tests).
+  [[nodiscard]] uint64_t request_count() const;
+  [[nodiscard]] const Config& config() const;
+
+ private:
+  Client();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// API paths.
+namespace paths {
+std::string nodes();
+std::string node(const std::string& name);
+std::string pods(const std::string& ns = {});  // "" = all namespaces
+std::string pod(const std::string& ns, const std::string& name);
+std::string daemonset(const std::string& ns, const std::string& name);
+std::string resource_claim(const std::string& ns, const std::string& name);  // resource.k8s.io/v1
+}  // namespace paths
+
+}  // namespace dm::kube

@@ -1,0 +1,116 @@
+#include "support/cluster.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+namespace dm::test {
+
+std::unique_ptr<TestCluster> TestCluster::start() {
+  // The cluster tears itself down if this test process dies without running the destructor.
+  auto out = run_command({source_path("scripts/cluster"), "up"}, {},
+                         {{"K8S_WATCH_PID", std::to_string(getpid())}});
+  if (out.exit_code != 0) {
+    throw std::runtime_error("scripts/cluster up failed (" + std::to_string(out.exit_code) + "):\n" + out.err);
+  }
+  std::string kc = out.out;
+  while (!kc.empty() && (kc.back() == '\n' || kc.back() == '\r')) kc.pop_back();
+  std::unique_ptr<TestCluster> c(new TestCluster());
+  c->kubeconfig_ = kc;
+  c->state_dir_ = std::filesystem::path(kc).parent_path().string();
+  return c;
+}
+
+TestCluster::~TestCluster() {
+  if (!state_dir_.empty()) run_command({source_path("scripts/cluster"), "down", state_dir_});
+}
+
+CommandOutput TestCluster::kubectl(const std::vector<std::string>& args, const std::string& stdin_data) const {
+  std::vector<std::string> argv = {"kubectl", "--kubeconfig", kubeconfig_};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv, stdin_data);
+}
+
+void TestCluster::apply(const std::string& yaml) const {
+  auto out = kubectl({"apply", "-f", "-"}, yaml);
+  if (out.exit_code != 0) throw std::runtime_error("kubectl apply failed: " + out.err + "\n" + yaml);
+}
+
+nlohmann::json TestCluster::get_json(const std::vector<std::string>& args) const {
+  std::vector<std::string> a = {"get"};
+  a.insert(a.end(), args.begin(), args.end());
+  a.emplace_back("-o");
+  a.emplace_back("json");
+  auto out = kubectl(a);
+  if (out.exit_code != 0) throw std::runtime_error("kubectl get failed: " + out.err);
+  return nlohmann::json::parse(out.out);
+}
+
+std::vector<nlohmann::json> TestCluster::audit_events() const {
+  std::vector<nlohmann::json> events;
+  std::istringstream in(read_file(audit_log_path()));
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) events.push_back(std::move(j));
+  }
+  return events;
+}
+
+std::string TestCluster::service_account_kubeconfig(const std::string& ns, const std::string& name,
+                                                    const std::string& cluster_role,
+                                                    const std::string& role) const {
+  std::string yaml = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
+                     "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: " +
+                     ns + "-" + name + "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: " +
+                     cluster_role + "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns +
+                     "\n";
+  if (!role.empty()) {
+    yaml += "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: " + name +
+            "\n  namespace: " + ns + "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: " +
+            role + "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns + "\n";
+  }
+  apply(yaml);
+  // Kubernetes 1.20 creates a token Secret for each ServiceAccount.
+  std::string token;
+  if (!eventually(
+          [&] {
+            auto sa = kubectl({"-n", ns, "get", "serviceaccount", name, "-o",
+                               "jsonpath={.secrets[0].name}"});
+            if (sa.exit_code != 0 || sa.out.empty()) return false;
+            auto tok = kubectl({"-n", ns, "get", "secret", sa.out, "-o", "jsonpath={.data.token}"});
+            if (tok.exit_code != 0 || tok.out.empty()) return false;
+            auto dec = run_command({"base64", "-d"}, tok.out);
+            token = dec.out;
+            return !token.empty();
+          },
+          60)) {
+    throw std::runtime_error("no token for service account " + ns + "/" + name);
+  }
+  auto server = kubectl({"config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"});
+  auto ca = kubectl({"config", "view", "--minify", "--raw", "-o",
+                     "jsonpath={.clusters[0].cluster.certificate-authority-data}"});
+  const std::string path = state_dir_ + "/sa-" + ns + "-" + name + ".kubeconfig";
+  write_file(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server.out +
+                       "\n    certificate-authority-data: " + ca.out +
+                       "\nusers:\n- name: u\n  user:\n    token: " + token +
+                       "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: " + ns +
+                       "\ncurrent-context: c\n");
+  return path;
+}
+
+bool eventually(const std::function<bool()>& pred, double timeout_s) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (true) {
+    if (pred()) return true;
+    if (std::chrono::steady_clock::now() >= end) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+}
+
+}  // namespace dm::test

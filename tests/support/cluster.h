@@ -1,0 +1,51 @@
+// A real control plane for one test suite: `scripts/cluster up` on start, `down` on destruction.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "support/process.h"
+
+namespace dm::test {
+
+class TestCluster {
+ public:
+  // Starts a cluster (the binaries must have been built with `scripts/cluster build`). Throws on failure
+  // with the script's stderr.
+  static std::unique_ptr<TestCluster> start();
+  ~TestCluster();
+  TestCluster(const TestCluster&) = delete;
+  TestCluster& operator=(const TestCluster&) = delete;
+
+  [[nodiscard]] const std::string& kubeconfig() const { return kubeconfig_; }
+  [[nodiscard]] const std::string& state_dir() const { return state_dir_; }
+  [[nodiscard]] std::string audit_log_path() const { return state_dir_ + "/audit.log"; }
+
+  // kubectl --kubeconfig <admin> args...
+  CommandOutput kubectl(const std::vector<std::string>& args, const std::string& stdin_data = {}) const;
+  // kubectl apply -f - ; throws with kubectl's stderr on failure.
+  void apply(const std::string& yaml) const;
+  // kubectl get <args> -o json, parsed; throws on failure.
+  nlohmann::json get_json(const std::vector<std::string>& args) const;
+
+  // Every audit event so far (one JSON object per line of audit.log).
+  [[nodiscard]] std::vector<nlohmann::json> audit_events() const;
+
+  // Creates ServiceAccount `name` in `ns`, binds it to ClusterRole `cluster_role` (and, if non-empty, the
+  // namespaced Role `role` in `ns`), and writes a kubeconfig using its token. Returns the kubeconfig path.
+  std::string service_account_kubeconfig(const std::string& ns, const std::string& name,
+                                         const std::string& cluster_role, const std::string& role = {}) const;
+
+ private:
+  TestCluster() = default;
+  std::string kubeconfig_;
+  std::string state_dir_;
+};
+
+// Polls `pred` every 100 ms until it returns true or `timeout_s` passes; returns its last value.
+bool eventually(const std::function<bool()>& pred, double timeout_s = 30);
+
+}  // namespace dm::test
