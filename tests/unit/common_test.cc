@@ -1,0 +1,111 @@
+// Result/Status, Deadline and the logrus/JSON log line format.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/result.h"
+
+namespace dm {
+namespace {
+
+class FakeClock final : public Clock {
+ public:
+  [[nodiscard]] TimePoint now() const override { return now_; }
+  bool sleep_for(Duration d, const CancelToken& cancel) const override {
+    if (cancel.cancelled()) return false;
+    now_ += d;
+    return true;
+  }
+  mutable TimePoint now_{};
+};
+
+TEST(Result, HoldsValueOrError) {
+  Result<int> good = 42;
+  ASSERT_TRUE(good.ok());
+  EXPECT_EQ(*good, 42);
+  Result<int> bad = Error("nodes \"x\" not found", 404, "NotFound");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(bad.error().not_found());
+  EXPECT_EQ(bad.error().reason, "NotFound");
+}
+
+TEST(Result, WrapPrefixesContextAndKeepsStatus) {
+  const Error e = Error("the server is busy", 429, "TooManyRequests").wrap("evicting pod ns/a");
+  EXPECT_EQ(e.message, "evicting pod ns/a: the server is busy");
+  EXPECT_TRUE(e.too_many_requests());
+}
+
+TEST(Status, DefaultIsOk) {
+  Status s;
+  EXPECT_TRUE(s.ok());
+  Status f = Error("boom");
+  EXPECT_FALSE(f.ok());
+  EXPECT_EQ(f.error().message, "boom");
+}
+
+TEST(Deadline, UnlimitedNeverPasses) {
+  FakeClock clock;
+  const Deadline d;
+  clock.now_ += std::chrono::hours(1000);
+  EXPECT_TRUE(d.unlimited());
+  EXPECT_FALSE(d.passed(clock));
+  EXPECT_EQ(d.remaining(clock), Duration::max());
+}
+
+TEST(Deadline, PassesAfterItsDuration) {
+  FakeClock clock;
+  const Deadline d = Deadline::after(clock, std::chrono::seconds(10));
+  clock.now_ += std::chrono::seconds(9);
+  EXPECT_FALSE(d.passed(clock));
+  EXPECT_EQ(d.remaining(clock), std::chrono::seconds(1));
+  clock.now_ += std::chrono::seconds(1);
+  EXPECT_TRUE(d.passed(clock));
+  EXPECT_EQ(d.remaining(clock), Duration::zero());
+}
+
+TEST(SystemClock, SleepReturnsFalseWhenCancelled) {
+  SystemClock clock;
+  CancelToken cancel;
+  cancel.cancel();
+  EXPECT_FALSE(clock.sleep_for(std::chrono::hours(1), cancel));
+}
+
+TEST(CancelToken, ExternalFlagIsShared) {
+  std::atomic<bool> flag{false};
+  const CancelToken a(&flag);
+  const CancelToken b = a;
+  EXPECT_FALSE(b.cancelled());
+  flag = true;
+  EXPECT_TRUE(a.cancelled());
+  EXPECT_TRUE(b.cancelled());
+}
+
+TEST(LogFormat, TextIsLogrusWithoutQuoting) {
+  EXPECT_EQ(format_log_line(LogFormat::kText, "warning", "2026-11-30T00:00:00Z", "Cordoning node gpu-1"),
+            "time=2026-11-30T00:00:00Z level=warning msg=Cordoning node gpu-1\n");
+}
+
+TEST(LogFormat, JsonEscapesTheMessage) {
+  const std::string line =
+      format_log_line(LogFormat::kJson, "fatal", "2026-11-30T00:00:00Z", "a \"quoted\"\nmulti-line");
+  ASSERT_EQ(line.back(), '\n');
+  const auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["level"], "fatal");
+  EXPECT_EQ(j["msg"], "a \"quoted\"\nmulti-line");
+  EXPECT_EQ(j["time"], "2026-11-30T00:00:00Z");
+}
+
+TEST(LogFormat, ParsesKnownFormatsAndRejectsOthers) {
+  EXPECT_EQ(*parse_log_format("json"), LogFormat::kJson);
+  EXPECT_EQ(*parse_log_format("text"), LogFormat::kText);
+  auto bad = parse_log_format("yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("\"yaml\""), std::string::npos);
+  EXPECT_TRUE(parse_log_level("warning").ok());
+  EXPECT_FALSE(parse_log_level("loud").ok());
+}
+
+}  // namespace
+}  // namespace dm
