@@ -1,0 +1,69 @@
+// driver-manager's command line and environment (spec 2.1/2.2) with urfave/cli v2 semantics.
+//
+// Why the environment layer is hand-written: CLI11's envname() ignores variables that are set but empty,
+// while urfave/cli treats an empty bool as false and an empty string as an override, and CLI11's bool and
+// duration syntaxes differ from Go's ParseBool / time.ParseDuration. So env values are parsed here with
+// Go's rules, and CLI11 parses only argv (flags as strings, converted with the same rules).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/result.h"
+#include "manager/settings.h"
+
+namespace dm::cli {
+
+enum class Command {
+  kNone,             // no sub-command: help, exit 0
+  kUninstallDriver,  // uninstall_driver
+  kPreflightCheck,   // preflight_check
+};
+
+// What the caller does with a parse: run `command` with `settings`, or print and exit.
+struct ParseResult {
+  Command command = Command::kNone;
+  manager::Settings settings;
+  LogFormat log_format = LogFormat::kText;  // --log-format / LOG_FORMAT
+  std::string log_level = "info";           // --log-level / LOG_LEVEL
+  std::vector<std::string> warnings;        // to log once logging is set up
+
+  bool exit_now = false;  // print out_text to stdout, error (if any) as a fatal log line, exit exit_code
+  int exit_code = 0;
+  std::string out_text;  // help / version text (stdout)
+  std::string error;     // e.g. `Required flag "node-name" not set` (logged at fatal level)
+};
+
+// Looks up an environment variable; nullopt = unset (set-but-empty is "").
+using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
+// The process environment.
+EnvLookup process_env();
+
+// Version shown by --version: "driver-manager version <version>[, commit: <commit>]".
+struct VersionInfo {
+  std::string version;
+  std::string commit;  // "" = not shown
+};
+
+// Parses argv (args[0] = program name) and the environment. Never exits or prints.
+ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup& env,
+                          const VersionInfo& version);
+
+// Go time.ParseDuration ("300s", "5m", "1h30m", "1.5h", "-2s", "0"); errors are Go's text
+// (`time: missing unit in duration "300"`, `time: invalid duration "x"`).
+Result<Duration> parse_go_duration(std::string_view s);
+// parse_go_duration, or a bare (non-negative) number of seconds ("300", "2.5") - beyond upstream.
+Result<Duration> parse_duration_or_seconds(std::string_view s);
+// Go strconv.ParseBool with Go's error text (`strconv.ParseBool: parsing "x": invalid syntax`).
+Result<bool> parse_bool_value(std::string_view s);
+
+// The help text (urfave/cli layout: NAME, USAGE, VERSION, COMMANDS, GLOBAL OPTIONS).
+std::string help_text(const VersionInfo& version);
+
+}  // namespace dm::cli

@@ -1,0 +1,25 @@
+// DRA ResourceClaims on JSON (spec section 3.8): which claims a pod references, and whether a claim is an
+// allocated claim of the NVIDIA GPU DRA driver.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+// DRA driver name of NVIDIA GPU claims (ComputeDomain and other drivers' claims do not count).
+inline constexpr std::string_view kGpuDraDriver = "gpu.nvidia.com";
+
+// Names of the ResourceClaims (in the pod's namespace) a pod references: resourceClaimName if set, else
+// the status.resourceClaimStatuses entry of the same name (template-generated); unresolved ones skipped.
+std::vector<std::string> claim_names(const Json& pod);
+
+// True if the claim has status.allocation and any status.allocation.devices.results[].driver is
+// gpu.nvidia.com (admin-access claims included).
+bool is_allocated_gpu_claim(const Json& claim);
+
+}  // namespace dm::manager
