@@ -1,0 +1,142 @@
+#include "manager/eviction.h"
+
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "manager/pod_rules.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+enum class State { kEvicting, kBlocked, kAccepted, kGone, kFailed };
+
+struct PodProgress {
+  State state = State::kEvicting;
+  std::string message;  // last refusal / failure
+};
+
+// Shared between the per-pod workers and the waiting thread.
+struct Shared {
+  std::mutex mu;
+  std::vector<PodProgress> pods;
+};
+
+bool transient(const Error& e) {
+  return e.http_status == 0 || e.http_status >= 500;
+}
+
+bool namespace_terminating(const Error& e) {
+  return e.forbidden() && e.message.find("being terminated") != std::string::npos;
+}
+
+void set_state(Shared& shared, size_t i, State s, std::string message = {}) {
+  std::lock_guard lk(shared.mu);
+  shared.pods[i].state = s;
+  shared.pods[i].message = std::move(message);
+}
+
+void evict_one(kube::Client& client, const PodWatch& watch, const Clock& clock, const EvictionTarget& t,
+               size_t index, Shared& shared, const CancelToken& stop, const EvictionOptions& options) {
+  spdlog::info("evicting pod {}/{}", t.ns, t.name);
+  TimePoint next_blocked_log{};
+  while (!stop.cancelled()) {
+    if (!watch.has_uid(t.uid)) {
+      set_state(shared, index, State::kGone);
+      return;
+    }
+    kube::DeleteOptions del;
+    del.uid = t.uid;  // never evict a same-name replacement
+    del.grace_period_seconds = options.grace_period_seconds;
+    auto s = client.evict(t.ns, t.name, del);
+    if (s) {
+      set_state(shared, index, State::kAccepted);
+      return;
+    }
+    const Error& e = s.error();
+    if (e.not_found() || e.conflict()) {  // gone, or the UID precondition failed: the original is gone
+      set_state(shared, index, State::kGone);
+      return;
+    }
+    if (e.too_many_requests() || namespace_terminating(e) || transient(e)) {
+      set_state(shared, index, State::kBlocked, e.message);
+      const auto now = clock.now();
+      if (now >= next_blocked_log) {
+        // Upstream's (kubectl drain's) wording, with the real retry interval.
+        spdlog::warn("error when evicting pods/\"{}\" -n \"{}\" (will retry after {}): {}", t.name, t.ns,
+                     format_duration(options.retry_interval), e.message);
+        next_blocked_log = now + options.blocked_log_interval;
+      }
+      clock.sleep_for(options.retry_interval, stop);
+      continue;
+    }
+    set_state(shared, index, State::kFailed, e.wrap("failed to evict pod " + t.ns + "/" + t.name).message);
+    return;
+  }
+}
+
+}  // namespace
+
+EvictionTarget eviction_target(const Json& pod, bool evict) {
+  const auto& md = pod.at("metadata");
+  return {md.value("namespace", ""), md.value("name", ""), md.value("uid", ""), evict};
+}
+
+Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& clock,
+                  const std::vector<EvictionTarget>& targets, Deadline deadline, const CancelToken& cancel,
+                  const EvictionOptions& options) {
+  if (targets.empty()) return ok_status();
+  auto shared = std::make_shared<Shared>();
+  shared->pods.resize(targets.size());
+  CancelToken stop;
+  std::vector<std::thread> workers;
+  workers.reserve(targets.size());
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (!targets[i].evict) {
+      spdlog::info("Waiting for terminating pod {}/{} to be gone", targets[i].ns, targets[i].name);
+      set_state(*shared, i, State::kAccepted);
+      continue;
+    }
+    workers.emplace_back([&, i] { evict_one(client, watch, clock, targets[i], i, *shared, stop, options); });
+  }
+
+  WaitCheck check = [&](const PodList& pods) -> Result<std::vector<std::string>> {
+    std::set<std::string> present;
+    for (const auto& p : pods) present.insert(pod_uid(p));
+    std::vector<std::string> remaining;
+    std::lock_guard lk(shared->mu);
+    for (size_t i = 0; i < targets.size(); ++i) {
+      const auto& pr = shared->pods[i];
+      if (pr.state == State::kFailed) return Error(pr.message);
+      if (present.count(targets[i].uid) == 0) continue;
+      std::string line = targets[i].ns + "/" + targets[i].name;
+      switch (pr.state) {
+        case State::kBlocked:
+          line += " (eviction refused: " + pr.message + ")";
+          break;
+        case State::kAccepted:
+          line += " (terminating)";
+          break;
+        default:
+          line += " (evicting)";
+          break;
+      }
+      remaining.push_back(std::move(line));
+    }
+    return remaining;
+  };
+  auto s = watch.wait_until(options.what + " to be evicted", check, deadline, cancel);
+  stop.cancel();
+  for (auto& w : workers) w.join();
+  if (!s) return s.error();
+  spdlog::info("All {} are gone", options.what);
+  return ok_status();
+}
+
+}  // namespace dm::manager

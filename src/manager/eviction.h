@@ -1,0 +1,44 @@
+// The eviction engine: evicts a set of pods in parallel through the Eviction API under one deadline,
+// retrying PodDisruptionBudget refusals (429), and waits until each original pod UID is gone from the pod
+// watch. Used for GPU workloads (S7), the full-drain fallback, and gpu-client pods (issue 5).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "manager/pod_watch.h"
+
+namespace dm::manager {
+
+// One pod to take off the node. Only this UID counts: a same-name replacement is not waited for.
+struct EvictionTarget {
+  std::string ns;
+  std::string name;
+  std::string uid;
+  bool evict = true;  // false: already terminating, only wait for it to be gone
+};
+
+struct EvictionOptions {
+  std::string what = "pods";                                 // for logs: "GPU pods", "gpu-client pods"
+  Duration retry_interval = std::chrono::seconds(5);         // between 429 (PDB) retries
+  Duration blocked_log_interval = std::chrono::seconds(30);  // a blocked pod's message, at most this often
+  std::optional<int64_t> grace_period_seconds;               // nullopt: the pod's own grace period
+};
+
+// EvictionTarget from a pod object.
+EvictionTarget eviction_target(const nlohmann::json& pod, bool evict = true);
+
+// Evicts `targets` in parallel and waits until all of their UIDs are gone from `watch`. Logs
+// "evicting pod ns/name" per pod and, at most every blocked_log_interval, the API server's refusal (it names
+// the disruption budget). Errors: `deadline` passed (naming the pods left and why), `cancel` fired, or an
+// eviction failed for a reason a retry cannot fix (e.g. 403).
+Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& clock,
+                  const std::vector<EvictionTarget>& targets, Deadline deadline, const CancelToken& cancel,
+                  const EvictionOptions& options = {});
+
+}  // namespace dm::manager

@@ -1,0 +1,135 @@
+#include "manager/node_ops.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// Errors a retry cannot fix: the request itself or our permissions are wrong, or the node is gone.
+bool permanent(const Error& e) {
+  return e.http_status == 400 || e.http_status == 403 || e.http_status == 404 || e.http_status == 422;
+}
+
+std::string annotation(const Json& node, const std::string& key) {
+  const auto* ann = node.contains("metadata") ? &node["metadata"] : nullptr;
+  if (ann == nullptr || !ann->contains("annotations") || !(*ann)["annotations"].is_object()) return {};
+  const auto& a = (*ann)["annotations"];
+  auto it = a.find(key);
+  return it != a.end() && it->is_string() ? it->get<std::string>() : std::string{};
+}
+
+bool unschedulable(const Json& node) {
+  return node.contains("spec") && node["spec"].value("unschedulable", false);
+}
+
+}  // namespace
+
+bool cordoned_by_us(const Json& node) {
+  return !annotation(node, kCordonedAnnotation).empty();
+}
+
+NodeOps::NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
+                 RetryPolicy retry)
+    : client_(client), clock_(clock), cancel_(std::move(cancel)), node_(std::move(node)), retry_(retry) {}
+
+Result<Json> NodeOps::get() {
+  auto r = client_.get(kube::paths::node(node_));
+  if (!r) return r.error().wrap("failed to get node " + node_);
+  return r;
+}
+
+Result<Json> NodeOps::patch_with_retry(const Json& body, const std::string& what) {
+  std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.0, retry_.jitter);
+  Duration delay = retry_.initial;
+  Error last;
+  for (int attempt = 1; attempt <= retry_.attempts; ++attempt) {
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
+    if (r) return r;
+    last = r.error();
+    if (permanent(last) || attempt == retry_.attempts) break;
+    spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, last.message);
+    const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
+    if (!clock_.sleep_for(sleep, cancel_)) return last.wrap("cancelled while retrying");
+    delay = std::chrono::duration_cast<Duration>(delay * retry_.factor);
+  }
+  return last.wrap("failed to update " + what + " on node " + node_);
+}
+
+Status NodeOps::update_labels(const Json& labels) {
+  if (labels.empty()) return ok_status();
+  spdlog::debug("Patching labels of node {}: {}", node_, labels.dump());
+  auto r = patch_with_retry(Json{{"metadata", {{"labels", labels}}}}, "labels");
+  if (!r) return r.error();
+  return ok_status();
+}
+
+Result<CordonOutcome> NodeOps::cordon() {
+  // A conflict means the node changed between our read and our write (maybe an admin cordoned it):
+  // read again and decide again.
+  constexpr int kAttempts = 5;
+  Error last;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    auto node = get();
+    if (!node) return node.error();
+    if (unschedulable(*node)) {
+      if (cordoned_by_us(*node)) {
+        spdlog::info(
+            "Node {} is already cordoned by an earlier run of driver-manager ({}); it will be uncordoned",
+            node_, kCordonedAnnotation);
+        return CordonOutcome::kAlreadyOurs;
+      }
+      spdlog::info("Node {} is already cordoned by someone else; it will stay cordoned afterwards", node_);
+      return CordonOutcome::kAlreadyCordonedByOther;
+    }
+    spdlog::info("Cordoning node {}", node_);
+    const std::string rv = (*node)["metadata"].value("resourceVersion", "");
+    Json body = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kCordonedAnnotation, "true"}}}}},
+                 {"spec", {{"unschedulable", true}}}};
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
+    if (r) return CordonOutcome::kCordoned;
+    last = r.error();
+    if (!last.conflict()) return last.wrap("failed to cordon node " + node_);
+    spdlog::info("Node {} changed while cordoning it, reading it again", node_);
+  }
+  return last.wrap("failed to cordon node " + node_);
+}
+
+Status NodeOps::uncordon(bool legacy) {
+  auto node = get();
+  if (!node) return node.error();
+  const bool ours = cordoned_by_us(*node);
+  const bool cordoned = unschedulable(*node);
+  if (!ours && !(legacy && cordoned)) {
+    if (cordoned) {
+      spdlog::info("Node {} was not cordoned by driver-manager; leaving it cordoned", node_);
+    }
+    return ok_status();
+  }
+  Json body = Json::object();
+  if (ours) body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
+  if (cordoned) {
+    spdlog::info("Uncordoning node {}", node_);
+    body["spec"] = {{"unschedulable", nullptr}};
+  } else {
+    spdlog::info("Node {} is already schedulable; removing the {} annotation", node_, kCordonedAnnotation);
+  }
+  auto r = patch_with_retry(body, "cordon state");
+  if (!r) return r.error().wrap("failed to uncordon node " + node_);
+  return ok_status();
+}
+
+void NodeOps::event(const std::string& reason, const std::string& message, const std::string& type) {
+  Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}};
+  auto s = client_.create_event(involved, reason, message, type);
+  if (!s) spdlog::debug("Could not record event {} on node {}: {}", reason, node_, s.error().message);
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,71 @@
+// Writes to this program's Node: label patches with upstream's retry, cordon/uncordon with ownership
+// (issue 4 decision 3), and best-effort Events.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+
+namespace dm::manager {
+
+// Marks a cordon made by driver-manager, so that only that cordon is ever undone (an admin's survives).
+inline constexpr const char* kCordonedAnnotation = "nvidia.com/gpu-driver-manager.cordoned";
+
+// Upstream's label-update backoff: 1 s doubling, 20 % jitter, 7 attempts (sleeps about 1..32 s).
+struct RetryPolicy {
+  Duration initial = std::chrono::seconds(1);
+  double factor = 2.0;
+  double jitter = 0.2;
+  int attempts = 7;
+};
+
+// What cordon() found and did.
+enum class CordonOutcome {
+  kCordoned,               // we cordoned it now (annotation set in the same patch)
+  kAlreadyOurs,            // cordoned by an earlier run of ours (annotation present): still ours
+  kAlreadyCordonedByOther  // cordoned by someone else: left alone, never uncordoned by us
+};
+
+// True when the node object carries our cordon annotation.
+bool cordoned_by_us(const nlohmann::json& node);
+
+class NodeOps {
+ public:
+  NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
+          RetryPolicy retry = {});
+
+  [[nodiscard]] const std::string& node() const { return node_; }
+
+  // GET the node.
+  Result<nlohmann::json> get();
+
+  // Strategic-merge PATCH of metadata.labels (`labels`: key -> string, or null to delete), retried per the
+  // RetryPolicy; each failed attempt logs "Failed to update labels on node <n>, retrying: <err>". Errors that
+  // a retry cannot fix (400, 403, 404, 422) are returned at once.
+  Status update_labels(const nlohmann::json& labels);
+
+  // Cordons the node unless it already is; ours is marked with kCordonedAnnotation in the same patch, made
+  // conditional on the node's resourceVersion so that a concurrent admin cordon is never taken for ours.
+  Result<CordonOutcome> cordon();
+
+  // Uncordons the node if our annotation is on it (and removes the annotation). A cordon without our
+  // annotation is left alone (logged), unless `legacy` (upstream: uncordon whatever cordoned it).
+  Status uncordon(bool legacy);
+
+  // Best effort: records a core/v1 Event on the node (failures only logged at debug level).
+  void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
+
+ private:
+  Result<nlohmann::json> patch_with_retry(const nlohmann::json& body, const std::string& what);
+
+  kube::Client& client_;
+  const Clock& clock_;
+  CancelToken cancel_;
+  std::string node_;
+  RetryPolicy retry_;
+};
+
+}  // namespace dm::manager

@@ -1,0 +1,160 @@
+#include "manager/pod_watch.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "manager/pod_rules.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr auto kSlice = std::chrono::milliseconds(200);
+constexpr size_t kMaxListed = 10;
+
+std::string join_limited(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < kMaxListed; ++i) {
+    if (i > 0) out += ", ";
+    out += items[i];
+  }
+  if (items.size() > kMaxListed) out += fmt::format(" and {} more", items.size() - kMaxListed);
+  return out;
+}
+
+}  // namespace
+
+std::string format_duration(Duration d) {
+  auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  if (total < 0) total = 0;
+  const auto h = total / 3600;
+  const auto m = (total % 3600) / 60;
+  const auto s = total % 60;
+  if (h > 0) return fmt::format("{}h{}m{}s", h, m, s);
+  if (m > 0) return fmt::format("{}m{}s", m, s);
+  return fmt::format("{}s", s);
+}
+
+PodWatch::PodWatch(kube::Client& client, const Clock& clock, std::string node)
+    : client_(client), clock_(clock), node_(std::move(node)) {}
+
+PodWatch::~PodWatch() {
+  stop_ = true;
+  stop_token_.cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  return wait_until(
+      "the list of pods on node " + node_, [](const PodList&) { return std::vector<std::string>{}; },
+      deadline, cancel);
+}
+
+void PodWatch::run() {
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + node_;
+  kube::WatchHandlers h;
+  h.on_sync = [this](const std::vector<Json>& items) {
+    std::lock_guard lk(mu_);
+    by_uid_.clear();
+    for (const auto& p : items) by_uid_[pod_uid(p)] = p;
+    synced_ = true;
+    last_error_.clear();
+    ++generation_;
+    changed_.notify_all();
+  };
+  h.on_event = [this](const kube::WatchEvent& ev) {
+    std::lock_guard lk(mu_);
+    const auto uid = pod_uid(ev.object);
+    if (uid.empty()) return;
+    if (ev.type == "DELETED") {
+      by_uid_.erase(uid);
+    } else if (ev.type == "ADDED" || ev.type == "MODIFIED") {
+      by_uid_[uid] = ev.object;
+    } else {
+      return;
+    }
+    ++generation_;
+    changed_.notify_all();
+  };
+  h.done = [this] { return stop_.load(); };
+  h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
+
+  while (!stop_) {
+    auto s = client_.list_watch(kube::paths::pods(), opts, h);
+    if (stop_ || s) break;
+    {
+      std::lock_guard lk(mu_);
+      last_error_ = s.error().message;
+    }
+    // A broken watch is not fatal: the waits keep their deadlines and name this error if they expire.
+    spdlog::warn("Watching the pods of node {} failed, retrying in 1s: {}", node_, s.error().message);
+    clock_.sleep_for(std::chrono::seconds(1), stop_token_);
+  }
+}
+
+PodList PodWatch::pods() const {
+  std::lock_guard lk(mu_);
+  PodList out;
+  out.reserve(by_uid_.size());
+  for (const auto& [uid, p] : by_uid_) out.push_back(p);
+  return out;
+}
+
+bool PodWatch::has_uid(const std::string& uid) const {
+  std::lock_guard lk(mu_);
+  return by_uid_.count(uid) > 0;
+}
+
+Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
+                            const CancelToken& cancel, Duration log_every) const {
+  const auto start = clock_.now();
+  auto next_log = start + log_every;
+  while (true) {
+    std::vector<std::string> remaining;
+    bool synced = false;
+    PodList snapshot;
+    std::string watch_error;
+    {
+      std::lock_guard lk(mu_);
+      synced = synced_;
+      watch_error = last_error_;
+      if (synced) {
+        snapshot.reserve(by_uid_.size());
+        for (const auto& [uid, p] : by_uid_) snapshot.push_back(p);
+      }
+    }
+    if (synced) {
+      // The check runs outside the lock: it may consult other state (eviction workers) with its own locks.
+      auto r = check(snapshot);
+      if (!r) return r.error();
+      if (r->empty()) return ok_status();
+      remaining = std::move(*r);
+    } else {
+      remaining.push_back("the pod list of node " + node_ + " (not loaded yet" +
+                          (watch_error.empty() ? "" : ": " + watch_error) + ")");
+    }
+    const auto now = clock_.now();
+    if (cancel.cancelled()) return Error("cancelled while waiting for " + what);
+    if (deadline.passed(clock_)) {
+      return Error(fmt::format("timed out after {} waiting for {}; still present: {}",
+                               format_duration(now - start), what, join_limited(remaining)));
+    }
+    if (now >= next_log) {
+      const auto left = deadline.unlimited() ? std::string("no time limit")
+                                             : format_duration(deadline.remaining(clock_)) + " left";
+      spdlog::info("Still waiting for {}: {} (elapsed {}, {})", what, join_limited(remaining),
+                   format_duration(now - start), left);
+      next_log = now + log_every;
+    }
+    std::unique_lock lk(mu_);
+    const auto gen = generation_;
+    changed_.wait_for(lk, kSlice, [&] { return generation_ != gen; });
+  }
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,71 @@
+// One list+watch of the pods on this node (all namespaces) kept in a local cache keyed by UID, and the one
+// wait helper every wait of the flow uses: "until this predicate over the cache holds, or the deadline".
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+
+namespace dm::manager {
+
+using PodList = std::vector<nlohmann::json>;
+
+// What a wait still waits for (one human-readable entry per pod or condition; empty = done), or an error
+// that ends the wait at once.
+using WaitCheck = std::function<Result<std::vector<std::string>>(const PodList& pods)>;
+
+class PodWatch {
+ public:
+  PodWatch(kube::Client& client, const Clock& clock, std::string node);
+  ~PodWatch();  // stops the watch thread
+  PodWatch(const PodWatch&) = delete;
+  PodWatch& operator=(const PodWatch&) = delete;
+
+  // Starts the watch thread and waits for the first full list. A failing list is retried until `deadline`;
+  // the error then names the last API error.
+  Status start(Deadline deadline, const CancelToken& cancel);
+
+  // The pods currently on the node (copy of the cache).
+  [[nodiscard]] PodList pods() const;
+  // Whether a pod with this UID is still on the node.
+  [[nodiscard]] bool has_uid(const std::string& uid) const;
+
+  // Waits until `check` returns an empty list, evaluating it on every change of the cache (and at least
+  // every 200 ms). Logs "Still waiting for <what>: <remaining> (elapsed <e>, <r> left)" every `log_every`.
+  // Errors: the deadline passed (naming what remained), `cancel` fired, or `check` returned an error.
+  Status wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
+                    const CancelToken& cancel, Duration log_every = std::chrono::seconds(5)) const;
+
+ private:
+  void run();
+
+  kube::Client& client_;
+  const Clock& clock_;
+  std::string node_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::map<std::string, nlohmann::json> by_uid_;
+  bool synced_ = false;
+  std::string last_error_;
+  uint64_t generation_ = 0;
+
+  std::atomic<bool> stop_{false};
+  CancelToken stop_token_;
+  std::thread thread_;
+};
+
+// "1m5s"-style rendering of a duration (whole seconds), for wait logs.
+std::string format_duration(Duration d);
+
+}  // namespace dm::manager
