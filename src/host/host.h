@@ -16,9 +16,9 @@
 namespace dm::host {
 
 // Unload order (upstream's, with nvidia_drm first): dependants before `nvidia`.
-inline constexpr std::string_view kNvidiaModules[] = {"nvidia_drm",       "nvidia_modeset", "nvidia_uvm",
-                                                      "nvidia_peermem",   "nvidia_fs",      "nvidia_vgpu_vfio",
-                                                      "gdrdrv",           "nvidia"};
+inline constexpr std::string_view kNvidiaModules[] = {"nvidia_drm",     "nvidia_modeset", "nvidia_uvm",
+                                                      "nvidia_peermem", "nvidia_fs",      "nvidia_vgpu_vfio",
+                                                      "gdrdrv",         "nvidia"};
 
 inline constexpr std::string_view kDriverRoot = "/run/nvidia/driver";
 inline constexpr std::string_view kDriverPidFile = "/run/nvidia/nvidia-driver.pid";
@@ -51,7 +51,9 @@ class Host {
 
   // Unloads the loaded modules of kNvidiaModules, in that order, all or nothing: refcounts and holders
   // are checked first, and if anything outside the stack holds it nothing is removed and the error
-  // names what holds which module. Logs "Unloading NVIDIA driver kernel modules" and each removal.
+  // names what holds which module. Logs "Unloading NVIDIA driver kernel modules" and each removal; on
+  // refusal it also logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the
+  // nvidia_modules_table() itself (callers need not log them again).
   virtual Status unload_nvidia_modules() = 0;
   // "Module Size Ref Count Used by" table of /proc/modules lines containing "nvidia" (for the log).
   [[nodiscard]] virtual std::string nvidia_modules_table() const = 0;
@@ -80,6 +82,10 @@ class Host {
 
 // "" = the real machine; otherwise the simulated host rooted at sim_root.
 std::unique_ptr<Host> make_host(const std::string& sim_root);
+
+// The skip-uninstall test (spec S6): DRIVER_CONFIG_DIGEST (taken verbatim) equals the state file's
+// content with surrounding whitespace trimmed.
+bool driver_config_matches(std::string_view desired_digest, std::string_view state_file_content);
 
 // Waits until host.mofed_ready(), logging "Waiting for MOFED to be installed..." with the elapsed time
 // every `interval`; error when `deadline` passes or `cancel` fires.

@@ -1,0 +1,231 @@
+// The one Host implementation: every path goes through path() (identity on the real machine, under the
+// simulation root otherwise); modules go through a ModuleBackend (libkmod, or the simulated kernel).
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <filesystem>
+
+#include "host/fs_util.h"
+#include "host/host.h"
+#include "host/modules.h"
+#include "host/mounts.h"
+#include "host/process.h"
+
+namespace dm::host {
+namespace {
+
+constexpr std::string_view kMellanoxVendor = "0x15b3";
+
+std::string join(const std::vector<std::string>& v, std::string_view sep) {
+  std::string out;
+  for (const auto& s : v) {
+    if (!out.empty()) out.append(sep);
+    out.append(s);
+  }
+  return out;
+}
+
+class HostImpl final : public Host {
+ public:
+  HostImpl(std::string root, std::unique_ptr<ModuleBackend> modules)
+      : root_(std::move(root)), modules_(std::move(modules)) {}
+
+  [[nodiscard]] std::string path(std::string_view host_path) const override {
+    if (root_.empty()) return std::string(host_path);
+    std::string p = root_;
+    if (host_path.empty() || host_path.front() != '/') p.push_back('/');
+    p.append(host_path);
+    return p;
+  }
+
+  [[nodiscard]] bool module_loaded(std::string_view name) const override { return modules_->loaded(name); }
+
+  [[nodiscard]] Result<ModuleState> module_state(std::string_view name) const override {
+    return modules_->state(name);
+  }
+
+  Status unload_nvidia_modules() override {
+    spdlog::info("Unloading NVIDIA driver kernel modules");
+    std::vector<ModuleState> loaded;
+    for (const auto name : kNvidiaModules) {
+      if (!modules_->loaded(name)) continue;
+      auto st = modules_->state(name);
+      if (!st)
+        return st.error().wrap("cannot inspect kernel module " + std::string(name) +
+                               ", nothing was unloaded");
+      if (st->loaded) loaded.push_back(std::move(st).value());
+    }
+    if (loaded.empty()) {
+      spdlog::info("No NVIDIA driver kernel modules are loaded");
+      return {};
+    }
+    const UnloadPlan plan = plan_nvidia_unload(loaded);
+    if (!plan.allowed()) {
+      spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
+      spdlog::error("{}", nvidia_modules_table());
+      return Error(
+          "NVIDIA driver kernel modules are in use, none was unloaded: " + join(plan.blockers, "; ") +
+          ". Stop the listed processes/pods (or unload the listed modules) and retry");
+    }
+    std::vector<std::string> removed;
+    for (const auto& name : plan.order) {
+      auto st = modules_->remove(name);
+      if (!st) {
+        // Something took a reference between the check and the removal.
+        spdlog::error("Failed to unload kernel module {}: {}", name, st.error().message);
+        spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
+        spdlog::error("{}", nvidia_modules_table());
+        return st.error().wrap(removed.empty() ? std::string("NVIDIA driver kernel modules were not unloaded")
+                                               : "NVIDIA driver partially unloaded (already removed: " +
+                                                     join(removed, ", ") + ")");
+      }
+      spdlog::info("Unloaded kernel module {}", name);
+      removed.push_back(name);
+    }
+    return {};
+  }
+
+  [[nodiscard]] std::string nvidia_modules_table() const override {
+    auto text = modules_->proc_modules();
+    if (!text) return format_modules_table("") + "(" + text.error().message + ")\n";
+    return format_modules_table(*text);
+  }
+
+  Status unload_module(std::string_view name) override {
+    spdlog::info("Unloading {} driver", name);
+    auto st = modules_->remove(name);
+    if (!st) {
+      spdlog::error("Failed to unload kernel module {}: {}", name, st.error().message);
+      return st;
+    }
+    spdlog::info("Successfully unloaded {} driver", name);
+    return {};
+  }
+
+  Status unmount_driver_root() override {
+    const std::string root = path(kDriverRoot);
+    if (!path_exists(root)) {
+      spdlog::info("Driver root directory does not exist, nothing to unmount");
+      return {};
+    }
+    auto done = unmount_tree(root);
+    if (!done) return done.error();
+    for (const auto& t : *done) spdlog::debug("Unmounted {}", t);
+    spdlog::info("Successfully unmounted {} and all its submounts", kDriverRoot);
+    return {};
+  }
+
+  void remove_pid_file() override {
+    const std::string pid_file = path(kDriverPidFile);
+    if (::unlink(pid_file.c_str()) != 0 && errno != ENOENT) {
+      spdlog::warn("Failed to remove PID file {}: {}", pid_file, errno_text(errno));
+    }
+  }
+
+  [[nodiscard]] Result<std::optional<std::string>> read_driver_state() const override {
+    auto r = read_text_file_if_exists(path(kDriverStateFile));
+    if (!r) return r.error().wrap("cannot read the driver state file");
+    return r;
+  }
+
+  std::optional<std::string> host_driver_version() override {
+    std::vector<std::string> argv;
+    if (root_.empty()) {
+      argv = {"chroot", "/host", "nvidia-smi"};
+    } else {
+      const std::string smi = path("/host/usr/bin/nvidia-smi");
+      if (!path_exists(smi)) return std::nullopt;
+      argv = {smi};
+    }
+    argv.emplace_back("--query-gpu=driver_version");
+    argv.emplace_back("--format=csv,noheader");
+    const CommandResult r = run_process(argv, StderrMode::kDiscard);
+    const std::string_view out = trim(r.output);
+    if (r.exit_code != 0 || out.empty()) {
+      spdlog::debug("No pre-installed host driver ({} exited with {})", argv.front(), r.exit_code);
+      return std::nullopt;
+    }
+    // One line per GPU; they all report the same driver.
+    return std::string(trim(out.substr(0, out.find('\n'))));
+  }
+
+  [[nodiscard]] std::optional<std::string> first_mellanox_device() const override {
+    const std::string dir = path("/sys/bus/pci/devices");
+    auto devices = list_dir(dir);
+    if (!devices) {
+      spdlog::warn("Cannot look for Mellanox devices: {}", devices.error().message);
+      return std::nullopt;
+    }
+    for (const auto& bdf : *devices) {
+      auto vendor = read_text_file(dir + "/" + bdf + "/vendor");
+      if (vendor && trim(*vendor) == kMellanoxVendor) return bdf;
+    }
+    return std::nullopt;
+  }
+
+  [[nodiscard]] bool mofed_ready(bool use_host_mofed) const override {
+    if (use_host_mofed) {
+      auto text = modules_->proc_modules();
+      return text && text->find("mlx5_core") != std::string::npos;
+    }
+    return path_exists(path(kMofedReadyFile));
+  }
+
+  CommandResult run(const std::vector<std::string>& argv) override { return run_process(argv); }
+
+ private:
+  std::string root_;
+  std::unique_ptr<ModuleBackend> modules_;
+};
+
+std::string format_seconds(Duration d) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  return std::to_string(s) + "s";
+}
+
+}  // namespace
+
+std::unique_ptr<Host> make_host(const std::string& sim_root) {
+  if (sim_root.empty()) return std::make_unique<HostImpl>("", make_kmod_backend());
+  std::string root = std::filesystem::absolute(sim_root).lexically_normal().string();
+  while (root.size() > 1 && root.back() == '/') root.pop_back();
+  if (root == "/") return std::make_unique<HostImpl>("", make_kmod_backend());
+  return std::make_unique<HostImpl>(root, make_sim_module_backend(root));
+}
+
+bool driver_config_matches(std::string_view desired_digest, std::string_view state_file_content) {
+  return desired_digest == trim(state_file_content);
+}
+
+Status wait_for_mofed(const Host& host, bool use_host_mofed, const Clock& clock, Deadline deadline,
+                      const CancelToken& cancel, Duration interval) {
+  const TimePoint start = clock.now();
+  const std::string what = use_host_mofed
+                               ? std::string("kernel module mlx5_core to be loaded (USE_HOST_MOFED)")
+                               : "file " + std::string(kMofedReadyFile);
+  for (;;) {
+    if (host.mofed_ready(use_host_mofed)) {
+      spdlog::info("MOFED driver is ready (waited {})", format_seconds(clock.now() - start));
+      return {};
+    }
+    if (cancel.cancelled()) return Error("interrupted while waiting for the MOFED driver (" + what + ")");
+    if (deadline.passed(clock)) {
+      return Error("MOFED driver not ready after " + format_seconds(clock.now() - start) +
+                   ": still waiting for " + what + "; check the MOFED driver pod on this node");
+    }
+    if (deadline.unlimited()) {
+      spdlog::info("Waiting for MOFED to be installed... (waiting for {}, elapsed {})", what,
+                   format_seconds(clock.now() - start));
+    } else {
+      spdlog::info("Waiting for MOFED to be installed... (waiting for {}, elapsed {}, timeout in {})", what,
+                   format_seconds(clock.now() - start), format_seconds(deadline.remaining(clock)));
+    }
+    if (!clock.sleep_for(std::min(interval, deadline.remaining(clock)), cancel)) {
+      return Error("interrupted while waiting for the MOFED driver (" + what + ")");
+    }
+  }
+}
+
+}  // namespace dm::host
