@@ -26,6 +26,8 @@ std::string restore_value(std::string_view snapshot);
 
 // Our write policy: a label whose snapshot is empty/absent is neither paused nor restored (upstream
 // stamped an empty value, which the GPU Operator then churns on).
-inline bool should_write_label(std::string_view snapshot) { return !snapshot.empty(); }
+inline bool should_write_label(std::string_view snapshot) {
+  return !snapshot.empty();
+}
 
 }  // namespace dm::manager

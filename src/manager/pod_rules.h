@@ -33,9 +33,9 @@ std::optional<bool> parse_go_bool(std::string_view s);
 // --- Pod facts computed from the JSON alone -------------------------------------------------------
 std::string pod_ref(const Json& pod);  // "<namespace>/<name>"
 std::string pod_uid(const Json& pod);
-bool is_terminal(const Json& pod);      // status.phase Succeeded or Failed
-bool is_terminating(const Json& pod);   // metadata.deletionTimestamp set
-bool is_mirror_pod(const Json& pod);    // annotation kubernetes.io/config.mirror
+bool is_terminal(const Json& pod);     // status.phase Succeeded or Failed
+bool is_terminating(const Json& pod);  // metadata.deletionTimestamp set
+bool is_mirror_pod(const Json& pod);   // annotation kubernetes.io/config.mirror
 bool has_emptydir_volume(const Json& pod);
 // The ownerReference with controller=true, or nullptr.
 const Json* controller_ref(const Json& pod);
@@ -116,7 +116,8 @@ struct PodDecision {
 
 class PodPipeline {
  public:
-  PodPipeline(std::string name, std::vector<PodFilter> filters);
+  // delete_reason: the decision's reason when every filter lets a pod through.
+  PodPipeline(std::string name, std::vector<PodFilter> filters, std::string delete_reason = {});
   // Runs the filters in order; the first non-delete verdict wins.
   [[nodiscard]] PodDecision decide(const Json& pod) const;
   [[nodiscard]] const std::string& name() const { return name_; }
@@ -125,6 +126,7 @@ class PodPipeline {
  private:
   std::string name_;
   std::vector<PodFilter> filters_;
+  std::string delete_reason_;
 };
 
 // Answers only the API can give, injected so the rules stay pure. Null functions: the DaemonSet is
@@ -176,7 +178,7 @@ enum class GpuClientPhase {
 
 struct GpuClientOptions {
   GpuClientPhase phase = GpuClientPhase::kWithOperands;
-  bool force = false;  // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
+  bool force = false;          // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
   std::optional<Taint> taint;  // pods tolerating it get a warning (they come back at once)
   // Node label keys this run paused (gpu.deploy.client, the custom key): DaemonSet pods selecting on one
   // are handled (and waited for) through the label, not evicted.

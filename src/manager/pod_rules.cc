@@ -1,0 +1,552 @@
+#include "manager/pod_rules.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <utility>
+
+namespace dm::manager {
+namespace {
+
+const Json* at(const Json& j, std::initializer_list<const char*> fields) {
+  const Json* cur = &j;
+  for (const char* f : fields) {
+    if (!cur->is_object() || !cur->contains(f)) return nullptr;
+    cur = &(*cur)[f];
+  }
+  return cur;
+}
+
+std::string str_at(const Json& j, std::initializer_list<const char*> fields) {
+  const Json* v = at(j, fields);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+// Value of annotation `key`, nullopt when absent.
+std::optional<std::string> annotation(const Json& pod, std::string_view key) {
+  const Json* anns = at(pod, {"metadata", "annotations"});
+  if (anns == nullptr || !anns->is_object()) return std::nullopt;
+  auto it = anns->find(std::string(key));
+  if (it == anns->end()) return std::nullopt;
+  return it->is_string() ? it->get<std::string>() : it->dump();
+}
+
+bool is_gpu_resource_name(std::string_view name) {
+  return name.starts_with("nvidia.com/gpu") || name.starts_with("nvidia.com/mig-");
+}
+
+bool any_gpu_resource(const Json* resources) {
+  if (resources == nullptr || !resources->is_object()) return false;
+  for (const auto& [name, quantity] : resources->items()) {
+    (void)quantity;
+    if (is_gpu_resource_name(name)) return true;
+  }
+  return false;
+}
+
+FilterResult keep() {
+  return {};
+}
+FilterResult warn(std::string why) {
+  return {Verdict::kDelete, std::move(why)};
+}
+FilterResult skip(std::string why) {
+  return {Verdict::kSkip, std::move(why)};
+}
+FilterResult fail(std::string why) {
+  return {Verdict::kError, std::move(why)};
+}
+
+std::string controller_name(const Json& pod) {
+  const Json* ref = controller_ref(pod);
+  if (ref == nullptr) return "none";
+  return str_at(*ref, {"kind"}) + "/" + str_at(*ref, {"name"});
+}
+
+bool label_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_' || c == '.' || c == '/';
+}
+
+}  // namespace
+
+std::optional<bool> parse_go_bool(std::string_view s) {
+  if (s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True") return true;
+  if (s == "0" || s == "f" || s == "F" || s == "FALSE" || s == "false" || s == "False") return false;
+  return std::nullopt;
+}
+
+std::string pod_ref(const Json& pod) {
+  return str_at(pod, {"metadata", "namespace"}) + "/" + str_at(pod, {"metadata", "name"});
+}
+
+std::string pod_uid(const Json& pod) {
+  return str_at(pod, {"metadata", "uid"});
+}
+
+bool is_terminal(const Json& pod) {
+  const std::string phase = str_at(pod, {"status", "phase"});
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+bool is_terminating(const Json& pod) {
+  const Json* ts = at(pod, {"metadata", "deletionTimestamp"});
+  return ts != nullptr && !ts->is_null();
+}
+
+bool is_mirror_pod(const Json& pod) {
+  return annotation(pod, kMirrorPodAnnotation).has_value();
+}
+
+bool has_emptydir_volume(const Json& pod) {
+  const Json* volumes = at(pod, {"spec", "volumes"});
+  if (volumes == nullptr || !volumes->is_array()) return false;
+  return std::any_of(volumes->begin(), volumes->end(),
+                     [](const Json& v) { return v.is_object() && v.contains("emptyDir"); });
+}
+
+const Json* controller_ref(const Json& pod) {
+  const Json* refs = at(pod, {"metadata", "ownerReferences"});
+  if (refs == nullptr || !refs->is_array()) return nullptr;
+  for (const auto& ref : *refs) {
+    const Json* c = at(ref, {"controller"});
+    if (c != nullptr && c->is_boolean() && c->get<bool>()) return &ref;
+  }
+  return nullptr;
+}
+
+bool is_daemonset_pod(const Json& pod) {
+  const Json* ref = controller_ref(pod);
+  return ref != nullptr && str_at(*ref, {"kind"}) == "DaemonSet";
+}
+
+bool requests_gpu_resources(const Json& pod) {
+  const Json* containers = at(pod, {"spec", "containers"});
+  if (containers == nullptr || !containers->is_array()) return false;
+  return std::any_of(containers->begin(), containers->end(), [](const Json& c) {
+    return any_gpu_resource(at(c, {"resources", "limits"})) ||
+           any_gpu_resource(at(c, {"resources", "requests"}));
+  });
+}
+
+bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key) {
+  if (!is_daemonset_pod(pod)) return false;
+  const Json* sel = at(pod, {"spec", "nodeSelector"});
+  return sel != nullptr && sel->is_object() && sel->contains(std::string(key));
+}
+
+std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key) {
+  std::vector<Json> out;
+  for (const auto& p : pods) {
+    if (is_daemonset_pod_with_node_selector_key(p, key)) out.push_back(p);
+  }
+  return out;
+}
+
+ClientDesignation gpu_client_designation(const Json& pod) {
+  const auto v = annotation(pod, kGpuClientAnnotation);
+  if (!v) return ClientDesignation::kNone;
+  const auto b = parse_go_bool(*v);
+  if (!b) return ClientDesignation::kInvalid;
+  return *b ? ClientDesignation::kClient : ClientDesignation::kOptOut;
+}
+
+bool is_dra_plugin_client(const Json& pod) {
+  const auto v = annotation(pod, kGpuClientDraPluginAnnotation);
+  return v && parse_go_bool(*v).value_or(false);
+}
+
+// ---------------------------------------------------------------------------------------------------
+Result<LabelSelector> LabelSelector::parse(std::string_view text) {
+  LabelSelector sel;
+  sel.text_ = std::string(text);
+  const std::string quoted = "\"" + std::string(text) + "\"";
+  size_t i = 0;
+  auto ws = [&] {
+    while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i])) != 0) ++i;
+  };
+  auto word = [&] {
+    const size_t start = i;
+    while (i < text.size() && label_char(text[i])) ++i;
+    return std::string(text.substr(start, i - start));
+  };
+  auto error = [&](const std::string& why) {
+    return Error("invalid label selector " + quoted + ": " + why + " at position " + std::to_string(i));
+  };
+  ws();
+  if (i == text.size()) return sel;
+  while (true) {
+    ws();
+    Requirement r;
+    if (i < text.size() && text[i] == '!') {
+      ++i;
+      ws();
+      r.key = word();
+      r.op = Op::kNotExists;
+      if (r.key.empty()) return error("missing key after '!'");
+    } else {
+      r.key = word();
+      if (r.key.empty()) return error("missing key");
+      ws();
+      if (i == text.size() || text[i] == ',') {
+        r.op = Op::kExists;
+      } else if (text.substr(i, 2) == "==" || text.substr(i, 2) == "!=" || text[i] == '=') {
+        if (text[i] == '!') {
+          r.op = Op::kNotEq;
+          i += 2;
+        } else {
+          r.op = Op::kEq;
+          i += text.substr(i, 2) == "==" ? 2 : 1;
+        }
+        ws();
+        r.values.push_back(word());
+      } else {
+        const std::string op = word();
+        if (op != "in" && op != "notin") return error("expected one of =, ==, !=, in, notin");
+        r.op = op == "in" ? Op::kIn : Op::kNotIn;
+        ws();
+        if (i == text.size() || text[i] != '(') return error("expected '(' after " + op);
+        ++i;
+        while (true) {
+          ws();
+          r.values.push_back(word());
+          ws();
+          if (i < text.size() && text[i] == ',') {
+            ++i;
+            continue;
+          }
+          if (i < text.size() && text[i] == ')') {
+            ++i;
+            break;
+          }
+          return error("expected ',' or ')' in value list");
+        }
+      }
+    }
+    sel.requirements_.push_back(std::move(r));
+    ws();
+    if (i == text.size()) break;
+    if (text[i] != ',') return error("expected ','");
+    ++i;
+  }
+  return sel;
+}
+
+bool LabelSelector::matches(const Json& labels) const {
+  for (const auto& r : requirements_) {
+    const bool has = labels.is_object() && labels.contains(r.key) && labels[r.key].is_string();
+    const std::string v = has ? labels[r.key].get<std::string>() : std::string();
+    const bool in_values = has && std::find(r.values.begin(), r.values.end(), v) != r.values.end();
+    bool ok = false;
+    switch (r.op) {
+      case Op::kEq:
+      case Op::kIn:
+        ok = in_values;
+        break;
+      case Op::kNotEq:
+      case Op::kNotIn:
+        ok = !in_values;
+        break;
+      case Op::kExists:
+        ok = has;
+        break;
+      case Op::kNotExists:
+        ok = !has;
+        break;
+    }
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------
+std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kDelete:
+      return "evict";
+    case Verdict::kSkip:
+      return "skip";
+    case Verdict::kWaitOnly:
+      return "wait";
+    case Verdict::kError:
+      return "refuse";
+  }
+  return "?";
+}
+
+std::string PodDecision::log_line() const {
+  std::string line = pod + ": " + std::string(to_string(verdict));
+  if (!filter.empty()) line += " [" + filter + "]";
+  if (!reason.empty()) line += ": " + reason;
+  for (const auto& w : warnings) line += "; warning: " + w;
+  return line;
+}
+
+PodPipeline::PodPipeline(std::string name, std::vector<PodFilter> filters, std::string delete_reason)
+    : name_(std::move(name)), filters_(std::move(filters)), delete_reason_(std::move(delete_reason)) {}
+
+PodDecision PodPipeline::decide(const Json& pod) const {
+  PodDecision d;
+  d.pod = pod_ref(pod);
+  for (const auto& f : filters_) {
+    FilterResult r = f.apply(pod);
+    if (r.verdict == Verdict::kDelete) {
+      if (!r.reason.empty()) d.warnings.push_back(std::move(r.reason));
+      continue;
+    }
+    d.verdict = r.verdict;
+    d.filter = f.name;
+    d.reason = std::move(r.reason);
+    return d;
+  }
+  d.verdict = Verdict::kDelete;
+  d.reason = delete_reason_;
+  return d;
+}
+
+PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts) {
+  return {"daemonset", [ignore_all_daemonsets, force, exists = facts.daemonset_exists](const Json& pod) {
+            const Json* ref = controller_ref(pod);
+            if (ref == nullptr || str_at(*ref, {"kind"}) != "DaemonSet" || is_terminal(pod)) return keep();
+            const std::string ds = str_at(*ref, {"name"});
+            const std::string ns = str_at(pod, {"metadata", "namespace"});
+            if (exists) {
+              Result<bool> r = exists(ns, ds);
+              if (!r) return fail("cannot check its DaemonSet " + ns + "/" + ds + ": " + r.error().message);
+              if (!*r) {
+                if (force)
+                  return warn("its DaemonSet " + ns + "/" + ds + " is gone; deleting the orphaned pod");
+                return fail("its DaemonSet " + ns + "/" + ds +
+                            " is gone (set DRAIN_USE_FORCE=true to delete such orphaned pods)");
+              }
+            }
+            if (!ignore_all_daemonsets) {
+              return fail("cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)");
+            }
+            return skip("ignoring DaemonSet-managed Pods (DaemonSet " + ds + ")");
+          }};
+}
+
+PodFilter mirror_filter(Verdict verdict) {
+  return {
+      "mirror", [verdict](const Json& pod) {
+        if (!is_mirror_pod(pod)) return keep();
+        if (verdict == Verdict::kError) {
+          return fail(
+              "static (mirror) pod: the kubelet recreates it, so it cannot be reset by eviction; remove its "
+              "manifest from the node or its " +
+              std::string(kGpuClientAnnotation) + " annotation");
+        }
+        return FilterResult{verdict, "static (mirror) pod, managed by the kubelet"};
+      }};
+}
+
+PodFilter emptydir_filter(bool delete_emptydir_data) {
+  return {
+      "emptydir", [delete_emptydir_data](const Json& pod) {
+        if (!has_emptydir_volume(pod) || is_terminal(pod)) return keep();
+        if (!delete_emptydir_data) {
+          return fail(
+              "cannot delete Pods with local storage (emptyDir; set DRAIN_DELETE_EMPTYDIR_DATA=true to allow "
+              "it)");
+        }
+        return warn("deleting Pods with local storage (emptyDir data is lost)");
+      }};
+}
+
+PodFilter controller_filter(bool force) {
+  return {"controller", [force](const Json& pod) {
+            if (is_terminal(pod) || controller_ref(pod) != nullptr) return keep();
+            if (force) return warn("deleting Pods that declare no controller (DRAIN_USE_FORCE=true)");
+            return fail(
+                "cannot delete Pods that declare no controller: nothing would recreate it (set "
+                "DRAIN_USE_FORCE=true to allow it)");
+          }};
+}
+
+PodFilter gpu_filter(const PodFacts& facts) {
+  return {"gpu", [claim = facts.holds_gpu_claim](const Json& pod) {
+            if (requests_gpu_resources(pod)) return keep();
+            if (claim) {
+              Result<bool> r = claim(pod);
+              if (!r) return fail("cannot check its resource claims: " + r.error().message);
+              if (*r) return keep();
+            }
+            return skip("does not use a GPU");
+          }};
+}
+
+PodFilter selector_filter(const LabelSelector& selector) {
+  return {"selector", [selector](const Json& pod) {
+            if (selector.empty()) return keep();
+            const Json* labels = at(pod, {"metadata", "labels"});
+            if (selector.matches(labels != nullptr ? *labels : Json())) return keep();
+            return skip("labels do not match pod selector " + selector.text());
+          }};
+}
+
+PodFilter terminal_skip_filter() {
+  return {"terminal", [](const Json& pod) {
+            if (!is_terminal(pod)) return keep();
+            return skip("already finished (phase " + str_at(pod, {"status", "phase"}) + ")");
+          }};
+}
+
+PodFilter terminating_wait_filter() {
+  return {"terminating", [](const Json& pod) {
+            if (!is_terminating(pod)) return keep();
+            return FilterResult{Verdict::kWaitOnly, "already terminating; waiting for it to be gone"};
+          }};
+}
+
+PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts) {
+  return PodPipeline(
+      "gpu-workloads",
+      {daemonset_filter(true, options.force, facts), mirror_filter(Verdict::kSkip),
+       emptydir_filter(options.delete_emptydir_data), controller_filter(options.force), gpu_filter(facts)},
+      "GPU pod");
+}
+
+PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector& selector,
+                                const PodFacts& facts) {
+  return PodPipeline(
+      "drain",
+      {selector_filter(selector), daemonset_filter(true, options.force, facts), mirror_filter(Verdict::kSkip),
+       emptydir_filter(options.delete_emptydir_data), controller_filter(options.force)},
+      "drained");
+}
+
+PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
+  const std::string ann(kGpuClientAnnotation);
+  const std::string dra_ann(kGpuClientDraPluginAnnotation);
+  std::vector<PodFilter> filters;
+  filters.push_back({"designation", [ann, dra_ann](const Json& pod) {
+                       switch (gpu_client_designation(pod)) {
+                         case ClientDesignation::kClient:
+                           return keep();
+                         case ClientDesignation::kOptOut:
+                           return skip("opted out (" + ann + "=false)");
+                         case ClientDesignation::kInvalid:
+                           return skip("annotation " + ann + "=\"" + annotation(pod, ann).value_or("") +
+                                       "\" is not a boolean (use \"true\" or \"false\"); not reset");
+                         case ClientDesignation::kNone:
+                           break;
+                       }
+                       if (is_dra_plugin_client(pod)) {
+                         return skip("annotated " + dra_ann + " without " + ann + "=\"true\"; add " + ann +
+                                     ": \"true\" to have it reset");
+                       }
+                       return skip("not a designated GPU client");
+                     }});
+  filters.push_back({"phase", [phase = options.phase](const Json& pod) {
+                       const bool plugin = is_dra_plugin_client(pod);
+                       if (phase == GpuClientPhase::kWithOperands && plugin) {
+                         return skip(
+                             "DRA plugin client: reset after the GPU workloads, before the driver unload");
+                       }
+                       if (phase == GpuClientPhase::kDraPlugin && !plugin) {
+                         return skip("not a DRA plugin client: reset with the operands");
+                       }
+                       return keep();
+                     }});
+  filters.push_back(terminal_skip_filter());
+  filters.push_back({"node-label", [keys = options.label_handled_keys](const Json& pod) {
+                       for (const auto& k : keys) {
+                         if (is_daemonset_pod_with_node_selector_key(pod, k)) {
+                           return skip("DaemonSet pod selecting node label " + k +
+                                       ": removed and waited for through that label");
+                         }
+                       }
+                       return keep();
+                     }});
+  filters.push_back(terminating_wait_filter());
+  filters.push_back(mirror_filter(Verdict::kError));
+  filters.push_back({"controller", [force = options.force, ann](const Json& pod) {
+                       if (controller_ref(pod) != nullptr) return keep();
+                       if (force) {
+                         return warn(
+                             "has no controller: eviction deletes it for good (DRAIN_USE_FORCE=true)");
+                       }
+                       return fail(
+                           "has no controller, so eviction would delete it for good; set "
+                           "DRAIN_USE_FORCE=true to allow that, or remove its " +
+                           ann + " annotation");
+                     }});
+  if (options.taint) {
+    filters.push_back({"toleration", [taint = *options.taint](const Json& pod) {
+                         const Json* tol = at(pod, {"spec", "tolerations"});
+                         if (tol == nullptr || !tolerates(*tol, taint)) return keep();
+                         return warn("tolerates the taint " + taint.to_string() + ", so its controller " +
+                                     controller_name(pod) +
+                                     " may recreate it on this node at once; for a DaemonSet, select "
+                                     "nvidia.com/gpu.deploy.client in its nodeSelector instead");
+                       }});
+  }
+  return PodPipeline("gpu-clients", std::move(filters), "designated GPU client");
+}
+
+PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
+  PodPlan plan;
+  for (const auto& pod : pods) {
+    PodDecision d = pipeline.decide(pod);
+    switch (d.verdict) {
+      case Verdict::kDelete:
+        plan.to_evict.push_back(pod);
+        break;
+      case Verdict::kWaitOnly:
+        plan.to_wait.push_back(pod);
+        break;
+      case Verdict::kError:
+        plan.errors.push_back(d.pod + ": " + d.reason);
+        break;
+      case Verdict::kSkip:
+        break;
+    }
+    plan.decisions.push_back(std::move(d));
+  }
+  return plan;
+}
+
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
+                                                   const PodFacts& facts) {
+  // Step 1 of spec 3.6: which pods use a GPU. One claim lookup per pod, reused by the pipeline.
+  std::vector<bool> gpu(pods.size(), false);
+  GpuEvictionPlan out;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    gpu[i] = requests_gpu_resources(pods[i]);
+    if (!gpu[i] && facts.holds_gpu_claim) {
+      Result<bool> r = facts.holds_gpu_claim(pods[i]);
+      if (!r) return r.error().wrap("cannot check the resource claims of pod " + pod_ref(pods[i]));
+      gpu[i] = *r;
+    }
+    if (gpu[i]) ++out.gpu_pods;
+  }
+  if (out.gpu_pods == 0) return out;
+
+  PodFacts cached = facts;
+  // The pipeline below only sees pods already known to use a GPU: no second claim lookup.
+  cached.holds_gpu_claim = [](const Json&) -> Result<bool> { return true; };
+  const PodPipeline pipeline = gpu_workload_pipeline(options, cached);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    PodDecision d;
+    if (!gpu[i]) {
+      // Non-GPU pods can never be evicted here and their drain errors do not count (upstream's equality
+      // rule compares GPU pods only), so decide them without asking the API about their DaemonSets.
+      d.pod = pod_ref(pods[i]);
+      d.verdict = Verdict::kSkip;
+      d.filter = "gpu";
+      d.reason = "does not use a GPU";
+    } else {
+      d = pipeline.decide(pods[i]);
+    }
+    if (d.verdict == Verdict::kDelete) {
+      out.plan.to_evict.push_back(pods[i]);
+    } else if (gpu[i]) {
+      // Equality rule: every GPU pod must be deletable.
+      out.plan.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason);
+    }
+    out.plan.decisions.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace dm::manager
