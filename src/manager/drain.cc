@@ -1,0 +1,145 @@
+#include "manager/drain.h"
+
+#include <spdlog/spdlog.h>
+
+#include "manager/claims.h"
+#include "manager/eviction.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+PodFacts api_pod_facts(kube::Client& client) {
+  PodFacts facts;
+  facts.daemonset_exists = [&client](const std::string& ns, const std::string& name) -> Result<bool> {
+    auto r = client.get(kube::paths::daemonset(ns, name));
+    if (r) return true;
+    if (r.error().not_found()) return false;
+    return r.error().wrap("failed to look up DaemonSet " + ns + "/" + name);
+  };
+  facts.holds_gpu_claim = [&client](const Json& pod) -> Result<bool> {
+    const std::string ns = pod["metadata"].value("namespace", "");
+    for (const auto& name : claim_names(pod)) {
+      auto claim = client.get(kube::paths::resource_claim(ns, name));
+      if (!claim) {
+        // 404: the claim is gone, or the cluster has no resource.k8s.io/v1 (claims are then ignored).
+        if (claim.error().not_found()) continue;
+        return claim.error().wrap("failed to look up ResourceClaim " + ns + "/" + name + " of pod " +
+                                  pod_ref(pod));
+      }
+      if (is_allocated_gpu_claim(*claim)) return true;
+    }
+    return false;
+  };
+  return facts;
+}
+
+Deadline drain_deadline(const FlowContext& ctx) {
+  return ctx.settings.drain_timeout == Duration::zero()
+             ? Deadline::none()
+             : Deadline::after(ctx.clock, ctx.settings.drain_timeout);
+}
+
+namespace {
+
+void log_decisions(const PodPlan& plan) {
+  for (const auto& d : plan.decisions) {
+    if (d.verdict == Verdict::kSkip) {
+      spdlog::debug("{}", d.log_line());
+    } else {
+      spdlog::info("{}", d.log_line());
+    }
+  }
+}
+
+std::vector<EvictionTarget> targets_of(const PodPlan& plan) {
+  std::vector<EvictionTarget> out;
+  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p, true));
+  for (const auto& p : plan.to_wait) out.push_back(eviction_target(p, false));
+  return out;
+}
+
+EvictionOptions eviction_options(const FlowContext& ctx, std::string what) {
+  EvictionOptions o;
+  o.what = std::move(what);
+  o.retry_interval = ctx.settings.eviction_retry_interval;
+  return o;  // the pod's own grace period, as `kubectl drain` and upstream's GPU-pod eviction
+}
+
+DrainOptions drain_options(const Settings& s) {
+  DrainOptions o;
+  o.force = s.drain_use_force;
+  o.delete_emptydir_data = s.drain_delete_emptydir_data;
+  return o;
+}
+
+std::string joined(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : "; ") + i;
+  return out;
+}
+
+}  // namespace
+
+Status evict_gpu_workloads(const FlowContext& ctx) {
+  spdlog::info("Identifying GPU pods to delete");
+  const auto facts = api_pod_facts(ctx.client);
+  auto planned = plan_gpu_workload_eviction(ctx.pods.pods(), drain_options(ctx.settings), facts);
+  if (!planned) return planned.error().wrap("failed to identify GPU pods");
+  const auto& plan = planned->plan;
+  if (planned->gpu_pods == 0) {
+    spdlog::info("No GPU pods to delete. Exiting.");
+    return ok_status();
+  }
+  log_decisions(plan);
+  if (!plan.ok()) {
+    spdlog::error("Cannot delete all GPU pods");
+    for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
+    return Error("cannot evict every GPU pod on node " + ctx.node.node() + ": " + joined(plan.errors));
+  }
+  for (const auto& p : plan.to_evict) spdlog::info("GPU pod - {}", pod_ref(p));
+  for (const auto& p : plan.to_wait) spdlog::info("GPU pod - {} (already terminating)", pod_ref(p));
+  spdlog::info("Deleting GPU pods...");
+  auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(plan), drain_deadline(ctx), ctx.cancel,
+                      eviction_options(ctx, "GPU pods"));
+  if (!s) return s.error().wrap("failed to evict GPU pods from node " + ctx.node.node());
+  return ok_status();
+}
+
+Status drain_node(const FlowContext& ctx) {
+  auto selector = LabelSelector::parse(ctx.settings.drain_pod_selector_label);
+  if (!selector) return selector.error().wrap("invalid DRAIN_POD_SELECTOR_LABEL");
+  spdlog::info("Draining node {} (ignoring DaemonSet pods{})", ctx.node.node(),
+               selector->empty() ? "" : ", pods matching \"" + selector->text() + "\" only");
+  const auto facts = api_pod_facts(ctx.client);
+  const auto plan =
+      plan_pods(full_drain_pipeline(drain_options(ctx.settings), *selector, facts), ctx.pods.pods());
+  log_decisions(plan);
+  if (!plan.ok()) {
+    for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
+    return Error("cannot drain node " + ctx.node.node() + ": " + joined(plan.errors));
+  }
+  auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(plan), drain_deadline(ctx), ctx.cancel,
+                      eviction_options(ctx, "pods of the drained node"));
+  if (!s) return s.error().wrap("failed to drain node " + ctx.node.node());
+  spdlog::info("Node {} drained", ctx.node.node());
+  return ok_status();
+}
+
+Status check_dra_claim_holders(const FlowContext& ctx) {
+  spdlog::info("Checking that no pod on the node still holds a GPU resource claim");
+  const auto facts = api_pod_facts(ctx.client);
+  std::vector<std::string> holders;
+  for (const auto& pod : ctx.pods.pods()) {
+    if (is_terminal(pod) || claim_names(pod).empty()) continue;
+    auto holds = facts.holds_gpu_claim(pod);
+    if (!holds) return holds.error();
+    if (*holds) holders.push_back(pod_ref(pod));
+  }
+  if (holders.empty()) return ok_status();
+  std::string list;
+  for (const auto& h : holders) list += (list.empty() ? "" : ", ") + h;
+  return Error("cannot drain the DRA kubelet-plugin: pod(s) still hold GPU resource claims: " + list);
+}
+
+}  // namespace dm::manager

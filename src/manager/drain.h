@@ -1,0 +1,32 @@
+// Taking pods off the node: GPU-workload eviction (spec 3.6, S7), the full-drain fallback with `kubectl
+// drain` semantics (issue 4 decision 1) and the DRA claim-holder guard (S8). Decisions come from the
+// pod_rules pipelines, evictions from the eviction engine.
+#pragma once
+
+#include "common/result.h"
+#include "manager/flow.h"
+#include "manager/pod_rules.h"
+
+namespace dm::manager {
+
+// PodFacts answered by the API: DaemonSet existence (GET apps/v1) and GPU ResourceClaims (GET
+// resource.k8s.io/v1; 404 - also on clusters without that API - means "no claim").
+PodFacts api_pod_facts(kube::Client& client);
+
+// The deadline of DRAIN_TIMEOUT_SECONDS (zero = no limit, as upstream).
+Deadline drain_deadline(const FlowContext& ctx);
+
+// Evicts every GPU-using pod of the node (the caller has cordoned it). Fails without evicting anything
+// if some GPU pod cannot be evicted ("Cannot delete all GPU pods", the equality rule), or when the
+// evictions do not finish before DRAIN_TIMEOUT_SECONDS.
+Status evict_gpu_workloads(const FlowContext& ctx);
+
+// The full-drain fallback: evicts every pod of the node except DaemonSet and mirror pods (and pods the
+// DRAIN_POD_SELECTOR_LABEL selector does not match), with the same filters, PDB handling and deadline
+// as evict_gpu_workloads. The caller has cordoned the node.
+Status drain_node(const FlowContext& ctx);
+
+// S8: fails naming the pods that still hold an allocated gpu.nvidia.com ResourceClaim.
+Status check_dra_claim_holders(const FlowContext& ctx);
+
+}  // namespace dm::manager

@@ -1,0 +1,505 @@
+// The uninstall_driver flow (spec 3.5, steps S0-S15) as named steps, with issue 4's decisions: one node
+// GET for the snapshot, cordon ownership, one deadline for all operand waits, cleanup-on-failure after
+// every failure that follows a change to the node, and SIGTERM handled like a failure (exit 143).
+#include "manager/uninstall.h"
+
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <csignal>
+#include <sstream>
+
+#include "manager/cleanup.h"
+#include "manager/drain.h"
+#include "manager/flow.h"
+#include "manager/operands.h"
+#include "manager/pod_rules.h"
+#include "manager/waits.h"
+
+namespace dm::manager {
+
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;
+constexpr int kExitTerminated = 143;
+
+// The one piece of global state: written by the SIGTERM handler, read through a CancelToken.
+std::atomic<bool> g_terminated{false};
+
+extern "C" void on_sigterm(int /*sig*/) {
+  g_terminated.store(true);
+}
+
+void install_sigterm_handler() {
+  struct sigaction sa {};
+  sa.sa_handler = on_sigterm;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGTERM, &sa, nullptr);
+}
+
+// The first request tells whether the configuration, the node name and the permissions are right; say
+// which one is wrong.
+std::string explain_node_get_error(const Error& e, const Settings& s, const kube::Config& config) {
+  if (e.not_found()) {
+    return "node \"" + s.node_name +
+           "\" not found: set NODE_NAME (--node-name) to the name of this Kubernetes node (" + e.message +
+           ")";
+  }
+  if (e.forbidden()) {
+    return "not allowed to read node \"" + s.node_name + "\" with " + config.source +
+           ": bind the service account to the ClusterRole of deploy/clusterrole.yaml (" + e.message + ")";
+  }
+  if (e.http_status == 401) {
+    return "the API server rejected the credentials of " + config.source + " (" + e.message + ")";
+  }
+  return "cannot read node \"" + s.node_name + "\" from " + config.server + " (" + config.source +
+         "): " + e.message;
+}
+
+std::string trim(const std::string& s) {
+  const auto first = s.find_first_not_of(" \t\r\n");
+  if (first == std::string::npos) return {};
+  const auto last = s.find_last_not_of(" \t\r\n");
+  return s.substr(first, last - first + 1);
+}
+
+class Uninstall {
+ public:
+  Uninstall(const Settings& settings, kube::Client& client, host::Host& host, const Clock& clock,
+            CancelToken cancel)
+      : settings_(settings),
+        client_(client),
+        host_(host),
+        clock_(clock),
+        cancel_(std::move(cancel)),
+        node_(client, clock, cancel_, settings.node_name),
+        pods_(client, clock, settings.node_name),
+        ctx_{settings, client, host, clock, cancel_, node_, pods_} {}
+
+  int run(const kube::Config& config);
+
+ private:
+  // Paths of the flow (each returns when the run is over: ok = exit 0).
+  Status main_path();
+  Status no_driver_path();
+  Status skip_path();
+  int pre_installed_path(const std::string& version);
+
+  // Steps.
+  Status pause_operands();
+  Status reset_gpu_clients_with_operands();
+  bool skip_uninstall();
+  Status evict_workloads();
+  Status reset_dra_plugin_gpu_clients();
+  Status drain_dra_plugin();
+  Status uninstall_driver_components();
+  Status cleanup_driver();
+  Status unbind_vfio();
+  Status wait_for_mofed();
+  Status uncordon();
+  Status restore_labels();
+  Status unload_nouveau();
+  Status remove_stale_driver_root();
+
+  Status cordon();
+  Status check_cancelled() const;
+  Deadline operand_deadline() const;
+  void log_snapshot() const;
+  int fail(const Error& error);
+
+  const Settings& settings_;
+  kube::Client& client_;
+  host::Host& host_;
+  const Clock& clock_;
+  CancelToken cancel_;
+  NodeOps node_;
+  PodWatch pods_;
+  FlowContext ctx_;
+
+  std::vector<OperandSpec> table_;
+  Snapshot snapshot_;
+  bool eviction_enabled_ = false;
+  bool auto_drain_enabled_ = false;
+  bool modified_ = false;         // the node was changed: failures go through cleanup-on-failure
+  bool cordon_leftover_ = false;  // our annotation was on the node at start (a crashed run's cordon)
+  bool cordoned_this_run_ = false;
+};
+
+int Uninstall::run(const kube::Config& config) {
+  spdlog::info("Starting driver uninstallation process");
+  auto node = node_.get();
+  if (!node) {
+    spdlog::critical("{}", explain_node_get_error(node.error(), settings_, config));
+    return kExitFailed;
+  }
+  table_ = operand_table(settings_.node_label_for_gpu_pod_eviction);
+  snapshot_ = take_snapshot(*node, table_);
+  cordon_leftover_ = cordoned_by_us(*node);
+
+  // Listing pods is the other permission every path needs: check it before anything is written.
+  if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
+    spdlog::critical("{}{}", w.error().message,
+                     w.error().forbidden()
+                         ? " (bind the service account to the ClusterRole of deploy/clusterrole.yaml)"
+                         : "");
+    return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+  }
+
+  // S1: a driver installed on the host itself makes the containerized driver unnecessary.
+  if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
+
+  log_snapshot();
+  Status s = main_path();
+  if (s) return kExitOk;
+  return fail(s.error());
+}
+
+int Uninstall::fail(const Error& error) {
+  if (cancel_.cancelled()) spdlog::warn("Received SIGTERM: restoring the node before exiting");
+  if (modified_) {
+    // A token SIGTERM does not fire: the cleanup's own requests must still be retried.
+    NodeOps cleanup_node(client_, clock_, CancelToken{}, settings_.node_name);
+    CleanupInput in{settings_, cleanup_node, snapshot_, table_, cordon_leftover_ || cordoned_this_run_, {}};
+    // Issue 5 adds its undo action here (remove the gpu-client taint this run added).
+    cleanup_on_failure(in, error);
+  } else {
+    node_.event("DriverUninstallFailed", "driver-manager failed: " + error.message, "Warning");
+  }
+  spdlog::critical("{}", error.message);
+  return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+}
+
+void Uninstall::log_snapshot() const {
+  for (const auto& op : table_) {
+    spdlog::info("Current value of \"{}\"={}", op.label_key, snapshot_.value(op.label_key));
+  }
+  spdlog::info("Current value of AUTO_UPGRADE_POLICY_ENABLED={}", snapshot_.upgrade_annotation);
+}
+
+Status Uninstall::check_cancelled() const {
+  if (cancel_.cancelled()) return Error("terminated by SIGTERM");
+  return ok_status();
+}
+
+Deadline Uninstall::operand_deadline() const {
+  return settings_.operand_wait_timeout == Duration::zero()
+             ? Deadline::none()
+             : Deadline::after(clock_, settings_.operand_wait_timeout);
+}
+
+// Runs the steps in order, stopping at the first failure or at SIGTERM.
+#define DM_STEP(expr)                                \
+  do {                                               \
+    if (auto c_ = check_cancelled(); !c_) return c_; \
+    if (auto s_ = (expr); !s_) return s_;            \
+  } while (false)
+
+Status Uninstall::main_path() {
+  const bool policy = snapshot_.policy_enabled();
+  if (policy) {
+    spdlog::info("Auto upgrade policy of the GPU driver on the node is enabled");
+    spdlog::info(
+        "GPU pod eviction is superseded by the GPU Operator's upgrade policy; driver-manager will not evict "
+        "GPU pods");
+    spdlog::info(
+        "Node drain is superseded by the GPU Operator's upgrade policy; driver-manager will not drain the "
+        "node");
+  } else {
+    spdlog::info("Auto upgrade policy of the GPU driver on the node is disabled");
+  }
+  eviction_enabled_ = !policy && settings_.enable_gpu_pod_eviction;
+  auto_drain_enabled_ = !policy && settings_.enable_auto_drain;
+
+  // S4
+  if (!host_.module_loaded("nvidia")) return no_driver_path();
+
+  DM_STEP(pause_operands());                   // S5
+  DM_STEP(reset_gpu_clients_with_operands());  // issue 5: annotated gpu clients go with the operands
+  if (skip_uninstall()) return skip_path();    // S6
+  DM_STEP(evict_workloads());                  // S7
+  if (snapshot_.dra_on()) DM_STEP(check_dra_claim_holders(ctx_));  // S8
+  DM_STEP(reset_dra_plugin_gpu_clients());              // issue 5: third-party DRA plugins go last, like ours
+  if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());  // S9
+  DM_STEP(uninstall_driver_components());               // S10
+  DM_STEP(unbind_vfio());                               // S11
+  DM_STEP(wait_for_mofed());                            // S12
+  DM_STEP(uncordon());                                  // S13
+  DM_STEP(restore_labels());                            // S14
+  DM_STEP(unload_nouveau());                            // S15
+  spdlog::info("Driver uninstallation completed successfully");
+  return ok_status();
+}
+
+// S4: nothing holds a driver that is not loaded, so nothing is evicted (evicting DRA claim holders here
+// would deadlock: their unprepare needs the kubelet plugin, which cannot start before the driver is
+// installed).
+Status Uninstall::no_driver_path() {
+  spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
+  // Issue 5: a leftover gpu-client taint of ours is removed here; nothing is evicted.
+  if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
+  DM_STEP(remove_stale_driver_root());
+  DM_STEP(unload_nouveau());
+  DM_STEP(unbind_vfio());
+  DM_STEP(wait_for_mofed());
+  DM_STEP(uncordon());
+  DM_STEP(restore_labels());
+  spdlog::info("Node prepared for the driver installation (no driver was loaded)");
+  return ok_status();
+}
+
+Status Uninstall::skip_path() {
+  spdlog::info(
+      "The NVIDIA driver is already loaded with the desired version and configuration, skipping the "
+      "uninstallation");
+  // The running plugin bind-mounted the old driver root and would lose its dev/ submounts.
+  if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
+  spdlog::info("Cleaning up stale mounts and state files...");
+  DM_STEP(remove_stale_driver_root());
+  DM_STEP(uncordon());  // decision 8: a cordon of ours (left by a crashed run) is undone here too
+  DM_STEP(restore_labels());
+  spdlog::info("Node prepared for the driver installation (driver kept)");
+  return ok_status();
+}
+
+int Uninstall::pre_installed_path(const std::string& version) {
+  spdlog::info("NVIDIA GPU driver is already pre-installed on the node, disabling the containerized driver");
+  spdlog::info("Pre-installed driver version: {}", version);
+  auto s = node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
+  if (!s) {
+    spdlog::critical("{}", s.error().message);
+    return kExitFailed;
+  }
+  // Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
+  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_)) {
+    spdlog::warn("Received SIGTERM while waiting to be removed from the node");
+    return kExitTerminated;
+  }
+  spdlog::critical("driver is pre-installed on host");
+  return kExitFailed;
+}
+
+// S5
+Status Uninstall::pause_operands() {
+  spdlog::info(
+      "Shutting down all GPU clients on the current node by disabling their component-specific "
+      "nodeSelector labels");
+  const auto& custom = settings_.node_label_for_gpu_pod_eviction;
+  if (!custom.empty() && !snapshot_.value(custom).empty()) {
+    spdlog::info("Shutting down GPU clients using node selector label \"{}\"={}", custom,
+                 snapshot_.value(custom));
+  }
+  const auto body = pause_patch(snapshot_, table_);
+  if (patch_has_labels(body)) {
+    modified_ = true;
+    if (auto s = node_.update_labels(body["metadata"]["labels"]); !s) return s.error();
+  }
+  return wait_for_operands(pods_, pause_waits(snapshot_, table_), settings_.operator_namespace,
+                           operand_deadline(), cancel_);
+}
+
+// Issue 5 hook: reset the pods annotated nvidia.com/gpu.client (not DRA plugins) here - after the operand
+// waits, before the skip decision (they are bounced on the skip path too) and before GPU workload eviction.
+Status Uninstall::reset_gpu_clients_with_operands() {
+  return ok_status();
+}
+
+// Issue 5 hook: reset annotated gpu-clients that are DRA kubelet plugins here - after the claim-holder
+// guard (S8), before the module unload.
+Status Uninstall::reset_dra_plugin_gpu_clients() {
+  return ok_status();
+}
+
+// S6
+bool Uninstall::skip_uninstall() {
+  if (settings_.force_reinstall) {
+    spdlog::info("Force reinstall is enabled, proceeding with driver uninstallation");
+    return false;
+  }
+  spdlog::info(
+      "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
+      "configuration");
+  if (!settings_.driver_config_digest || settings_.driver_config_digest->empty()) {
+    spdlog::warn("DRIVER_CONFIG_DIGEST env var not set, assuming config changed");
+    return false;
+  }
+  auto state = host_.read_driver_state();
+  if (!state) {
+    spdlog::warn("Failed to read the previous driver configuration, assuming config changed: {}",
+                 state.error().message);
+    return false;
+  }
+  if (!state->has_value()) {
+    spdlog::info("No previous driver configuration found");
+    return false;
+  }
+  return trim(**state) == *settings_.driver_config_digest;
+}
+
+Status Uninstall::cordon() {
+  modified_ = true;
+  auto c = node_.cordon();
+  if (!c) return c.error();
+  if (*c == CordonOutcome::kCordoned) cordoned_this_run_ = true;
+  return ok_status();
+}
+
+// S7
+Status Uninstall::evict_workloads() {
+  if (!eviction_enabled_ && !(snapshot_.dra_on() && auto_drain_enabled_)) return ok_status();
+  if (auto c = cordon(); !c) return c;
+  auto s = evict_gpu_workloads(ctx_);
+  if (s) return s;
+  spdlog::error("Failed to drain node of GPU pods: {}", s.error().message);
+  if (cancel_.cancelled()) return s;
+  if (!auto_drain_enabled_)
+    return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
+  spdlog::info("Attempting node drain");
+  return drain_node(ctx_);
+}
+
+// S9
+Status Uninstall::drain_dra_plugin() {
+  spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
+  const auto body = plugin_patch(snapshot_, table_);
+  if (patch_has_labels(body)) {
+    modified_ = true;
+    if (auto s = node_.update_labels(body["metadata"]["labels"]); !s) return s.error();
+  }
+  return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
+                           operand_deadline(), cancel_);
+}
+
+Status Uninstall::cleanup_driver() {
+  if (auto u = host_.unload_nvidia_modules(); !u) {
+    spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
+    spdlog::error("\n{}", host_.nvidia_modules_table());
+    return u.error().wrap("failed to unload NVIDIA driver kernel modules");
+  }
+  spdlog::info("Unmounting NVIDIA driver rootfs");
+  if (auto m = host_.unmount_driver_root(); !m)
+    return m.error().wrap("failed to unmount the NVIDIA driver rootfs");
+  host_.remove_pid_file();
+  return ok_status();
+}
+
+// S10, with the full-drain fallback (bash `kubectl drain` semantics: cordon first).
+Status Uninstall::uninstall_driver_components() {
+  if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
+  auto s = cleanup_driver();
+  if (!s && auto_drain_enabled_ && !cancel_.cancelled()) {
+    spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
+    if (auto c = cordon(); !c) return c;
+    if (auto d = drain_node(ctx_); !d) return d;
+    DM_STEP(check_cancelled());
+    s = cleanup_driver();
+  }
+  if (!s) {
+    spdlog::error("Failed to uninstall nvidia driver components");
+    return s;
+  }
+  spdlog::info("Successfully uninstalled nvidia driver components");
+  return ok_status();
+}
+
+Status Uninstall::remove_stale_driver_root() {
+  spdlog::info("Unmounting NVIDIA driver rootfs");
+  if (auto m = host_.unmount_driver_root(); !m)
+    return m.error().wrap("failed to unmount the NVIDIA driver rootfs");
+  host_.remove_pid_file();
+  return ok_status();
+}
+
+// S11 (decision 8: vfio-manage's output is re-logged, not discarded).
+Status Uninstall::unbind_vfio() {
+  spdlog::info("Unbinding the vfio-pci driver from all NVIDIA devices");
+  const auto r = host_.run({settings_.vfio_manage, "unbind", "--all"});
+  std::istringstream out(r.output);
+  for (std::string line; std::getline(out, line);) {
+    if (!line.empty()) spdlog::info("vfio-manage: {}", line);
+  }
+  if (r.exit_code == 0) return ok_status();
+  spdlog::error("Unable to unbind vfio-pci driver from all devices");
+  if (r.exit_code < 0) return Error("could not run " + settings_.vfio_manage + " (set VFIO_MANAGE_PATH)");
+  return Error(fmt::format("{} unbind --all failed with exit code {}", settings_.vfio_manage, r.exit_code));
+}
+
+// S12
+Status Uninstall::wait_for_mofed() {
+  if (!settings_.gpu_direct_rdma_enabled) return ok_status();
+  const auto bdf = host_.first_mellanox_device();
+  if (!bdf) {
+    spdlog::info("No Mellanox devices were found");
+    return ok_status();
+  }
+  spdlog::info("Mellanox device found at {}", *bdf);
+  spdlog::info("GPUDirectRDMA is enabled, validating MOFED driver installation");
+  const auto deadline = settings_.mofed_wait_timeout == Duration::zero()
+                            ? Deadline::none()
+                            : Deadline::after(clock_, settings_.mofed_wait_timeout);
+  return host::wait_for_mofed(host_, settings_.use_host_mofed, clock_, deadline, cancel_);
+}
+
+// S13: only our own cordon (decision 3); upstream's rule with legacy_uncordon. A failure is a warning.
+Status Uninstall::uncordon() {
+  Status s;
+  if (settings_.legacy_uncordon) {
+    if (eviction_enabled_ || auto_drain_enabled_) s = node_.uncordon(true);
+  } else if (cordoned_this_run_ || cordon_leftover_) {
+    s = node_.uncordon(false);
+  }
+  if (!s) spdlog::warn("Failed to uncordon node {}: {}", settings_.node_name, s.error().message);
+  return ok_status();
+}
+
+// S14
+Status Uninstall::restore_labels() {
+  spdlog::info(
+      "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
+      "labels");
+  const auto body = restore_patch(snapshot_, table_);
+  if (!patch_has_labels(body)) return ok_status();
+  return node_.update_labels(body["metadata"]["labels"]);
+}
+
+// S15
+Status Uninstall::unload_nouveau() {
+  if (!host_.module_loaded("nouveau")) return ok_status();
+  spdlog::info("Unloading nouveau driver");
+  if (auto s = host_.unload_module("nouveau"); !s)
+    return s.error().wrap("failed to unload the nouveau driver");
+  spdlog::info("Successfully unloaded nouveau driver");
+  return ok_status();
+}
+
+#undef DM_STEP
+
+}  // namespace
+
+int run_uninstall_driver(const Settings& settings) {
+  install_sigterm_handler();
+  CancelToken cancel(&g_terminated);
+  if (settings.node_name.empty()) {
+    spdlog::critical("NODE_NAME (--node-name) is empty: set it to the name of this Kubernetes node");
+    return kExitFailed;
+  }
+  SystemClock clock;
+  auto config = kube::load_config(settings.kubeconfig);
+  if (!config) {
+    spdlog::critical("cannot load the Kubernetes client configuration: {}", config.error().message);
+    return kExitFailed;
+  }
+  kube::ClientOptions options;
+  options.clock = &clock;
+  auto client = kube::Client::create(*config, options);
+  if (!client) {
+    spdlog::critical("cannot create the Kubernetes client for {}: {}", config->source,
+                     client.error().message);
+    return kExitFailed;
+  }
+  auto host = host::make_host(settings.sim_root);
+  Uninstall flow(settings, **client, *host, clock, cancel);
+  return flow.run(*config);
+}
+
+}  // namespace dm::manager

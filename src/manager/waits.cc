@@ -1,0 +1,67 @@
+#include "manager/waits.h"
+
+#include <spdlog/spdlog.h>
+
+#include "manager/pod_rules.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::string& operator_namespace) {
+  if (wait.kind == WaitKind::kDaemonSetNodeSelectorKey) {
+    return is_daemonset_pod_with_node_selector_key(pod, wait.node_selector_key);
+  }
+  if (wait.kind != WaitKind::kAppLabel) return false;
+  const auto& md = pod.contains("metadata") ? pod["metadata"] : Json::object();
+  if (!operator_namespace.empty() && md.value("namespace", "") != operator_namespace) return false;
+  if (!md.contains("labels") || !md["labels"].is_object()) return false;
+  const auto& labels = md["labels"];
+  auto it = labels.find("app");
+  return it != labels.end() && it->is_string() && it->get<std::string>() == wait.app;
+}
+
+namespace {
+
+// For each wait, the pods still matching it.
+std::vector<std::vector<std::string>> remaining_by_wait(const PodList& pods,
+                                                        const std::vector<OperandWait>& waits,
+                                                        const std::string& operator_namespace) {
+  std::vector<std::vector<std::string>> out(waits.size());
+  for (const auto& pod : pods) {
+    for (size_t i = 0; i < waits.size(); ++i) {
+      if (pod_matches_wait(pod, waits[i], operator_namespace)) out[i].push_back(pod_ref(pod));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                         const std::string& operator_namespace, Deadline deadline,
+                         const CancelToken& cancel) {
+  if (waits.empty()) return ok_status();
+  for (const auto& w : waits) spdlog::info("Waiting for {} to shutdown", w.description());
+  WaitCheck check = [&](const PodList& list) -> Result<std::vector<std::string>> {
+    std::vector<std::string> left;
+    const auto by_wait = remaining_by_wait(list, waits, operator_namespace);
+    for (size_t i = 0; i < waits.size(); ++i) {
+      for (const auto& p : by_wait[i]) left.push_back(p + " (" + waits[i].description() + ")");
+    }
+    return left;
+  };
+  auto s = pods.wait_until("GPU operand pods to shut down", check, deadline, cancel);
+  if (s) {
+    spdlog::info("All GPU operand pods on the node have shut down");
+    return s;
+  }
+  const auto by_wait = remaining_by_wait(pods.pods(), waits, operator_namespace);
+  for (size_t i = 0; i < waits.size(); ++i) {
+    if (!by_wait[i].empty())
+      spdlog::error("Failed to wait for {} to shutdown: {}", waits[i].description(), s.error().message);
+  }
+  return s.error().wrap("failed to evict GPU operator components");
+}
+
+}  // namespace dm::manager
