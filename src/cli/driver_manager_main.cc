@@ -1,0 +1,62 @@
+// driver-manager: the GPU Operator's driver-manager init container (spec sections 2 and 3).
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/options.h"
+#include "common/log.h"
+#include "kube/config.h"
+#include "manager/uninstall.h"
+
+#ifndef DM_VERSION
+#define DM_VERSION "dev"
+#endif
+#ifndef DM_GIT_COMMIT
+#define DM_GIT_COMMIT ""
+#endif
+
+namespace {
+
+int preflight_check(const dm::manager::Settings& settings) {
+  spdlog::info("Performing preflight checks");
+  auto config = dm::kube::load_config(settings.kubeconfig);
+  if (!config) {
+    spdlog::critical("{}", config.error().wrap("cannot load the Kubernetes client configuration").message);
+    return 1;
+  }
+  spdlog::info("Preflight checks completed");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::string> args(argv, argv + argc);
+  dm::cli::ParseResult parsed =
+      dm::cli::parse_options(args, dm::cli::process_env(), dm::cli::VersionInfo{DM_VERSION, DM_GIT_COMMIT});
+  if (parsed.exit_now) {
+    if (!parsed.out_text.empty()) {
+      std::fputs(parsed.out_text.c_str(), stdout);
+      std::fflush(stdout);
+    }
+    if (!parsed.error.empty()) {
+      dm::setup_logging(parsed.log_format, "info");
+      spdlog::critical("{}", parsed.error);
+    }
+    return parsed.exit_code;
+  }
+  dm::setup_logging(parsed.log_format, parsed.log_level);
+  for (const auto& w : parsed.warnings) spdlog::warn("{}", w);
+
+  switch (parsed.command) {
+    case dm::cli::Command::kPreflightCheck:
+      return preflight_check(parsed.settings);
+    case dm::cli::Command::kUninstallDriver:
+      return dm::manager::run_uninstall_driver(parsed.settings);
+    case dm::cli::Command::kNone:
+      break;
+  }
+  return 0;
+}

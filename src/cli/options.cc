@@ -1,0 +1,460 @@
+#include "cli/options.h"
+
+#include <fmt/format.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+
+#include "manager/pod_rules.h"
+#include "manager/taints.h"
+
+namespace dm::cli {
+namespace {
+
+using manager::Settings;
+
+std::string quote(std::string_view s) {
+  return "\"" + std::string(s) + "\"";
+}
+
+enum class Kind { kString, kBool, kDuration };
+
+// One global option: its flag, its environment variable, its type and where it goes in the result.
+// Applied in table order, like urfave/cli applies its flags (the first bad environment value wins).
+struct Flag {
+  std::string name;  // without "--"
+  std::string env;   // "" = no environment variable
+  Kind kind;
+  std::string usage;
+  std::string default_text;  // shown in help
+  // Stores a string value (kString) or the parsed value (converted by the caller) into `out`.
+  std::function<Status(ParseResult& out, const std::string& value)> set_string;
+  std::function<void(ParseResult& out, bool value)> set_bool;
+  std::function<void(ParseResult& out, Duration value)> set_duration;
+  bool bare_seconds = false;  // duration also accepts a bare number of seconds (beyond upstream)
+};
+
+Flag str_flag(std::string name, std::string env, std::string usage, std::string def,
+              std::function<Status(ParseResult&, const std::string&)> set) {
+  Flag f{std::move(name),
+         std::move(env),
+         Kind::kString,
+         std::move(usage),
+         std::move(def),
+         std::move(set),
+         {},
+         {},
+         false};
+  return f;
+}
+
+Flag bool_flag(std::string name, std::string env, std::string usage, bool def,
+               std::function<void(ParseResult&, bool)> set) {
+  Flag f{std::move(name),
+         std::move(env),
+         Kind::kBool,
+         std::move(usage),
+         def ? "true" : "false",
+         {},
+         std::move(set),
+         {},
+         false};
+  return f;
+}
+
+Flag duration_flag(std::string name, std::string env, std::string usage, std::string def,
+                   std::function<void(ParseResult&, Duration)> set, bool bare_seconds = true) {
+  Flag f{std::move(name), std::move(env), Kind::kDuration, std::move(usage), std::move(def), {}, {},
+         std::move(set),  bare_seconds};
+  return f;
+}
+
+Status keep_string(std::string& field, const std::string& v) {
+  field = v;
+  return {};
+}
+
+std::vector<Flag> flags() {
+  std::vector<Flag> f;
+  // Upstream's flags, in upstream's order (spec 2.1).
+  f.push_back(
+      str_flag("node-name", "NODE_NAME", "the name of the node to manage (required)", "",
+               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.node_name, v); }));
+  f.push_back(bool_flag("drain-use-force", "DRAIN_USE_FORCE",
+                        "allow evicting pods that declare no controller (drain --force)", false,
+                        [](ParseResult& r, bool v) { r.settings.drain_use_force = v; }));
+  f.push_back(str_flag("drain-pod-selector-label", "DRAIN_POD_SELECTOR_LABEL",
+                       "label selector of the pods the full-node drain fallback evicts", "",
+                       [](ParseResult& r, const std::string& v) -> Status {
+                         auto sel = manager::LabelSelector::parse(v);
+                         if (!sel) return sel.error();
+                         return keep_string(r.settings.drain_pod_selector_label, v);
+                       }));
+  f.push_back(
+      duration_flag("drain-timeout-seconds", "DRAIN_TIMEOUT_SECONDS",
+                    "deadline of GPU pod eviction and node drain (Go duration, or seconds; 0 = no limit)",
+                    "0s", [](ParseResult& r, Duration v) { r.settings.drain_timeout = v; }));
+  f.push_back(bool_flag("drain-delete-emptydir-data", "DRAIN_DELETE_EMPTYDIR_DATA",
+                        "allow evicting pods with emptyDir volumes (their data is lost)", false,
+                        [](ParseResult& r, bool v) { r.settings.drain_delete_emptydir_data = v; }));
+  f.push_back(bool_flag("enable-auto-drain", "ENABLE_AUTO_DRAIN",
+                        "allow draining the whole node as a fallback", true,
+                        [](ParseResult& r, bool v) { r.settings.enable_auto_drain = v; }));
+  f.push_back(bool_flag("enable-gpu-pod-eviction", "ENABLE_GPU_POD_EVICTION",
+                        "cordon the node and evict GPU pods", true,
+                        [](ParseResult& r, bool v) { r.settings.enable_gpu_pod_eviction = v; }));
+  f.push_back(str_flag(
+      "operator-namespace", "OPERATOR_NAMESPACE", "namespace of the GPU Operator's operand pods",
+      "gpu-operator",
+      [](ParseResult& r, const std::string& v) { return keep_string(r.settings.operator_namespace, v); }));
+  f.push_back(
+      str_flag("node-label-for-gpu-pod-eviction", "NODE_LABEL_FOR_GPU_POD_EVICTION",
+               "extra node label key toggled like an operand label (DaemonSets selecting it are waited for)",
+               "", [](ParseResult& r, const std::string& v) -> Status {
+                 const auto eq = v.find('=');
+                 if (eq != std::string::npos) {
+                   // The shell version took "key=value"; only the key is meaningful.
+                   r.warnings.push_back(
+                       fmt::format("NODE_LABEL_FOR_GPU_POD_EVICTION={} holds a value; only the label key {} "
+                                   "is used, the value \"{}\" "
+                                   "is ignored",
+                                   quote(v), quote(v.substr(0, eq)), v.substr(eq + 1)));
+                 }
+                 return keep_string(r.settings.node_label_for_gpu_pod_eviction, v.substr(0, eq));
+               }));
+  f.push_back(bool_flag("gpu-direct-rdma-enabled", "GPU_DIRECT_RDMA_ENABLED",
+                        "wait for the MOFED driver when Mellanox devices are present", false,
+                        [](ParseResult& r, bool v) { r.settings.gpu_direct_rdma_enabled = v; }));
+  f.push_back(bool_flag("use-host-mofed", "USE_HOST_MOFED",
+                        "MOFED is installed on the host (mlx5_core loaded)", false,
+                        [](ParseResult& r, bool v) { r.settings.use_host_mofed = v; }));
+  f.push_back(
+      str_flag("kubeconfig", "KUBECONFIG", "path to a kubeconfig file (empty: in-cluster configuration)", "",
+               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.kubeconfig, v); }));
+  f.push_back(
+      bool_flag("force-reinstall", "FORCE_REINSTALL",
+                "always reinstall the driver, even if the loaded one matches the desired configuration",
+                false, [](ParseResult& r, bool v) { r.settings.force_reinstall = v; }));
+  // Beyond upstream.
+  f.push_back(str_flag("log-format", "LOG_FORMAT", "log format: text (logrus style) or json", "text",
+                       [](ParseResult& r, const std::string& v) -> Status {
+                         auto fmt = parse_log_format(v);
+                         if (!fmt) return fmt.error();
+                         r.log_format = *fmt;
+                         return {};
+                       }));
+  f.push_back(str_flag("log-level", "LOG_LEVEL", "log level: debug, info, warning or error", "info",
+                       [](ParseResult& r, const std::string& v) -> Status {
+                         Status s = parse_log_level(v);
+                         if (!s) return s;
+                         return keep_string(r.log_level, v);
+                       }));
+  f.push_back(duration_flag("operand-wait-timeout", "OPERAND_WAIT_TIMEOUT",
+                            "one deadline for all operand pods to go away after their labels were paused",
+                            "5m", [](ParseResult& r, Duration v) { r.settings.operand_wait_timeout = v; }));
+  f.push_back(duration_flag("gpu-client-eviction-timeout", "GPU_CLIENT_EVICTION_TIMEOUT",
+                            "deadline for evicting annotated GPU client pods and waiting for them", "5m",
+                            [](ParseResult& r, Duration v) { r.settings.gpu_client_eviction_timeout = v; }));
+  f.push_back(str_flag("gpu-client-taint", "GPU_CLIENT_TAINT",
+                       "taint (key[=value]:effect) keeping evicted GPU client pods off the node",
+                       std::string(manager::kDefaultGpuClientTaint),
+                       [](ParseResult& r, const std::string& v) -> Status {
+                         auto t = manager::parse_taint(v);
+                         if (!t) return t.error();
+                         return keep_string(r.settings.gpu_client_taint, v);
+                       }));
+  f.push_back(duration_flag("mofed-wait-timeout", "MOFED_WAIT_TIMEOUT",
+                            "deadline for the MOFED driver to become ready (0 = no limit)", "0s",
+                            [](ParseResult& r, Duration v) { r.settings.mofed_wait_timeout = v; }));
+  f.push_back(bool_flag("uncordon-always", "UNCORDON_ALWAYS",
+                        "uncordon the node even if this program did not cordon it (upstream behaviour)",
+                        false, [](ParseResult& r, bool v) { r.settings.legacy_uncordon = v; }));
+  f.push_back(
+      str_flag("sim-root", "DRIVER_MANAGER_SIM_ROOT",
+               "act on a simulated host rooted at this directory (tests and demos)", "",
+               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.sim_root, v); }));
+  f.push_back(
+      str_flag("vfio-manage", "VFIO_MANAGE_PATH", "the vfio-manage binary to run", "vfio-manage",
+               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.vfio_manage, v); }));
+  return f;
+}
+
+// Parses a value of `f` and stores it; `source` names where it came from, for the error.
+Status apply(const Flag& f, ParseResult& out, const std::string& value, const std::string& source) {
+  auto failure = [&](std::string_view type, const std::string& why) {
+    return Error(fmt::format("could not parse {} as {} value from {} for flag {}: {}", quote(value), type,
+                             source, f.name, why));
+  };
+  switch (f.kind) {
+    case Kind::kString: {
+      Status s = f.set_string(out, value);
+      if (!s)
+        return Error(fmt::format("invalid value {} from {} for flag {}: {}", quote(value), source, f.name,
+                                 s.error().message));
+      return {};
+    }
+    case Kind::kBool: {
+      // urfave/cli: a set-but-empty variable is false, even for flags defaulting to true.
+      if (value.empty()) {
+        f.set_bool(out, false);
+        return {};
+      }
+      auto b = parse_bool_value(value);
+      if (!b) return failure("bool", b.error().message);
+      f.set_bool(out, *b);
+      return {};
+    }
+    case Kind::kDuration: {
+      auto d = f.bare_seconds ? parse_duration_or_seconds(value) : parse_go_duration(value);
+      if (!d) return failure("duration", d.error().message);
+      if (*d < Duration::zero()) return failure("duration", "a negative duration is not allowed");
+      f.set_duration(out, *d);
+      return {};
+    }
+  }
+  return {};
+}
+
+bool is_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+EnvLookup process_env() {
+  return [](const std::string& name) -> std::optional<std::string> {
+    const char* v = std::getenv(name.c_str());  // NOLINT(concurrency-mt-unsafe): read before threads start
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+Result<bool> parse_bool_value(std::string_view s) {
+  auto b = manager::parse_go_bool(s);
+  if (!b) return Error(fmt::format("strconv.ParseBool: parsing {}: invalid syntax", quote(s)));
+  return *b;
+}
+
+Result<Duration> parse_go_duration(std::string_view orig) {
+  // Mirrors Go's time.ParseDuration, including its error texts.
+  auto invalid = [&] { return Error("time: invalid duration " + quote(orig)); };
+  std::string_view s = orig;
+  bool neg = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    neg = s[0] == '-';
+    s.remove_prefix(1);
+  }
+  if (s == "0") return Duration::zero();
+  if (s.empty()) return invalid();
+  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  uint64_t total = 0;
+  while (!s.empty()) {
+    if (!(s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) return invalid();
+    // Integer part.
+    uint64_t v = 0;
+    size_t i = 0;
+    for (; i < s.size() && s[i] >= '0' && s[i] <= '9'; ++i) {
+      if (v > kMax / 10) return invalid();
+      v = v * 10 + static_cast<uint64_t>(s[i] - '0');
+      if (v > kMax) return invalid();
+    }
+    const bool pre = i > 0;
+    s.remove_prefix(i);
+    // Fraction part.
+    uint64_t f = 0;
+    double scale = 1;
+    bool post = false;
+    if (!s.empty() && s[0] == '.') {
+      s.remove_prefix(1);
+      size_t j = 0;
+      bool overflow = false;
+      for (; j < s.size() && s[j] >= '0' && s[j] <= '9'; ++j) {
+        if (overflow) continue;
+        if (f > kMax / 10) {
+          overflow = true;  // like Go: further digits are dropped
+          continue;
+        }
+        const uint64_t nf = f * 10 + static_cast<uint64_t>(s[j] - '0');
+        if (nf > kMax) {
+          overflow = true;
+          continue;
+        }
+        f = nf;
+        scale *= 10;
+      }
+      post = j > 0;
+      s.remove_prefix(j);
+    }
+    if (!pre && !post) return invalid();
+    // Unit.
+    size_t u = 0;
+    for (; u < s.size() && s[u] != '.' && !(s[u] >= '0' && s[u] <= '9'); ++u) {
+    }
+    if (u == 0) return Error("time: missing unit in duration " + quote(orig));
+    const std::string_view unit = s.substr(0, u);
+    s.remove_prefix(u);
+    uint64_t mult = 0;
+    if (unit == "ns") {
+      mult = 1;
+    } else if (unit == "us" || unit == "\xC2\xB5s" || unit == "\xCE\xBCs") {  // us, U+00B5 s, U+03BC s
+      mult = 1000;
+    } else if (unit == "ms") {
+      mult = 1000000;
+    } else if (unit == "s") {
+      mult = 1000000000ULL;
+    } else if (unit == "m") {
+      mult = 60ULL * 1000000000ULL;
+    } else if (unit == "h") {
+      mult = 3600ULL * 1000000000ULL;
+    } else {
+      return Error("time: unknown unit " + quote(unit) + " in duration " + quote(orig));
+    }
+    if (v > kMax / mult) return invalid();
+    v *= mult;
+    if (f > 0) {
+      v += static_cast<uint64_t>(static_cast<double>(f) * (static_cast<double>(mult) / scale));
+      if (v > kMax) return invalid();
+    }
+    total += v;
+    if (total > kMax) return invalid();
+  }
+  const auto ns = static_cast<int64_t>(total);
+  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(neg ? -ns : ns));
+}
+
+Result<Duration> parse_duration_or_seconds(std::string_view s) {
+  // Beyond upstream: "300" or "2.5" means seconds (the variable is called DRAIN_TIMEOUT_SECONDS).
+  const auto dot = s.find('.');
+  const bool bare = dot == std::string_view::npos
+                        ? is_digits(s)
+                        : is_digits(s.substr(0, dot)) && is_digits(s.substr(dot + 1));
+  if (bare) {
+    auto d = parse_go_duration(std::string(s) + "s");
+    if (d) return d;
+  }
+  return parse_go_duration(s);
+}
+
+std::string help_text(const VersionInfo& version) {
+  std::string out;
+  out += "NAME:\n   driver-manager - prepare a node for a (re)install of the containerized NVIDIA driver\n\n";
+  out += "USAGE:\n   driver-manager [global options] command [command options]\n\n";
+  out += "VERSION:\n   " + version.version + "\n\n";
+  out += "COMMANDS:\n";
+  out +=
+      "   uninstall_driver  take the GPU clients off the node, unload the NVIDIA driver and restore the "
+      "clients\n";
+  out += "   preflight_check   check that driver-manager can start (configuration and Kubernetes access)\n";
+  out += "   help, h           Shows a list of commands or help for one command\n\n";
+  out += "GLOBAL OPTIONS:\n";
+  for (const auto& f : flags()) {
+    std::string left = "--" + f.name + (f.kind == Kind::kBool ? "" : " value");
+    std::string right = f.usage;
+    if (!f.default_text.empty() && f.name != "node-name") right += " (default: " + f.default_text + ")";
+    if (!f.env.empty()) right += " [$" + f.env + "]";
+    out += fmt::format("   {:<40} {}\n", left, right);
+  }
+  out += fmt::format("   {:<40} {}\n", "--help, -h", "show help");
+  out += fmt::format("   {:<40} {}\n", "--version, -v", "print the version");
+  return out;
+}
+
+ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup& env,
+                          const VersionInfo& version) {
+  ParseResult r;
+  auto exit_with = [&](int code, std::string out_text, std::string error) {
+    r.exit_now = true;
+    r.exit_code = code;
+    r.out_text = std::move(out_text);
+    r.error = std::move(error);
+    return r;
+  };
+  const std::vector<Flag> table = flags();
+
+  // 1. The environment, with urfave/cli's rules (see options.h for why this is not CLI11's envname()).
+  for (const auto& f : table) {
+    if (f.env.empty()) continue;
+    const auto v = env(f.env);
+    if (!v) continue;
+    if (f.kind == Kind::kDuration && v->empty()) continue;  // empty duration keeps the default
+    Status s = apply(f, r, *v, "environment variable " + quote(f.env));
+    if (!s) return exit_with(1, "", s.error().message);
+  }
+  if (const auto digest = env("DRIVER_CONFIG_DIGEST")) r.settings.driver_config_digest = *digest;
+
+  // 2. argv: CLI11 parses global flags up to the first positional (Go flag semantics, prefix_command);
+  // everything from there on is the sub-command and its arguments.
+  CLI::App app;
+  app.set_help_flag();
+  app.prefix_command();
+  std::vector<std::pair<const Flag*, std::string>> values(table.size());
+  std::vector<CLI::Option*> options(table.size());
+  for (size_t i = 0; i < table.size(); ++i) {
+    values[i].first = &table[i];
+    if (table[i].kind == Kind::kBool) {
+      options[i] = app.add_flag("--" + table[i].name, values[i].second);
+    } else {
+      options[i] = app.add_option("--" + table[i].name, values[i].second);
+    }
+    options[i]->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  bool help = false;
+  bool show_version = false;
+  app.add_flag("-h,--help", help);
+  app.add_flag("-v,--version", show_version);
+  std::vector<std::string> argv_rev;
+  for (size_t i = args.size(); i > 1; --i) argv_rev.push_back(args[i - 1]);
+  try {
+    app.parse(argv_rev);
+  } catch (const CLI::ParseError& e) {
+    return exit_with(1, "Incorrect Usage. " + std::string(e.what()) + "\n\n" + help_text(version), e.what());
+  }
+  const std::vector<std::string> rest = app.remaining();
+  if (!rest.empty() && rest[0].size() > 1 && rest[0][0] == '-' && rest[0] != "--") {
+    const std::string msg = "flag provided but not defined: " + rest[0];
+    return exit_with(1, "Incorrect Usage. " + msg + "\n\n" + help_text(version), msg);
+  }
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (options[i]->count() == 0) continue;
+    Status s = apply(table[i], r, values[i].second, "command line");
+    if (!s) {
+      const std::string msg = s.error().message;
+      return exit_with(1, "Incorrect Usage. " + msg + "\n\n" + help_text(version), msg);
+    }
+  }
+
+  // 3. urfave/cli's order: help and version flags, then required flags, then the sub-command.
+  if (help) return exit_with(0, help_text(version), "");
+  if (show_version) {
+    std::string v = "driver-manager version " + version.version;
+    if (!version.commit.empty()) v += ", commit: " + version.commit;
+    return exit_with(0, v + "\n", "");
+  }
+  const bool node_name_given = options[0]->count() > 0 || env("NODE_NAME").has_value();
+  if (!node_name_given) return exit_with(1, help_text(version), "Required flag \"node-name\" not set");
+
+  size_t cmd_at = 0;
+  if (!rest.empty() && rest[0] == "--") cmd_at = 1;
+  if (rest.size() <= cmd_at) return exit_with(0, help_text(version), "");
+  const std::string& cmd = rest[cmd_at];
+  if (cmd == "uninstall_driver") {
+    r.command = Command::kUninstallDriver;
+  } else if (cmd == "preflight_check") {
+    r.command = Command::kPreflightCheck;
+  } else if (cmd == "help" || cmd == "h") {
+    if (rest.size() <= cmd_at + 1) return exit_with(0, help_text(version), "");
+    const std::string& topic = rest[cmd_at + 1];
+    if (topic == "uninstall_driver" || topic == "preflight_check" || topic == "help" || topic == "h") {
+      return exit_with(0, help_text(version), "");
+    }
+    return exit_with(1, "", "No help topic for '" + topic + "'");
+  } else {
+    return exit_with(1, "", "No help topic for '" + cmd + "'");
+  }
+  return r;
+}
+
+}  // namespace dm::cli
