@@ -1,0 +1,6 @@
+// vfio-manage: bind/unbind NVIDIA devices to/from vfio (spec section 6).
+#include "vfio/command.h"
+
+int main(int argc, char** argv) {
+  return dm::vfio::vfio_manage_main(argc, argv);
+}
