@@ -35,6 +35,9 @@ struct ListOptions {
   int64_t limit = 0;  // 0: no paging
   std::string continue_token;
   std::string resource_version;
+  // Server-side timeoutSeconds: for list_watch, how long one watch request lasts before it is renewed from
+  // the last resourceVersion (0: a random 5-10 minutes, like client-go).
+  int64_t timeout_seconds = 0;
 };
 
 struct DeleteOptions {
@@ -47,11 +50,12 @@ struct DeleteOptions {
 enum class PatchType { kStrategicMerge, kMerge, kJsonPatch };
 
 struct WatchEvent {
-  std::string type;  // ADDED, MODIFIED, DELETED, BOOKMARK
+  std::string type;  // ADDED, MODIFIED, DELETED (BOOKMARKs are consumed by list_watch itself)
   Json object;
 };
 
-// Callbacks for list_watch. on_sync receives the full current list (first list, and every re-list after a
+// Callbacks for list_watch. BOOKMARK events (which carry only a resourceVersion) are tracked internally and
+// not passed to on_event. on_sync receives the full current list (first list, and every re-list after a
 // 410 Gone); on_event each change after it. `done` is checked after each sync/event and at least every
 // `tick`; returning true ends list_watch successfully.
 struct WatchHandlers {
@@ -61,6 +65,8 @@ struct WatchHandlers {
   std::chrono::milliseconds tick{1000};
 };
 
+// Thread-safe: requests from several threads share one keep-alive connection and are serialised on it (a
+// slow request delays the others); each list_watch call streams on a connection of its own.
 class Client {
  public:
   static Result<std::unique_ptr<Client>> create(const Config& config, ClientOptions options = {});

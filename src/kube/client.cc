@@ -1,0 +1,328 @@
+#include "kube/client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+
+#include "kube/client_impl.h"
+#include "kube/errors.h"
+
+namespace dm::kube {
+namespace {
+
+bool is_2xx(long status) {
+  return status >= 200 && status < 300;
+}
+
+std::string rfc3339_now() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Json delete_options_json(const DeleteOptions& o) {
+  Json j = Json::object();
+  if (o.grace_period_seconds) j["gracePeriodSeconds"] = *o.grace_period_seconds;
+  if (o.uid || o.resource_version) {
+    Json pre = Json::object();
+    if (o.uid) pre["uid"] = *o.uid;
+    if (o.resource_version) pre["resourceVersion"] = *o.resource_version;
+    j["preconditions"] = pre;
+  }
+  if (!o.propagation_policy.empty()) j["propagationPolicy"] = o.propagation_policy;
+  return j;
+}
+
+std::string str_at(const Json& j, const char* a, const char* b = nullptr) {
+  const Json* p = &j;
+  for (const char* k : {a, b}) {
+    if (k == nullptr) break;
+    if (!p->is_object()) return {};
+    auto it = p->find(k);
+    if (it == p->end()) return {};
+    p = &*it;
+  }
+  return p->is_string() ? p->get<std::string>() : std::string();
+}
+
+}  // namespace
+
+void append_query(std::string& path, const std::string& key, const std::string& value) {
+  path += path.find('?') == std::string::npos ? '?' : '&';
+  path += key;
+  path += '=';
+  path += HttpConnection::escape(value);
+}
+
+std::string list_path(const std::string& path, const ListOptions& options, bool watch) {
+  std::string p = path;
+  if (watch) {
+    append_query(p, "watch", "1");
+    append_query(p, "allowWatchBookmarks", "true");
+  }
+  if (!options.label_selector.empty()) append_query(p, "labelSelector", options.label_selector);
+  if (!options.field_selector.empty()) append_query(p, "fieldSelector", options.field_selector);
+  if (!watch && options.limit > 0) append_query(p, "limit", std::to_string(options.limit));
+  if (!watch && !options.continue_token.empty()) append_query(p, "continue", options.continue_token);
+  if (!options.resource_version.empty()) append_query(p, "resourceVersion", options.resource_version);
+  if (options.timeout_seconds > 0) append_query(p, "timeoutSeconds", std::to_string(options.timeout_seconds));
+  return p;
+}
+
+double Client::Impl::random01() {
+  std::lock_guard lock(rng_mu);
+  return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+Result<Json> Client::Impl::send(const Call& call) {
+  HttpRequest req;
+  req.method = call.method;
+  req.url = url(call.path);
+  req.body = call.body;
+  req.content_type = call.content_type;
+  req.timeout = options.request_timeout;
+  const CancelToken cancel = options.cancel;
+  req.keep_going = [&cancel] { return !cancel.cancelled(); };
+  const std::string what = call.method + " " + call.path;
+
+  for (int attempt = 0;; ++attempt) {
+    if (cancel.cancelled()) return Error(what + ": cancelled");
+    HttpResponse resp;
+    {
+      std::lock_guard lock(conn_mu);
+      resp = conn->perform(req);
+    }
+    requests.fetch_add(1, std::memory_order_relaxed);
+    if (resp.aborted) return Error(what + ": cancelled");
+    Error err;
+    if (resp.transport_error.empty() && is_2xx(resp.status)) {
+      if (resp.body.empty()) return Json::object();
+      auto j = Json::parse(resp.body, nullptr, false);
+      if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
+      spdlog::debug("{} -> {}", what, resp.status);
+      return j;
+    }
+    if (!resp.transport_error.empty()) {
+      resp.status = 0;  // a broken transfer: whatever status arrived is not the answer
+      err = transport_error(call.method, call.path, config.server, resp.transport_error);
+    } else {
+      err = api_error(call.method, call.path, resp.status, resp.body);
+    }
+    spdlog::debug("{} -> {}", what, err.message);
+    if (!retryable_status(resp.status, call.retry_429)) return err;
+    if (attempt >= retry.max_retries) {
+      if (attempt == 0) return err;
+      Error e = err;
+      e.message += " (gave up after " + std::to_string(attempt + 1) + " attempts)";
+      return e;
+    }
+    const auto delay = backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after));
+    spdlog::warn("{}; retrying in {} ms (attempt {} of {})", err.message, delay.count(), attempt + 2,
+                 retry.max_retries + 1);
+    if (!clock->sleep_for(delay, cancel)) return Error(what + ": cancelled");
+  }
+}
+
+Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
+    const std::string& path, const ListOptions& list_options) {
+  std::vector<Json> items;
+  std::string resource_version;
+  ListOptions page = list_options;
+  bool restarted = false;
+  while (true) {
+    auto list = send(Call{"GET", list_path(path, page), {}, {}, true});
+    if (!list) {
+      // An expired continue token: like client-go's pager, fall back to one unpaged list.
+      if (list.error().gone() && !page.continue_token.empty() && !restarted) {
+        spdlog::info("{}: continue token expired; listing again without paging", path);
+        restarted = true;
+        items.clear();
+        page = list_options;
+        page.limit = 0;
+        page.continue_token.clear();
+        continue;
+      }
+      return list.error();
+    }
+    Json& l = *list;
+    // Items of a List carry no kind/apiVersion; restore them so they can be used as object references.
+    std::string kind = l.value("kind", "");
+    if (kind.size() > 4 && kind.ends_with("List")) kind.resize(kind.size() - 4);
+    const std::string api_version = l.value("apiVersion", "");
+    if (l.contains("items") && l["items"].is_array()) {
+      for (auto& item : l["items"]) {
+        if (!item.is_object()) continue;
+        if (!kind.empty() && !item.contains("kind")) item["kind"] = kind;
+        if (!api_version.empty() && !item.contains("apiVersion")) item["apiVersion"] = api_version;
+        items.push_back(std::move(item));
+      }
+    }
+    resource_version = str_at(l, "metadata", "resourceVersion");
+    page.continue_token = str_at(l, "metadata", "continue");
+    if (page.continue_token.empty()) break;
+  }
+  return std::make_pair(std::move(items), std::move(resource_version));
+}
+
+Result<std::string> Client::Impl::discover_eviction_version() {
+  std::lock_guard lock(eviction_mu);
+  if (!eviction_group_version.empty()) return eviction_group_version;
+  auto res = send(Call{"GET", "/api/v1", {}, {}, true});
+  if (!res) return res.error().wrap("discovering the Eviction API version");
+  std::string gv;
+  if (res->contains("resources") && (*res)["resources"].is_array()) {
+    for (const auto& r : (*res)["resources"]) {
+      if (!r.is_object() || r.value("name", "") != "pods/eviction") continue;
+      const std::string group = r.value("group", "");
+      const std::string version = r.value("version", "");
+      // Servers before 1.8 do not name the version; they serve only v1beta1.
+      gv = group.empty() || version.empty() ? "policy/v1beta1" : group + "/" + version;
+      if (version != "v1" && version != "v1beta1") gv = "policy/v1beta1";
+    }
+  }
+  if (gv.empty()) {
+    return Error("the API server " + config.server +
+                 " does not serve the pods/eviction subresource (GET /api/v1 lists no pods/eviction); pods "
+                 "cannot be evicted");
+  }
+  spdlog::debug("eviction API: {}", gv);
+  eviction_group_version = gv;
+  return gv;
+}
+
+Client::Client() : impl_(std::make_unique<Impl>()) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptions options) {
+  if (config.server.empty()) return Error("no API server address in " + config.source);
+  auto conn = HttpConnection::create(config, options.user_agent);
+  if (!conn) return conn.error();
+  std::unique_ptr<Client> c(new Client());
+  Impl& im = *c->impl_;
+  im.config = config;
+  im.options = std::move(options);
+  im.clock = im.options.clock != nullptr ? im.options.clock : &im.system_clock;
+  im.retry = RetryPolicy{im.options.max_retries, im.options.retry_base, im.options.retry_max};
+  im.conn = std::move(*conn);
+  return c;
+}
+
+Result<Json> Client::get(const std::string& path) {
+  return impl_->send({"GET", path, {}, {}, true});
+}
+
+Result<Json> Client::list(const std::string& path, const ListOptions& options) {
+  return impl_->send({"GET", list_path(path, options), {}, {}, true});
+}
+
+Result<std::vector<Json>> Client::list_all(const std::string& path, const ListOptions& options) {
+  auto r = impl_->list_everything(path, options);
+  if (!r) return r.error();
+  return std::move(r->first);
+}
+
+Result<Json> Client::create(const std::string& path, const Json& body) {
+  return impl_->send({"POST", path, body.dump(), "application/json", true});
+}
+
+Result<Json> Client::patch(const std::string& path, PatchType type, const Json& body) {
+  const char* ct = "application/strategic-merge-patch+json";
+  if (type == PatchType::kMerge) ct = "application/merge-patch+json";
+  if (type == PatchType::kJsonPatch) ct = "application/json-patch+json";
+  return impl_->send({"PATCH", path, body.dump(), ct, true});
+}
+
+Result<Json> Client::update(const std::string& path, const Json& body) {
+  return impl_->send({"PUT", path, body.dump(), "application/json", true});
+}
+
+Result<Json> Client::remove(const std::string& path, const DeleteOptions& options) {
+  Json body = delete_options_json(options);
+  body["kind"] = "DeleteOptions";
+  body["apiVersion"] = "v1";
+  return impl_->send({"DELETE", path, body.dump(), "application/json", true});
+}
+
+Status Client::evict(const std::string& ns, const std::string& name, const DeleteOptions& options) {
+  auto gv = impl_->discover_eviction_version();
+  if (!gv) return gv.error();
+  Json body = {{"apiVersion", *gv},
+               {"kind", "Eviction"},
+               {"metadata", {{"name", name}, {"namespace", ns}}},
+               {"deleteOptions", delete_options_json(options)}};
+  // 429 means a PodDisruptionBudget blocks the eviction: the caller decides whether and when to try again.
+  auto r = impl_->send({"POST", paths::pod(ns, name) + "/eviction", body.dump(), "application/json", false});
+  if (!r) return r.error();
+  return {};
+}
+
+Status Client::create_event(const Json& involved_object, const std::string& reason,
+                            const std::string& message, const std::string& type) {
+  // Accept a full object (metadata.*) or an ObjectReference (name/namespace/uid at the top level).
+  const bool full = involved_object.contains("metadata");
+  const auto field = [&](const char* k) {
+    return full ? str_at(involved_object, "metadata", k) : str_at(involved_object, k);
+  };
+  const std::string name = field("name");
+  if (name.empty()) return Error("cannot create event " + reason + ": the involved object has no name");
+  const std::string obj_ns = field("namespace");
+  const std::string ns = obj_ns.empty() ? "default" : obj_ns;  // cluster-scoped objects: like the kubelet
+  Json ref = {{"kind", involved_object.value("kind", "")},
+              {"apiVersion", involved_object.value("apiVersion", "")},
+              {"name", name}};
+  if (!obj_ns.empty()) ref["namespace"] = obj_ns;
+  if (const std::string uid = field("uid"); !uid.empty()) ref["uid"] = uid;
+  if (const std::string rv = field("resourceVersion"); !rv.empty()) ref["resourceVersion"] = rv;
+  const std::string now = rfc3339_now();
+  const std::string& component = impl_->options.user_agent;
+  Json ev = {{"apiVersion", "v1"},
+             {"kind", "Event"},
+             {"metadata", {{"generateName", name + "."}, {"namespace", ns}}},
+             {"involvedObject", ref},
+             {"reason", reason},
+             {"message", message},
+             {"type", type},
+             {"source", {{"component", component}}},
+             {"reportingComponent", component},
+             {"firstTimestamp", now},
+             {"lastTimestamp", now},
+             {"count", 1}};
+  auto r = create("/api/v1/namespaces/" + ns + "/events", ev);
+  if (!r)
+    return r.error().wrap("cannot record event " + reason + " on " + ref.value("kind", "") + " " + name);
+  return {};
+}
+
+uint64_t Client::request_count() const {
+  return impl_->requests.load(std::memory_order_relaxed);
+}
+
+const Config& Client::config() const {
+  return impl_->config;
+}
+
+namespace paths {
+std::string nodes() {
+  return "/api/v1/nodes";
+}
+std::string node(const std::string& name) {
+  return "/api/v1/nodes/" + name;
+}
+std::string pods(const std::string& ns) {
+  return ns.empty() ? "/api/v1/pods" : "/api/v1/namespaces/" + ns + "/pods";
+}
+std::string pod(const std::string& ns, const std::string& name) {
+  return "/api/v1/namespaces/" + ns + "/pods/" + name;
+}
+std::string daemonset(const std::string& ns, const std::string& name) {
+  return "/apis/apps/v1/namespaces/" + ns + "/daemonsets/" + name;
+}
+std::string resource_claim(const std::string& ns, const std::string& name) {
+  return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name;
+}
+}  // namespace paths
+
+}  // namespace dm::kube

@@ -1,0 +1,61 @@
+// Internals of Client shared by client.cc and watch.cc (not part of the API).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kube/client.h"
+#include "kube/http.h"
+#include "kube/retry.h"
+
+namespace dm::kube {
+
+struct Client::Impl {
+  Config config;
+  ClientOptions options;
+  SystemClock system_clock;
+  const Clock* clock = nullptr;
+  RetryPolicy retry;
+
+  std::mutex conn_mu;  // one request at a time on the shared keep-alive connection
+  std::unique_ptr<HttpConnection> conn;
+  std::atomic<uint64_t> requests{0};
+
+  std::mutex eviction_mu;
+  std::string eviction_group_version;  // "policy/v1" or "policy/v1beta1" once discovered
+
+  std::mutex rng_mu;
+  std::mt19937_64 rng{std::random_device{}()};
+
+  struct Call {
+    std::string method = "GET";
+    std::string path;  // with query
+    std::string body;
+    std::string content_type;
+    bool retry_429 = true;
+  };
+
+  // Sends `call` with retries (429 when allowed, 5xx, connection errors) and returns the parsed 2xx body.
+  Result<Json> send(const Call& call);
+  // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
+  // resourceVersion.
+  Result<std::pair<std::vector<Json>, std::string>> list_everything(const std::string& path,
+                                                                    const ListOptions& list_options);
+  Result<std::string> discover_eviction_version();
+
+  // A uniform random number in [0, 1).
+  double random01();
+  [[nodiscard]] std::string url(const std::string& path) const { return config.server + path; }
+};
+
+// `path` with the query parameters of `options` appended (empty values are left out).
+std::string list_path(const std::string& path, const ListOptions& options, bool watch = false);
+// Appends `key=value` (value percent-encoded) to `path`'s query.
+void append_query(std::string& path, const std::string& key, const std::string& value);
+
+}  // namespace dm::kube

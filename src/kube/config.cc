@@ -1,0 +1,227 @@
+#include "kube/config.h"
+
+#include <yaml-cpp/binary.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+
+namespace dm::kube {
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<std::string> read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error("cannot read " + path + ": " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) return Error("cannot read " + path + ": " + std::strerror(errno));
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  const char* ws = " \t\r\n";
+  const auto b = s.find_first_not_of(ws);
+  if (b == std::string::npos) return {};
+  const auto e = s.find_last_not_of(ws);
+  return s.substr(b, e - b + 1);
+}
+
+// Paths in a kubeconfig are relative to the file's own directory (as kubectl resolves them).
+std::string resolve(const fs::path& base_dir, const std::string& p) {
+  if (p.empty() || fs::path(p).is_absolute()) return p;
+  return (base_dir / p).lexically_normal().string();
+}
+
+// The string value of `node[key]`, or "" when absent; throws YAML::Exception when it is not a scalar.
+std::string str(const YAML::Node& node, const char* key) {
+  const YAML::Node v = node[key];
+  if (!v.IsDefined() || v.IsNull()) return {};
+  return v.as<std::string>();
+}
+
+// Finds `name` in a kubeconfig list (clusters/users/contexts) and returns its `inner` map.
+std::optional<YAML::Node> find_named(const YAML::Node& root, const char* list, const char* inner,
+                                     const std::string& name) {
+  const YAML::Node items = root[list];
+  if (!items.IsDefined() || !items.IsSequence()) return std::nullopt;
+  for (const auto& item : items) {
+    if (!item.IsMap()) continue;
+    if (str(item, "name") == name) {
+      const YAML::Node v = item[inner];
+      return v.IsDefined() && !v.IsNull() ? v : YAML::Node(YAML::NodeType::Map);
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::string> decode_pem(const std::string& b64, const std::string& what) {
+  // Strip whitespace: multi-line base64 is legal in YAML block scalars.
+  std::string clean;
+  for (char c : b64) {
+    if (c != '\n' && c != '\r' && c != ' ' && c != '\t') clean.push_back(c);
+  }
+  const auto bytes = YAML::DecodeBase64(clean);
+  if (bytes.empty() && !clean.empty()) return Error(what + " is not valid base64");
+  return std::string(bytes.begin(), bytes.end());
+}
+
+Status check_readable(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) return Error(what + " " + path + " cannot be read: " + std::strerror(errno));
+  return {};
+}
+
+Result<Config> parse_kubeconfig(const std::string& path, const YAML::Node& root, const std::string& wanted) {
+  const fs::path dir = fs::absolute(fs::path(path)).parent_path();
+  std::string ctx_name = wanted;
+  if (ctx_name.empty()) {
+    ctx_name = str(root, "current-context");
+    if (ctx_name.empty())
+      return Error(
+          "no current-context is set; pass a context name or set one with kubectl config use-context");
+  }
+  const auto ctx = find_named(root, "contexts", "context", ctx_name);
+  if (!ctx) return Error("context \"" + ctx_name + "\" not found");
+
+  Config cfg;
+  cfg.source = "kubeconfig " + path + " (context " + ctx_name + ")";
+  const std::string cluster_name = str(*ctx, "cluster");
+  const std::string user_name = str(*ctx, "user");
+  if (const std::string ns = str(*ctx, "namespace"); !ns.empty()) cfg.ns = ns;
+
+  if (cluster_name.empty()) return Error("context \"" + ctx_name + "\" names no cluster");
+  const auto cluster = find_named(root, "clusters", "cluster", cluster_name);
+  if (!cluster) return Error("cluster \"" + cluster_name + "\" (of context \"" + ctx_name + "\") not found");
+  const std::string cluster_what = "cluster \"" + cluster_name + "\"";
+  cfg.server = str(*cluster, "server");
+  if (cfg.server.empty()) return Error(cluster_what + " has no server");
+  while (cfg.server.size() > 1 && cfg.server.back() == '/') cfg.server.pop_back();
+  if (const YAML::Node v = (*cluster)["insecure-skip-tls-verify"]; v.IsDefined() && !v.IsNull()) {
+    cfg.insecure_skip_tls_verify = v.as<bool>();
+  }
+  if (const std::string d = str(*cluster, "certificate-authority-data"); !d.empty()) {
+    auto pem = decode_pem(d, "certificate-authority-data of " + cluster_what);
+    if (!pem) return pem.error();
+    cfg.ca_data = std::move(*pem);
+  } else if (const std::string f = str(*cluster, "certificate-authority"); !f.empty()) {
+    cfg.ca_file = resolve(dir, f);
+    if (auto st = check_readable(cfg.ca_file, "certificate-authority of " + cluster_what); !st)
+      return st.error();
+  }
+
+  if (user_name.empty()) return cfg;  // anonymous access
+  const auto user = find_named(root, "users", "user", user_name);
+  if (!user) return Error("user \"" + user_name + "\" (of context \"" + ctx_name + "\") not found");
+  const std::string user_what = "user \"" + user_name + "\"";
+  if (const std::string d = str(*user, "client-certificate-data"); !d.empty()) {
+    auto pem = decode_pem(d, "client-certificate-data of " + user_what);
+    if (!pem) return pem.error();
+    cfg.client_cert_data = std::move(*pem);
+  } else if (const std::string f = str(*user, "client-certificate"); !f.empty()) {
+    cfg.client_cert_file = resolve(dir, f);
+    if (auto st = check_readable(cfg.client_cert_file, "client-certificate of " + user_what); !st)
+      return st.error();
+  }
+  if (const std::string d = str(*user, "client-key-data"); !d.empty()) {
+    auto pem = decode_pem(d, "client-key-data of " + user_what);
+    if (!pem) return pem.error();
+    cfg.client_key_data = std::move(*pem);
+  } else if (const std::string f = str(*user, "client-key"); !f.empty()) {
+    cfg.client_key_file = resolve(dir, f);
+    if (auto st = check_readable(cfg.client_key_file, "client-key of " + user_what); !st) return st.error();
+  }
+  const bool has_cert = !cfg.client_cert_data.empty() || !cfg.client_cert_file.empty();
+  const bool has_key = !cfg.client_key_data.empty() || !cfg.client_key_file.empty();
+  if (has_cert != has_key) {
+    return Error(user_what + " has a client " +
+                 (has_cert ? "certificate but no key" : "key but no certificate"));
+  }
+  cfg.token = str(*user, "token");
+  if (cfg.token.empty()) {
+    if (const std::string f = str(*user, "tokenFile"); !f.empty()) {
+      cfg.token_file = resolve(dir, f);
+      auto tok = read_whole_file(cfg.token_file);
+      if (!tok) return tok.error().wrap("tokenFile of " + user_what);
+      cfg.token = trim(*tok);
+      if (cfg.token.empty()) return Error("tokenFile " + cfg.token_file + " of " + user_what + " is empty");
+    }
+  }
+  const bool has_plugin = (*user)["exec"].IsDefined() || (*user)["auth-provider"].IsDefined();
+  if (has_plugin && cfg.token.empty() && !has_cert) {
+    return Error(
+        user_what +
+        " authenticates through an exec or auth-provider plugin, which driver-manager does not support; "
+        "use a kubeconfig with a token or a client certificate");
+  }
+  return cfg;
+}
+
+}  // namespace
+
+Result<Config> load_kubeconfig(const std::string& path, const std::string& context) {
+  const std::string where = "kubeconfig " + path;
+  auto text = read_whole_file(path);
+  if (!text) return Error(where + ": " + text.error().message);
+  YAML::Node root;
+  try {
+    root = YAML::Load(*text);
+  } catch (const YAML::Exception& e) {
+    return Error(where + ": not valid YAML: " + e.what());
+  }
+  if (!root.IsMap()) return Error(where + ": not a kubeconfig (the top level is not a mapping)");
+  try {
+    auto cfg = parse_kubeconfig(path, root, context);
+    if (!cfg) return cfg.error().wrap(where);
+    return cfg;
+  } catch (const YAML::Exception& e) {
+    // A field of the wrong shape, e.g. a list where a string belongs.
+    return Error(where + ": malformed: " + e.what());
+  }
+}
+
+Result<Config> in_cluster_config(const std::string& sa_dir) {
+  const char* host = std::getenv("KUBERNETES_SERVICE_HOST");
+  const char* port = std::getenv("KUBERNETES_SERVICE_PORT");
+  if (host == nullptr || *host == '\0' || port == nullptr || *port == '\0') {
+    return Error(
+        "no kubeconfig given and not running in a pod (KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT "
+        "are "
+        "not set); set KUBECONFIG or --kubeconfig");
+  }
+  Config cfg;
+  cfg.source = "in-cluster";
+  std::string h = host;
+  if (h.find(':') != std::string::npos && h.front() != '[') h = "[" + h + "]";  // IPv6 literal
+  cfg.server = "https://" + h + ":" + port;
+
+  cfg.token_file = (fs::path(sa_dir) / "token").string();
+  auto tok = read_whole_file(cfg.token_file);
+  if (!tok) return tok.error().wrap("in-cluster service-account token");
+  cfg.token = trim(*tok);
+  if (cfg.token.empty()) return Error("in-cluster service-account token " + cfg.token_file + " is empty");
+
+  cfg.ca_file = (fs::path(sa_dir) / "ca.crt").string();
+  if (auto st = check_readable(cfg.ca_file, "in-cluster CA certificate"); !st) return st.error();
+
+  const std::string ns_file = (fs::path(sa_dir) / "namespace").string();
+  if (fs::exists(ns_file)) {
+    auto ns = read_whole_file(ns_file);
+    if (!ns) return ns.error().wrap("in-cluster namespace");
+    if (std::string n = trim(*ns); !n.empty()) cfg.ns = n;
+  }
+  return cfg;
+}
+
+Result<Config> load_config(const std::string& kubeconfig_path) {
+  if (!kubeconfig_path.empty()) return load_kubeconfig(kubeconfig_path);
+  return in_cluster_config();
+}
+
+}  // namespace dm::kube

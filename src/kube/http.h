@@ -1,0 +1,57 @@
+// One HTTP connection to the API server over libcurl: TLS and credentials from a Config, keep-alive, and
+// transfers that the caller can abort between polls (cancellation, watch deadlines).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "kube/config.h"
+
+namespace dm::kube {
+
+struct HttpRequest {
+  std::string method = "GET";
+  std::string url;
+  std::string body;                      // sent when non-empty (or when method is POST/PUT/PATCH)
+  std::string content_type;              // of body
+  std::chrono::milliseconds timeout{0};  // whole transfer; 0 = none
+  // When set, 2xx response bodies are handed over piece by piece instead of being buffered (error bodies are
+  // still buffered). Returning false aborts the transfer.
+  std::function<bool(std::string_view)> on_body;
+  // Called at least every poll_interval while the transfer runs; returning false aborts it.
+  std::function<bool()> keep_going;
+  std::chrono::milliseconds poll_interval{100};
+};
+
+struct HttpResponse {
+  long status = 0;              // 0: no HTTP response at all
+  std::string body;             // unless streamed through on_body
+  std::string retry_after;      // Retry-After header, if any
+  std::string transport_error;  // non-empty when the transfer failed (connect, TLS, timeout, reset, ...)
+  bool aborted = false;         // keep_going or on_body asked to stop
+};
+
+// Not thread-safe: one transfer at a time (the client serialises access).
+class HttpConnection {
+ public:
+  static Result<std::unique_ptr<HttpConnection>> create(const Config& config, const std::string& user_agent);
+  ~HttpConnection();
+  HttpConnection(const HttpConnection&) = delete;
+  HttpConnection& operator=(const HttpConnection&) = delete;
+
+  HttpResponse perform(const HttpRequest& request);
+
+  // Percent-encodes a query parameter value.
+  static std::string escape(std::string_view s);
+
+ private:
+  HttpConnection();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dm::kube

@@ -1,0 +1,244 @@
+#include "kube/objects.h"
+
+namespace dm::kube {
+namespace {
+
+std::map<std::string, std::string> string_map(const Json* j) {
+  std::map<std::string, std::string> m;
+  if (j == nullptr || !j->is_object()) return m;
+  for (const auto& [k, v] : j->items()) {
+    if (v.is_string()) m.emplace(k, v.get<std::string>());
+  }
+  return m;
+}
+
+std::optional<std::string> map_value(const Json* j, std::string_view key) {
+  if (j == nullptr || !j->is_object()) return std::nullopt;
+  const auto it = j->find(std::string(key));
+  if (it == j->end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+const Json& array_or_empty(const Json* j) {
+  static const Json kEmpty = Json::array();
+  return j != nullptr && j->is_array() ? *j : kEmpty;
+}
+
+bool condition_true(const Json& obj, std::string_view type) {
+  for (const auto& c : array_or_empty(find(obj, {"status", "conditions"}))) {
+    if (string_at(c, {"type"}) == type) return string_at(c, {"status"}) == "True";
+  }
+  return false;
+}
+
+}  // namespace
+
+const Json* find(const Json& j, std::initializer_list<std::string_view> path) {
+  const Json* p = &j;
+  for (const auto key : path) {
+    if (!p->is_object()) return nullptr;
+    const auto it = p->find(std::string(key));
+    if (it == p->end()) return nullptr;
+    p = &*it;
+  }
+  return p;
+}
+
+std::string string_at(const Json& j, std::initializer_list<std::string_view> path, std::string fallback) {
+  const Json* v = find(j, path);
+  return v != nullptr && v->is_string() ? v->get<std::string>() : fallback;
+}
+
+std::string name(const Json& obj) {
+  return string_at(obj, {"metadata", "name"});
+}
+std::string namespace_of(const Json& obj) {
+  return string_at(obj, {"metadata", "namespace"});
+}
+std::string uid(const Json& obj) {
+  return string_at(obj, {"metadata", "uid"});
+}
+std::string resource_version(const Json& obj) {
+  return string_at(obj, {"metadata", "resourceVersion"});
+}
+
+std::string ref_string(const Json& obj) {
+  const std::string ns = namespace_of(obj);
+  return ns.empty() ? name(obj) : ns + "/" + name(obj);
+}
+
+std::map<std::string, std::string> labels(const Json& obj) {
+  return string_map(find(obj, {"metadata", "labels"}));
+}
+std::map<std::string, std::string> annotations(const Json& obj) {
+  return string_map(find(obj, {"metadata", "annotations"}));
+}
+std::optional<std::string> label(const Json& obj, std::string_view key) {
+  return map_value(find(obj, {"metadata", "labels"}), key);
+}
+std::optional<std::string> annotation(const Json& obj, std::string_view key) {
+  return map_value(find(obj, {"metadata", "annotations"}), key);
+}
+
+bool terminating(const Json& obj) {
+  const Json* ts = find(obj, {"metadata", "deletionTimestamp"});
+  return ts != nullptr && !ts->is_null();
+}
+
+std::vector<OwnerRef> owner_refs(const Json& obj) {
+  std::vector<OwnerRef> refs;
+  for (const auto& r : array_or_empty(find(obj, {"metadata", "ownerReferences"}))) {
+    OwnerRef o;
+    o.api_version = string_at(r, {"apiVersion"});
+    o.kind = string_at(r, {"kind"});
+    o.name = string_at(r, {"name"});
+    o.uid = string_at(r, {"uid"});
+    const Json* c = find(r, {"controller"});
+    o.controller = c != nullptr && c->is_boolean() && c->get<bool>();
+    refs.push_back(std::move(o));
+  }
+  return refs;
+}
+
+std::optional<OwnerRef> controller_ref(const Json& obj) {
+  for (auto& r : owner_refs(obj)) {
+    if (r.controller) return r;
+  }
+  return std::nullopt;
+}
+
+std::string pod_node_name(const Json& pod) {
+  return string_at(pod, {"spec", "nodeName"});
+}
+std::string pod_phase(const Json& pod) {
+  return string_at(pod, {"status", "phase"}, "Pending");
+}
+
+bool pod_finished(const Json& pod) {
+  const std::string phase = pod_phase(pod);
+  return phase == "Succeeded" || phase == "Failed";
+}
+
+bool pod_ready(const Json& pod) {
+  return condition_true(pod, "Ready");
+}
+
+bool pod_is_mirror(const Json& pod) {
+  return annotation(pod, "kubernetes.io/config.mirror").has_value();
+}
+
+int64_t pod_grace_period_seconds(const Json& pod) {
+  if (terminating(pod)) {
+    const Json* d = find(pod, {"metadata", "deletionGracePeriodSeconds"});
+    if (d != nullptr && d->is_number_integer()) return d->get<int64_t>();
+  }
+  const Json* g = find(pod, {"spec", "terminationGracePeriodSeconds"});
+  return g != nullptr && g->is_number_integer() ? g->get<int64_t>() : 30;
+}
+
+std::map<std::string, std::string> pod_node_selector(const Json& pod) {
+  return string_map(find(pod, {"spec", "nodeSelector"}));
+}
+
+std::vector<Toleration> pod_tolerations(const Json& pod) {
+  std::vector<Toleration> out;
+  for (const auto& t : array_or_empty(find(pod, {"spec", "tolerations"}))) {
+    Toleration tol;
+    tol.key = string_at(t, {"key"});
+    tol.op = string_at(t, {"operator"}, "Equal");
+    tol.value = string_at(t, {"value"});
+    tol.effect = string_at(t, {"effect"});
+    const Json* s = find(t, {"tolerationSeconds"});
+    if (s != nullptr && s->is_number_integer()) tol.toleration_seconds = s->get<int64_t>();
+    out.push_back(std::move(tol));
+  }
+  return out;
+}
+
+std::set<std::string> pod_resource_names(const Json& pod) {
+  std::set<std::string> names;
+  for (const char* list : {"containers", "initContainers"}) {
+    for (const auto& c : array_or_empty(find(pod, {"spec", list}))) {
+      for (const char* kind : {"requests", "limits"}) {
+        const Json* r = find(c, {"resources", kind});
+        if (r == nullptr || !r->is_object()) continue;
+        for (const auto& [k, v] : r->items()) names.insert(k);
+      }
+    }
+  }
+  return names;
+}
+
+std::vector<PodResourceClaim> pod_resource_claims(const Json& pod) {
+  std::vector<PodResourceClaim> out;
+  for (const auto& c : array_or_empty(find(pod, {"spec", "resourceClaims"}))) {
+    PodResourceClaim rc;
+    rc.name = string_at(c, {"name"});
+    rc.resource_claim_name =
+        string_at(c, {"resourceClaimName"}, string_at(c, {"source", "resourceClaimName"}));
+    rc.resource_claim_template_name =
+        string_at(c, {"resourceClaimTemplateName"}, string_at(c, {"source", "resourceClaimTemplateName"}));
+    out.push_back(std::move(rc));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> pod_resource_claim_statuses(const Json& pod) {
+  std::map<std::string, std::string> out;
+  for (const auto& s : array_or_empty(find(pod, {"status", "resourceClaimStatuses"}))) {
+    const std::string n = string_at(s, {"name"});
+    const std::string claim = string_at(s, {"resourceClaimName"});
+    if (!n.empty() && !claim.empty()) out.emplace(n, claim);
+  }
+  return out;
+}
+
+std::string resolved_claim_name(const Json& pod, const PodResourceClaim& claim) {
+  if (!claim.resource_claim_name.empty()) return claim.resource_claim_name;
+  const auto statuses = pod_resource_claim_statuses(pod);
+  const auto it = statuses.find(claim.name);
+  return it == statuses.end() ? std::string() : it->second;
+}
+
+bool node_unschedulable(const Json& node) {
+  const Json* u = find(node, {"spec", "unschedulable"});
+  return u != nullptr && u->is_boolean() && u->get<bool>();
+}
+
+bool node_ready(const Json& node) {
+  return condition_true(node, "Ready");
+}
+
+std::vector<Taint> node_taints(const Json& node) {
+  std::vector<Taint> out;
+  for (const auto& t : array_or_empty(find(node, {"spec", "taints"}))) {
+    out.push_back(Taint{string_at(t, {"key"}), string_at(t, {"value"}), string_at(t, {"effect"})});
+  }
+  return out;
+}
+
+Json to_json(const Taint& taint) {
+  Json j = {{"key", taint.key}, {"effect", taint.effect}};
+  if (!taint.value.empty()) j["value"] = taint.value;
+  return j;
+}
+
+bool tolerates(const Toleration& toleration, const Taint& taint) {
+  if (!toleration.effect.empty() && toleration.effect != taint.effect) return false;
+  if (!toleration.key.empty() && toleration.key != taint.key) return false;
+  if (toleration.op == "Exists") return true;
+  if (toleration.op.empty() || toleration.op == "Equal") {
+    // An empty key only makes sense with Exists.
+    return !toleration.key.empty() && toleration.value == taint.value;
+  }
+  return false;
+}
+
+bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint) {
+  for (const auto& t : tolerations) {
+    if (tolerates(t, taint)) return true;
+  }
+  return false;
+}
+
+}  // namespace dm::kube

@@ -1,0 +1,39 @@
+#include "kube/retry.h"
+
+#include <algorithm>
+#include <charconv>
+#include <string>
+
+namespace dm::kube {
+
+bool retryable_status(long http_status, bool retry_429) {
+  if (http_status == 0) return true;
+  if (http_status == 429) return retry_429;
+  // 501 Not Implemented will not change on a retry.
+  return http_status >= 500 && http_status != 501;
+}
+
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value) {
+  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\r' || value.back() == '\n')) {
+    value.remove_suffix(1);
+  }
+  if (value.empty()) return std::nullopt;
+  int64_t seconds = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+  if (ec != std::errc() || end != value.data() + value.size() || seconds < 0) return std::nullopt;
+  return std::chrono::milliseconds(seconds * 1000);
+}
+
+std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt, double jitter,
+                                        std::optional<std::chrono::milliseconds> retry_after) {
+  const std::chrono::milliseconds cap = std::max(policy.max, std::chrono::milliseconds(0));
+  if (retry_after) return std::min(*retry_after, cap);
+  int64_t d = std::max<int64_t>(policy.base.count(), 1);
+  for (int i = 0; i < attempt && d < cap.count(); ++i) d *= 2;
+  d = std::min<int64_t>(d, cap.count());
+  jitter = std::clamp(jitter, 0.0, 1.0);
+  return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d) * (0.5 + jitter / 2)));
+}
+
+}  // namespace dm::kube

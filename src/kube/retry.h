@@ -1,0 +1,28 @@
+// When and how long to wait before retrying an API request (exponential backoff with jitter, Retry-After).
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string_view>
+
+namespace dm::kube {
+
+struct RetryPolicy {
+  int max_retries = 5;
+  std::chrono::milliseconds base{200};
+  std::chrono::milliseconds max{10000};
+};
+
+// True for failures worth retrying: no response (status 0), 429 when `retry_429`, and 5xx.
+bool retryable_status(long http_status, bool retry_429 = true);
+
+// Retry-After in seconds (the API server never sends an HTTP-date); nullopt when absent or unparsable.
+std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value);
+
+// The wait before retry number `attempt` (0 for the first retry): base * 2^attempt capped at max, then
+// scaled into [50%, 100%] by `jitter` in [0, 1) so that clients do not retry in lockstep. A Retry-After
+// from the server wins (capped at max).
+std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt, double jitter,
+                                        std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
+
+}  // namespace dm::kube
