@@ -27,8 +27,9 @@ ModuleState mod(std::string name, int refs, std::vector<std::string> holders = {
 }
 
 TEST(UnloadPlan, FreeStackIsRemovedHoldersFirstWithNvidiaDrmFirst) {
-  const auto plan = plan_nvidia_unload({mod("nvidia_drm", 0), mod("nvidia_modeset", 1, {"nvidia_drm"}),
-                                        mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_modeset", "nvidia_uvm"})});
+  const auto plan =
+      plan_nvidia_unload({mod("nvidia_drm", 0), mod("nvidia_modeset", 1, {"nvidia_drm"}),
+                          mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_modeset", "nvidia_uvm"})});
   ASSERT_TRUE(plan.allowed());
   EXPECT_THAT(plan.order, ElementsAre("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"));
 }
@@ -38,8 +39,8 @@ TEST(UnloadPlan, ModuleOrderFollowsKNvidiaModules) {
   for (const auto name : kNvidiaModules) loaded.push_back(mod(std::string(name), 0));
   const auto plan = plan_nvidia_unload(loaded);
   ASSERT_TRUE(plan.allowed());
-  EXPECT_THAT(plan.order, ElementsAre("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem", "nvidia_fs",
-                                      "nvidia_vgpu_vfio", "gdrdrv", "nvidia"));
+  EXPECT_THAT(plan.order, ElementsAre("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem",
+                                      "nvidia_fs", "nvidia_vgpu_vfio", "gdrdrv", "nvidia"));
 }
 
 TEST(UnloadPlan, BusyNvidiaBlocksEverythingAndNamesTheUsers) {
@@ -51,23 +52,26 @@ TEST(UnloadPlan, BusyNvidiaBlocksEverythingAndNamesTheUsers) {
 }
 
 TEST(UnloadPlan, HolderOutsideTheStackBlocks) {
-  const auto plan = plan_nvidia_unload({mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_uvm", "ib_core_peer"})});
+  const auto plan =
+      plan_nvidia_unload({mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_uvm", "ib_core_peer"})});
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(plan.blockers,
               ElementsAre("nvidia: refcount 2, held by module(s) outside the NVIDIA stack: ib_core_peer"));
 }
 
 TEST(UnloadPlan, UnidentifiedReferencesAreCountedAndEveryBusyModuleIsListed) {
-  const auto plan = plan_nvidia_unload({mod("nvidia_uvm", 1), mod("nvidia", 2, {"nvidia_uvm"}, {"pid 7 (x)"})});
+  const auto plan =
+      plan_nvidia_unload({mod("nvidia_uvm", 1), mod("nvidia", 2, {"nvidia_uvm"}, {"pid 7 (x)"})});
   EXPECT_FALSE(plan.allowed());
-  EXPECT_THAT(plan.blockers, ElementsAre("nvidia_uvm: refcount 1, used by 1 process(es)/pod(s) (not identified)",
-                                         "nvidia: refcount 2, used by 1 process(es)/pod(s): pid 7 (x)"));
+  EXPECT_THAT(plan.blockers,
+              ElementsAre("nvidia_uvm: refcount 1, used by 1 process(es)/pod(s) (not identified)",
+                          "nvidia: refcount 2, used by 1 process(es)/pod(s): pid 7 (x)"));
 }
 
 TEST(UnloadPlan, AHolderListedAfterTheModuleItHoldsIsMovedBeforeIt) {
   // gdrdrv holding nvidia_uvm is not a real-world case, but the order must still respect holders.
-  const auto plan = plan_nvidia_unload({mod("nvidia_uvm", 1, {"gdrdrv"}), mod("gdrdrv", 0),
-                                        mod("nvidia", 1, {"nvidia_uvm"})});
+  const auto plan = plan_nvidia_unload(
+      {mod("nvidia_uvm", 1, {"gdrdrv"}), mod("gdrdrv", 0), mod("nvidia", 1, {"nvidia_uvm"})});
   ASSERT_TRUE(plan.allowed());
   EXPECT_THAT(plan.order, ElementsAre("gdrdrv", "nvidia_uvm", "nvidia"));
 }

@@ -53,7 +53,9 @@ class SimHostTest : public ::testing::Test {
     for (const auto& h : holders) fs::create_symlink("../../" + h, dir + "/holders/" + h);
     if (!users.empty()) test::write_file(dir + "/users", users);
   }
-  [[nodiscard]] bool present(const std::string& name) const { return fs::exists(root_ + "/sys/module/" + name); }
+  [[nodiscard]] bool present(const std::string& name) const {
+    return fs::exists(root_ + "/sys/module/" + name);
+  }
 
   std::string root_;
   std::unique_ptr<Host> host_;
@@ -102,8 +104,9 @@ TEST_F(SimHostTest, BusyNvidiaIsRefusedAndNothingIsRemoved) {
   LogCapture logs;
   const Status st = host_->unload_nvidia_modules();
   ASSERT_FALSE(st.ok());
-  EXPECT_THAT(st.error().message,
-              HasSubstr("nvidia: refcount 2, used by 2 process(es)/pod(s): gpu-ns/trainer-0, gpu-ns/notebook"));
+  EXPECT_THAT(
+      st.error().message,
+      HasSubstr("nvidia: refcount 2, used by 2 process(es)/pod(s): gpu-ns/trainer-0, gpu-ns/notebook"));
   EXPECT_TRUE(present("nvidia_modeset"));
   EXPECT_TRUE(present("nvidia_uvm"));
   EXPECT_TRUE(present("nvidia"));
@@ -123,7 +126,8 @@ TEST_F(SimHostTest, FreeStackIsRemovedInOrderAndReferencesAreReleased) {
   LogCapture logs;
   const Status st = host_->unload_nvidia_modules();
   ASSERT_TRUE(st.ok()) << st.error().message;
-  for (const auto* m : {"nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"}) EXPECT_FALSE(present(m)) << m;
+  for (const auto* m : {"nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"})
+    EXPECT_FALSE(present(m)) << m;
   EXPECT_EQ(test::read_file(root_ + "/sys/module/i2c_core/refcnt"), "0\n");
   EXPECT_FALSE(fs::exists(fs::symlink_status(root_ + "/sys/module/i2c_core/holders/nvidia_drm")));
   const std::string log = logs.text();
