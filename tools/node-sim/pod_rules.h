@@ -1,0 +1,53 @@
+// What node-sim decides about one pod, as pure functions of its JSON (no I/O), so the rules stay small and
+// readable: does it hold the GPU, should it be started, how long does its termination take.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace nodesim {
+
+using Json = nlohmann::json;
+
+// Annotation: seconds (may be 0 or a decimal) a terminating pod takes to finish, instead of its grace period.
+inline constexpr const char* kTerminateAfterAnnotation = "node-sim/terminate-after-seconds";
+// Annotation: "true" => the pod never finishes terminating.
+inline constexpr const char* kStuckAnnotation = "node-sim/stuck-terminating";
+// Annotation: "true" => the pod holds the GPU without requesting it.
+inline constexpr const char* kHoldsGpuAnnotation = "node-sim/holds-gpu";
+// Annotation of third-party GPU clients (driver-manager's own contract).
+inline constexpr const char* kGpuClientAnnotation = "nvidia.com/gpu.client";
+
+// Go's strconv.ParseBool true values: "1", "t", "T", "TRUE", "true", "True".
+bool go_true(std::string_view s);
+
+// "ns/name" of a pod, for logs and the users file.
+std::string pod_key(const Json& pod);
+
+// The pod holds the GPU device while it runs: it requests/limits nvidia.com/gpu* or nvidia.com/mig-* in a
+// container, or is annotated nvidia.com/gpu.client or node-sim/holds-gpu with a true value.
+bool holds_gpu(const Json& pod);
+
+// metadata.deletionTimestamp is set.
+bool is_terminating(const Json& pod);
+
+// status.phase == "Running".
+bool is_running(const Json& pod);
+
+// Not terminating, not finished, and not yet Running with Ready=True: a kubelet would (re)start it.
+bool needs_start(const Json& pod);
+
+// How long the pod's termination takes once node-sim has seen it terminating: the terminate-after
+// annotation if present and valid, else metadata.deletionGracePeriodSeconds (0 if absent).
+// nullopt when the pod is stuck (annotation node-sim/stuck-terminating: "true").
+// `warning` receives a message if the annotation is present but invalid (it is then ignored).
+std::optional<double> termination_delay_seconds(const Json& pod, std::string* warning = nullptr);
+
+// The status subresource strategic-merge patch that makes the pod Running and Ready, with every container
+// running and ready (init containers terminated with exit code 0). `now` is an RFC 3339 time.
+Json running_status_patch(const Json& pod, const std::string& now, const std::string& host_ip,
+                          const std::string& pod_ip);
+
+}  // namespace nodesim
