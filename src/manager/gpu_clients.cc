@@ -1,0 +1,243 @@
+#include "manager/gpu_clients.h"
+
+#include <spdlog/spdlog.h>
+
+#include <set>
+#include <utility>
+
+#include "manager/eviction.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// How long the pod watch gets to show the pods a fresh LIST found (it is normally milliseconds behind).
+constexpr auto kWatchCatchUp = std::chrono::seconds(10);
+
+std::string join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const auto& i : items) {
+    if (!out.empty()) out += sep;
+    out += i;
+  }
+  return out;
+}
+
+std::string phase_name(GpuClientPhase phase) {
+  return phase == GpuClientPhase::kDraPlugin ? "GPU client DRA plugin pods" : "GPU client pods";
+}
+
+// Decisions about pods that are no GPU client at all are only interesting when debugging.
+void log_decision(const PodDecision& d) {
+  if (d.verdict == Verdict::kSkip && d.filter == "designation" && d.reason == "not a designated GPU client") {
+    spdlog::debug("gpu-client: {}", d.log_line());
+  } else if (d.verdict == Verdict::kError || !d.warnings.empty()) {
+    spdlog::warn("gpu-client: {}", d.log_line());
+  } else {
+    spdlog::info("gpu-client: {}", d.log_line());
+  }
+}
+
+std::string controller_desc(const Json& pod) {
+  const Json* ref = controller_ref(pod);
+  return ref == nullptr ? std::string("no controller")
+                        : ref->value("kind", "") + "/" + ref->value("name", "");
+}
+
+Error refusal(const std::string& what, const std::vector<std::string>& errors) {
+  return Error("refusing to reset " + what + " (nothing was evicted by this step): " + join(errors, "; "));
+}
+
+}  // namespace
+
+std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key) {
+  std::vector<std::string> keys;
+  if (!snapshot.value(kClientLabel).empty()) keys.emplace_back(kClientLabel);
+  if (!custom_key.empty() && !snapshot.value(custom_key).empty()) keys.push_back(custom_key);
+  return keys;
+}
+
+GpuClientReset::GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
+                               const Settings& settings, std::vector<std::string> label_handled_keys)
+    : client_(client),
+      pods_(pods),
+      clock_(clock),
+      cancel_(std::move(cancel)),
+      settings_(settings),
+      label_handled_keys_(std::move(label_handled_keys)),
+      taint_ops_(client, clock, settings.node_name),
+      taint_(parse_taint(settings.gpu_client_taint)) {}
+
+Status GpuClientReset::heal_leftover_taint(const Json& node) {
+  const auto owned = taint_owner_annotation(node);
+  if (!owned) return ok_status();
+  spdlog::info("Node {} carries taint \"{}\" left by an earlier run of driver-manager ({}); removing it",
+               settings_.node_name, *owned, kTaintOwnerAnnotation);
+  auto r = taint_ops_.remove_ours(&node);
+  if (!r) return r.error();
+  owned_ = false;
+  return ok_status();
+}
+
+PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const {
+  GpuClientOptions o;
+  o.phase = phase;
+  o.force = settings_.drain_use_force;
+  o.taint = taint;
+  o.label_handled_keys = label_handled_keys_;
+  return gpu_client_pipeline(o);
+}
+
+Status GpuClientReset::reset_clients() {
+  return reset(GpuClientPhase::kWithOperands);
+}
+
+Status GpuClientReset::reset_dra_plugin_clients() {
+  return reset(GpuClientPhase::kDraPlugin);
+}
+
+Status GpuClientReset::ensure_taint() {
+  if (effective_taint_) return ok_status();  // tainted earlier in this run
+  auto plan = taint_ops_.add(*taint_);
+  if (!plan) return plan.error();
+  owned_ = plan->outcome != TaintOutcome::kPresentNotOurs;
+  effective_taint_ = plan->effective;
+  return ok_status();
+}
+
+Result<PodList> GpuClientReset::relist() {
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + settings_.node_name;
+  auto listed = client_.list_all(kube::paths::pods(), opts);
+  if (!listed) return listed.error().wrap("failed to list the pods of node " + settings_.node_name);
+
+  WaitCheck caught_up = [&](const PodList& cached) -> Result<std::vector<std::string>> {
+    std::set<std::string> have;
+    for (const auto& p : cached) have.insert(pod_uid(p));
+    std::vector<std::string> missing;
+    for (const auto& p : *listed) {
+      if (have.count(pod_uid(p)) == 0) missing.push_back(pod_ref(p));
+    }
+    return missing;
+  };
+  if (pods_.wait_until("the pod watch to show the listed pods", caught_up,
+                       Deadline::after(clock_, kWatchCatchUp), cancel_)) {
+    return std::move(*listed);
+  }
+  if (cancel_.cancelled()) return Error("terminated by SIGTERM");
+  // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
+  PodList out;
+  for (auto& p : *listed) {
+    if (pods_.has_uid(pod_uid(p))) {
+      out.push_back(std::move(p));
+      continue;
+    }
+    auto g =
+        client_.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
+    if (!g && g.error().not_found()) continue;
+    if (g && pod_uid(*g) != pod_uid(p)) continue;
+    return Error("the watch of the pods of node " + settings_.node_name + " does not show pod " + pod_ref(p) +
+                 " that a LIST returned; retry the run");
+  }
+  return out;
+}
+
+void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& targets,
+                                             const PodPipeline& pipeline) const {
+  std::set<std::string> original;
+  for (const auto& t : targets) original.insert(t.uid);
+  for (const auto& pod : pods_.pods()) {
+    if (original.count(pod_uid(pod)) > 0 || is_terminating(pod)) continue;
+    const PodDecision d = pipeline.decide(pod);
+    if (d.verdict != Verdict::kDelete) continue;
+    spdlog::warn(
+        "gpu-client: {} (controller {}) appeared on node {} while its GPU clients were being reset; a pod "
+        "tolerating taint {} is recreated at once and, if it holds the GPU, the driver unload fails naming "
+        "it. For a DaemonSet, select nvidia.com/gpu.deploy.client in its nodeSelector instead of tolerating "
+        "the taint",
+        pod_ref(pod), controller_desc(pod), settings_.node_name,
+        effective_taint_ ? effective_taint_->to_string() : std::string("?"));
+  }
+}
+
+Status GpuClientReset::reset(GpuClientPhase phase) {
+  if (!taint_) return taint_.error().wrap("GPU_CLIENT_TAINT");
+  const std::string what = phase_name(phase);
+  spdlog::info("Checking for {} to reset on node {} (pods annotated {}=true{})", what, settings_.node_name,
+               kGpuClientAnnotation,
+               phase == GpuClientPhase::kDraPlugin
+                   ? " and " + std::string(kGpuClientDraPluginAnnotation) + "=true"
+                   : "");
+
+  // First look, from the watch cache: refuse before anything changes, and taint only if there is work.
+  {
+    const PodPlan first = plan_pods(pipeline(phase, effective_taint_.value_or(*taint_)), pods_.pods());
+    if (!first.ok()) {
+      for (const auto& d : first.decisions) {
+        if (d.verdict == Verdict::kError) log_decision(d);
+      }
+      return refusal(what, first.errors);
+    }
+    if (first.to_evict.empty() && first.to_wait.empty()) {
+      for (const auto& d : first.decisions) log_decision(d);
+      spdlog::info("No {} to reset on node {}", what, settings_.node_name);
+      return ok_status();
+    }
+  }
+
+  if (auto t = ensure_taint(); !t) return t;
+  if (cancel_.cancelled()) return Error("terminated by SIGTERM");
+
+  // Second look after tainting: a client bound to the node in between is not missed.
+  auto pods = relist();
+  if (!pods) return pods.error();
+  const PodPipeline pl = pipeline(phase, effective_taint_);
+  const PodPlan plan = plan_pods(pl, *pods);
+  for (const auto& d : plan.decisions) log_decision(d);
+  if (!plan.ok()) return refusal(what, plan.errors);
+
+  std::vector<EvictionTarget> targets;
+  for (const auto& p : plan.to_evict) targets.push_back(eviction_target(p, true));
+  for (const auto& p : plan.to_wait) targets.push_back(eviction_target(p, false));
+  if (targets.empty()) {
+    spdlog::info("No {} left to reset on node {}", what, settings_.node_name);
+    return ok_status();
+  }
+
+  const Duration timeout = settings_.gpu_client_eviction_timeout;
+  spdlog::info("Resetting {} {} on node {} (deadline {})", targets.size(), what, settings_.node_name,
+               timeout == Duration::zero() ? std::string("none") : format_duration(timeout));
+  EvictionOptions eo;
+  eo.what = what;
+  eo.retry_interval = settings_.eviction_retry_interval;
+  const Deadline deadline = timeout == Duration::zero() ? Deadline::none() : Deadline::after(clock_, timeout);
+  auto s = evict_pods(client_, pods_, clock_, targets, deadline, cancel_, eo);
+  if (!s) {
+    if (cancel_.cancelled()) return s.error();
+    std::string hint;
+    if (s.error().message.find("disruption budget") != std::string::npos) {
+      hint =
+          "; a PodDisruptionBudget named above blocks the eviction: raise its allowance or scale the "
+          "workload, "
+          "or delete the pod by hand";
+    }
+    return Error(s.error().wrap("failed to reset " + what + " on node " + settings_.node_name).message +
+                 hint + " (GPU_CLIENT_EVICTION_TIMEOUT=" +
+                 (timeout == Duration::zero() ? std::string("0, no limit") : format_duration(timeout)) + ")");
+  }
+  warn_about_replacements(targets, pl);
+  return ok_status();
+}
+
+Status GpuClientReset::remove_taint() {
+  if (!owned_) return ok_status();
+  auto r = taint_ops_.remove_ours();
+  if (!r) return r.error();
+  owned_ = false;
+  effective_taint_.reset();
+  return ok_status();
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,67 @@
+// Resetting third-party GPU client pods (issue 5, spec sections 4 and 5): pods on this node annotated
+// nvidia.com/gpu.client=true are evicted (PDBs respected, in parallel, one deadline) and waited for by UID,
+// while a NoSchedule taint keeps their replacements off the node until the driver is unloaded. DaemonSet
+// pods selecting the nvidia.com/gpu.deploy.client node label are left to that label (operand flow).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "manager/eviction.h"
+#include "manager/operands.h"
+#include "manager/pod_rules.h"
+#include "manager/pod_watch.h"
+#include "manager/settings.h"
+#include "manager/taint_ops.h"
+
+namespace dm::manager {
+
+// The node-label keys whose DaemonSet pods the operand flow removes and waits for in this run (the pause
+// batch takes them only when their snapshot is non-empty): gpu.deploy.client and the custom key.
+std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key);
+
+class GpuClientReset {
+ public:
+  // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it.
+  GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
+                 const Settings& settings, std::vector<std::string> label_handled_keys = {});
+
+  // Startup self-healing (after the host-driver check): removes a taint that an earlier, crashed run added
+  // (our ownership annotation on `node`, the node as just read; no request when there is none).
+  Status heal_leftover_taint(const nlohmann::json& node);
+  // Resets the annotated clients that are not DRA plugins (with the operands, after their waits).
+  Status reset_clients();
+  // Resets the annotated clients that are DRA kubelet plugins (after the GPU workloads and the DRA claim
+  // guard, before the module unload).
+  Status reset_dra_plugin_clients();
+  // Removes the taint if this run (or a crashed earlier one) added it; idempotent; safe after SIGTERM.
+  Status remove_taint();
+  // The node carries a taint of ours that remove_taint() has yet to remove.
+  [[nodiscard]] bool tainted() const { return owned_; }
+
+ private:
+  Status reset(GpuClientPhase phase);
+  Status ensure_taint();
+  [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;
+  // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
+  // pods the watch is then given a moment to catch up with (waits and evictions go by the watch).
+  Result<PodList> relist();
+  void warn_about_replacements(const std::vector<EvictionTarget>& targets, const PodPipeline& pipeline) const;
+
+  kube::Client& client_;
+  PodWatch& pods_;
+  const Clock& clock_;
+  CancelToken cancel_;
+  const Settings& settings_;
+  std::vector<std::string> label_handled_keys_;
+  TaintOps taint_ops_;
+  Result<Taint> taint_;
+  std::optional<Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)
+  bool owned_ = false;
+};
+
+}  // namespace dm::manager

@@ -1,0 +1,171 @@
+#include "manager/taint_ops.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+const Json& taints_of(const Json& node) {
+  static const Json kNull;
+  if (!node.is_object() || !node.contains("spec") || !node["spec"].is_object()) return kNull;
+  const auto it = node["spec"].find("taints");
+  return it == node["spec"].end() ? kNull : *it;
+}
+
+std::string resource_version(const Json& node) {
+  if (!node.is_object() || !node.contains("metadata")) return {};
+  return node["metadata"].value("resourceVersion", "");
+}
+
+// The entry of `taints` with the key and effect of `t` (the API server allows only one).
+std::optional<Taint> same_key_effect(const Json& taints, const Taint& t) {
+  if (!taints.is_array()) return std::nullopt;
+  for (const auto& e : taints) {
+    Taint x = taint_from_json(e);
+    if (x.key == t.key && x.effect == t.effect) return x;
+  }
+  return std::nullopt;
+}
+
+// A JSON merge patch replaces spec.taints as a whole; the resourceVersion makes it conditional, so the
+// list we computed cannot overwrite a change made since our GET (the API server answers 409 instead).
+Json taint_patch(const Json& node, const Json& taints, const Json& annotation_value) {
+  Json list = taints.is_array() && !taints.empty() ? taints : Json(nullptr);
+  return {{"metadata",
+           {{"resourceVersion", resource_version(node)},
+            {"annotations", {{std::string(kTaintOwnerAnnotation), annotation_value}}}}},
+          {"spec", {{"taints", list}}}};
+}
+
+}  // namespace
+
+std::optional<std::string> taint_owner_annotation(const Json& node) {
+  if (!node.is_object() || !node.contains("metadata")) return std::nullopt;
+  const auto& md = node["metadata"];
+  if (!md.contains("annotations") || !md["annotations"].is_object()) return std::nullopt;
+  const auto it = md["annotations"].find(std::string(kTaintOwnerAnnotation));
+  if (it == md["annotations"].end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+TaintAddPlan plan_taint_add(const Json& node, const Taint& taint) {
+  TaintAddPlan plan;
+  plan.effective = taint;
+  const Json& current = taints_of(node);
+  const auto owned_text = taint_owner_annotation(node);
+  std::optional<Taint> owned;
+  if (owned_text) {
+    if (auto p = parse_taint(*owned_text)) owned = *p;
+  }
+
+  if (owned && *owned == taint && has_exact_taint(current, taint)) {
+    plan.outcome = TaintOutcome::kAlreadyOurs;
+    return plan;
+  }
+  // A taint of ours that is not the wanted one (settings changed since a crashed run) goes first.
+  Json taints = owned ? without_taint(current, *owned) : current;
+  if (auto existing = same_key_effect(taints, taint)) {
+    plan.outcome = TaintOutcome::kPresentNotOurs;
+    plan.effective = *existing;
+    if (owned_text) plan.patch = taint_patch(node, taints, nullptr);  // drop our stale ownership only
+    return plan;
+  }
+  plan.outcome = TaintOutcome::kAdded;
+  plan.patch = taint_patch(node, with_taint(taints, taint), taint.to_string());
+  return plan;
+}
+
+TaintRemovePlan plan_taint_remove(const Json& node) {
+  TaintRemovePlan plan;
+  plan.owned = taint_owner_annotation(node);
+  if (!plan.owned) return plan;
+  const Json& current = taints_of(node);
+  Json taints = current;
+  if (auto owned = parse_taint(*plan.owned); owned && has_exact_taint(current, *owned)) {
+    plan.removed = *owned;
+    taints = without_taint(current, *owned);
+  }
+  plan.patch = taint_patch(node, taints, nullptr);
+  return plan;
+}
+
+TaintOps::TaintOps(kube::Client& client, const Clock& clock, std::string node, int max_attempts)
+    : client_(client), clock_(clock), node_(std::move(node)), max_attempts_(max_attempts) {}
+
+Result<Json> TaintOps::get() {
+  auto r = client_.get(kube::paths::node(node_));
+  if (!r) return r.error().wrap("failed to get node " + node_);
+  return r;
+}
+
+Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
+  Error last;
+  for (int attempt = 1; attempt <= max_attempts_; ++attempt) {
+    auto node = get();
+    if (!node) return node.error();
+    TaintAddPlan plan = plan_taint_add(*node, taint);
+    switch (plan.outcome) {
+      case TaintOutcome::kAlreadyOurs:
+        spdlog::info("Node {} already carries taint {} added by driver-manager", node_, taint.to_string());
+        return plan;
+      case TaintOutcome::kPresentNotOurs:
+        spdlog::info(
+            "Node {} already has taint {} with the key and effect of {}: not adding a second one, and it "
+            "stays "
+            "on the node afterwards (driver-manager did not add it)",
+            node_, plan.effective.to_string(), taint.to_string());
+        break;
+      case TaintOutcome::kAdded:
+        spdlog::info("Tainting node {} with {} so that evicted GPU client pods are not scheduled back", node_,
+                     taint.to_string());
+        break;
+    }
+    if (!plan.patch) return plan;
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, *plan.patch);
+    if (r) return plan;
+    last = r.error();
+    if (!last.conflict()) return last.wrap("failed to taint node " + node_ + " with " + taint.to_string());
+    spdlog::info("Node {} changed while tainting it, reading it again", node_);
+    clock_.sleep_for(std::chrono::milliseconds(50) * attempt, CancelToken{});
+  }
+  return last.wrap("failed to taint node " + node_ + " with " + taint.to_string() + " after " +
+                   std::to_string(max_attempts_) + " conflicting updates");
+}
+
+Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
+  Error last;
+  for (int attempt = 1; attempt <= max_attempts_; ++attempt) {
+    Json fresh;
+    if (node == nullptr || attempt > 1) {
+      auto g = get();
+      if (!g) return g.error().wrap("cannot remove the gpu-client taint");
+      fresh = std::move(*g);
+    }
+    const Json& current = (node == nullptr || attempt > 1) ? fresh : *node;
+    TaintRemovePlan plan = plan_taint_remove(current);
+    if (!plan.owned) return std::optional<Taint>{};
+    if (plan.removed) {
+      spdlog::info("Removing taint {} (added by driver-manager) from node {}", plan.removed->to_string(),
+                   node_);
+    } else {
+      spdlog::info("Taint \"{}\" recorded in {} is no longer on node {}; removing the annotation",
+                   *plan.owned, kTaintOwnerAnnotation, node_);
+    }
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, *plan.patch);
+    if (r) return plan.removed;
+    last = r.error();
+    if (!last.conflict()) break;
+    spdlog::info("Node {} changed while removing the taint, reading it again", node_);
+    clock_.sleep_for(std::chrono::milliseconds(50) * attempt, CancelToken{});
+  }
+  return last.wrap("failed to remove the gpu-client taint from node " + node_ +
+                   " (remove it with kubectl taint node " + node_ +
+                   " <key>:<effect>- and delete the annotation " + std::string(kTaintOwnerAnnotation) + ")");
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,152 @@
+// The planning half of the gpu-client taint (issue 5): which patch adds or removes our taint, with the
+// ownership annotation and the resourceVersion precondition, and what is never touched.
+#include "manager/taint_ops.h"
+
+#include <gtest/gtest.h>
+
+#include "manager/gpu_clients.h"
+
+namespace dm::manager {
+namespace {
+
+using Json = nlohmann::json;
+
+const Taint kOurs{"nvidia.com/gpu-driver-update", "k8s-driver-manager", "NoSchedule"};
+
+Json node(Json taints, Json annotations = Json::object(), const std::string& rv = "42") {
+  Json n = {{"metadata", {{"name", "n1"}, {"resourceVersion", rv}, {"annotations", annotations}}},
+            {"spec", Json::object()}};
+  if (!taints.is_null()) n["spec"]["taints"] = taints;
+  return n;
+}
+
+Json owner(const std::string& v) {
+  return {{std::string(kTaintOwnerAnnotation), v}};
+}
+
+TEST(TaintAddPlan, AddsTaintAndOwnershipConditionalOnResourceVersion) {
+  const Json other = {{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoExecute"}};
+  const auto plan = plan_taint_add(node(Json::array({other})), kOurs);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kAdded);
+  EXPECT_EQ(plan.effective, kOurs);
+  ASSERT_TRUE(plan.patch.has_value());
+  const Json& p = *plan.patch;
+  EXPECT_EQ(p["metadata"]["resourceVersion"], "42");
+  EXPECT_EQ(p["metadata"]["annotations"][std::string(kTaintOwnerAnnotation)],
+            "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule");
+  // The whole list is sent (merge patch): the other taint is kept, ours appended.
+  EXPECT_EQ(p["spec"]["taints"], Json::array({other, kOurs.to_json()}));
+}
+
+TEST(TaintAddPlan, NodeWithoutTaints) {
+  const auto plan = plan_taint_add(node(nullptr), kOurs);
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({kOurs.to_json()}));
+}
+
+TEST(TaintAddPlan, SameKeyAndEffectAlreadyThereIsLeftAloneAndNotOwned) {
+  const Taint seed{"nvidia.com/gpu", "", "NoSchedule"};
+  const Json present = {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}};
+  const auto plan = plan_taint_add(node(Json::array({present})), seed);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kPresentNotOurs);
+  EXPECT_FALSE(plan.patch.has_value());
+  // Toleration warnings must be about the taint really on the node.
+  EXPECT_EQ(plan.effective, (Taint{"nvidia.com/gpu", "present", "NoSchedule"}));
+}
+
+TEST(TaintAddPlan, SameKeyOtherEffectIsADifferentTaint) {
+  const Json other = {{"key", "nvidia.com/gpu-driver-update"}, {"effect", "NoExecute"}};
+  const auto plan = plan_taint_add(node(Json::array({other})), kOurs);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kAdded);
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"].size(), 2U);
+}
+
+TEST(TaintAddPlan, OursFromAnEarlierRunIsRecognised) {
+  const auto plan = plan_taint_add(node(Json::array({kOurs.to_json()}), owner(kOurs.to_string())), kOurs);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kAlreadyOurs);
+  EXPECT_FALSE(plan.patch.has_value());
+}
+
+TEST(TaintAddPlan, IdenticalTaintWithoutOurAnnotationIsNotOurs) {
+  // Someone else (an admin, another tool) put exactly our taint there: never take it for ours.
+  const auto plan = plan_taint_add(node(Json::array({kOurs.to_json()})), kOurs);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kPresentNotOurs);
+  EXPECT_FALSE(plan.patch.has_value());
+}
+
+TEST(TaintAddPlan, StaleTaintOfOursWithOtherSettingsIsReplaced) {
+  const Taint old{"example.com/reset", "", "NoSchedule"};
+  const auto plan = plan_taint_add(node(Json::array({old.to_json()}), owner(old.to_string())), kOurs);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kAdded);
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({kOurs.to_json()}));
+  EXPECT_EQ((*plan.patch)["metadata"]["annotations"][std::string(kTaintOwnerAnnotation)], kOurs.to_string());
+}
+
+TEST(TaintAddPlan, StaleOwnershipDroppedWhenSomeoneElsesTaintHasTheKey) {
+  // Our annotation names a taint whose value someone changed: it is theirs now.
+  const Json changed = {{"key", kOurs.key}, {"value", "admin"}, {"effect", "NoSchedule"}};
+  const auto plan = plan_taint_add(node(Json::array({changed}), owner(kOurs.to_string())), kOurs);
+  EXPECT_EQ(plan.outcome, TaintOutcome::kPresentNotOurs);
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_TRUE((*plan.patch)["metadata"]["annotations"][std::string(kTaintOwnerAnnotation)].is_null());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({changed}));
+}
+
+TEST(TaintRemovePlan, NothingWithoutOurAnnotation) {
+  const auto plan = plan_taint_remove(node(Json::array({kOurs.to_json()})));
+  EXPECT_FALSE(plan.owned.has_value());
+  EXPECT_FALSE(plan.patch.has_value());
+}
+
+TEST(TaintRemovePlan, RemovesExactlyOursAndTheAnnotation) {
+  const Json admin = {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}};
+  const Json late = {{"key", "example.com/other"}, {"effect", "PreferNoSchedule"}};
+  const auto plan =
+      plan_taint_remove(node(Json::array({admin, kOurs.to_json(), late}), owner(kOurs.to_string()), "77"));
+  ASSERT_TRUE(plan.removed.has_value());
+  EXPECT_EQ(*plan.removed, kOurs);
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_EQ((*plan.patch)["metadata"]["resourceVersion"], "77");
+  EXPECT_TRUE((*plan.patch)["metadata"]["annotations"][std::string(kTaintOwnerAnnotation)].is_null());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({admin, late}));
+}
+
+TEST(TaintRemovePlan, LastTaintRemovedClearsTheList) {
+  const auto plan = plan_taint_remove(node(Json::array({kOurs.to_json()}), owner(kOurs.to_string())));
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_TRUE((*plan.patch)["spec"]["taints"].is_null());
+}
+
+TEST(TaintRemovePlan, SameKeyOtherValueIsNotRemoved) {
+  const Json theirs = {{"key", kOurs.key}, {"value", "admin"}, {"effect", "NoSchedule"}};
+  const auto plan = plan_taint_remove(node(Json::array({theirs}), owner(kOurs.to_string())));
+  EXPECT_FALSE(plan.removed.has_value());
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({theirs}));
+}
+
+TEST(TaintRemovePlan, UnparsableAnnotationIsDroppedAlone) {
+  const Json t = kOurs.to_json();
+  const auto plan = plan_taint_remove(node(Json::array({t}), owner("garbage")));
+  EXPECT_FALSE(plan.removed.has_value());
+  ASSERT_TRUE(plan.patch.has_value());
+  EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({t}));
+}
+
+TEST(LabelHandledClientKeys, OnlyKeysWhoseLabelIsPaused) {
+  Snapshot s;
+  s.labels[std::string(kClientLabel)] = "true";
+  s.labels["example.com/gpu-clients"] = "";
+  EXPECT_EQ(label_handled_client_keys(s, "example.com/gpu-clients"),
+            std::vector<std::string>{std::string(kClientLabel)});
+  s.labels["example.com/gpu-clients"] = "on";
+  EXPECT_EQ(label_handled_client_keys(s, "example.com/gpu-clients"),
+            (std::vector<std::string>{std::string(kClientLabel), "example.com/gpu-clients"}));
+  s.labels[std::string(kClientLabel)] = "";
+  EXPECT_EQ(label_handled_client_keys(s, ""), std::vector<std::string>{});
+}
+
+}  // namespace
+}  // namespace dm::manager
