@@ -12,7 +12,8 @@ namespace dm::vfio {
 inline constexpr std::string_view kDefaultVfioDriver = "vfio-pci";
 
 // The seven fields of "pci:v<V>d<D>sv<SV>sd<SD>bc<BC>sc<SC>i<I>" (vendor, device, subsystem vendor,
-// subsystem device, base class, subclass, interface), upper-cased; in patterns a field may be "*".
+// subsystem device, base class, subclass, interface) in the kernel's upper-case hex; in patterns a field may
+// be "*".
 struct Modalias {
   std::array<std::string, 7> fields;
 };
