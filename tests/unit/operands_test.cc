@@ -1,0 +1,176 @@
+#include "manager/operands.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "support/process.h"
+
+namespace dm::manager {
+namespace {
+
+Json fixture(const std::string& name) {
+  return Json::parse(test::read_file(test::source_path("tests/fixtures/pods/" + name + ".json")));
+}
+
+std::string key(std::string_view suffix) {
+  return std::string(kDeployLabelPrefix) + std::string(suffix);
+}
+
+std::vector<std::string> apps(const std::vector<OperandWait>& waits) {
+  std::vector<std::string> out;
+  for (const auto& w : waits)
+    out.push_back(w.kind == WaitKind::kAppLabel ? w.app : "ds:" + w.node_selector_key);
+  return out;
+}
+
+TEST(OperandsTest, TableHasUpstreamRowsInSnapshotOrder) {
+  const auto t = operand_table();
+  const std::vector<std::string> expected = {"operator-validator",
+                                             "container-toolkit",
+                                             "device-plugin",
+                                             "gpu-feature-discovery",
+                                             "dcgm-exporter",
+                                             "dcgm",
+                                             "mig-manager",
+                                             "nvsm",
+                                             "sandbox-validator",
+                                             "sandbox-device-plugin",
+                                             "vgpu-device-manager",
+                                             "client",
+                                             "dra-driver",
+                                             "dra-validator",
+                                             "dcgm-dra",
+                                             "dcgm-exporter-dra"};
+  ASSERT_EQ(t.size(), expected.size());
+  for (size_t i = 0; i < t.size(); ++i) EXPECT_EQ(t[i].label_key, key(expected[i]));
+  // The custom key is one more row, last.
+  const auto with_custom = operand_table("example.com/gpu-agent");
+  ASSERT_EQ(with_custom.size(), expected.size() + 1);
+  EXPECT_EQ(with_custom.back().label_key, "example.com/gpu-agent");
+  EXPECT_EQ(with_custom.back().wait_kind, WaitKind::kDaemonSetNodeSelectorKey);
+}
+
+TEST(OperandsTest, SnapshotReadsEveryTableKeyAndTheAnnotationFromOneNode) {
+  const auto t = operand_table("example.com/gpu-agent");
+  const Snapshot s = take_snapshot(fixture("node-mixed"), t);
+  EXPECT_EQ(s.labels.size(), t.size());
+  EXPECT_EQ(s.value(key("operator-validator")), "true");
+  EXPECT_EQ(s.value(key("device-plugin")), "paused-for-driver-upgrade");
+  EXPECT_EQ(s.value(key("client")), "true");
+  EXPECT_EQ(s.value(key("dra-driver")), "");
+  EXPECT_EQ(s.value("example.com/gpu-agent"), "on");
+  EXPECT_EQ(s.value(key("driver")), "");  // not an operand row: never in the snapshot
+  EXPECT_TRUE(s.policy_enabled());
+  EXPECT_FALSE(s.dra_on());
+
+  const Snapshot dra = take_snapshot(fixture("node-dra"), t);
+  EXPECT_FALSE(dra.policy_enabled());  // annotation "false"
+  EXPECT_TRUE(dra.dra_on());
+
+  const Snapshot bare = take_snapshot(fixture("node-bare"), t);
+  EXPECT_EQ(bare.labels.size(), t.size());
+  EXPECT_EQ(bare.value(key("device-plugin")), "");
+  EXPECT_FALSE(bare.policy_enabled());
+}
+
+TEST(OperandsTest, PausePatchWritesOnlyNonEmptySnapshotsOfThePauseBatch) {
+  const auto t = operand_table("example.com/gpu-agent");
+  const Snapshot s = take_snapshot(fixture("node-mixed"), t);
+  const Json expected = Json::parse(R"({"metadata":{"labels":{
+      "nvidia.com/gpu.deploy.operator-validator":"paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.container-toolkit":"paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.device-plugin":"paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.gpu-feature-discovery":"on_paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.dcgm-exporter":"false",
+      "nvidia.com/gpu.deploy.dcgm":"_foo__paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.mig-manager":"paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.client":"paused-for-driver-upgrade",
+      "example.com/gpu-agent":"on_paused-for-driver-upgrade"}}})");
+  EXPECT_EQ(pause_patch(s, t), expected);
+  // No DRA on this node: nothing for the plugin batch.
+  EXPECT_FALSE(patch_has_labels(plugin_patch(s, t)));
+}
+
+TEST(OperandsTest, RestorePatchWritesBackSnapshotValuesHealingCrashedPauses) {
+  const auto t = operand_table("example.com/gpu-agent");
+  const Snapshot s = take_snapshot(fixture("node-mixed"), t);
+  const Json expected = Json::parse(R"({"metadata":{"labels":{
+      "nvidia.com/gpu.deploy.operator-validator":"true",
+      "nvidia.com/gpu.deploy.container-toolkit":"true",
+      "nvidia.com/gpu.deploy.device-plugin":"true",
+      "nvidia.com/gpu.deploy.gpu-feature-discovery":"on",
+      "nvidia.com/gpu.deploy.dcgm-exporter":"false",
+      "nvidia.com/gpu.deploy.dcgm":"_foo_",
+      "nvidia.com/gpu.deploy.mig-manager":"true",
+      "nvidia.com/gpu.deploy.client":"true",
+      "example.com/gpu-agent":"on"}}})");
+  EXPECT_EQ(restore_patch(s, t), expected);
+}
+
+TEST(OperandsTest, DraNodeHasPluginBatchAndRestoresIt) {
+  const auto t = operand_table();
+  const Snapshot s = take_snapshot(fixture("node-dra"), t);
+  const Json pause = pause_patch(s, t);
+  EXPECT_FALSE(pause["metadata"]["labels"].contains(std::string(kDraDriverLabel)));
+  EXPECT_EQ(pause["metadata"]["labels"][key("dra-validator")], "paused-for-driver-upgrade");
+  EXPECT_EQ(pause["metadata"]["labels"][key("sandbox-validator")], "pre-installed_paused-for-driver-upgrade");
+  EXPECT_EQ(plugin_patch(s, t), Json::parse(R"({"metadata":{"labels":{
+      "nvidia.com/gpu.deploy.dra-driver":"paused-for-driver-upgrade"}}})"));
+  const Json restore = restore_patch(s, t);
+  EXPECT_EQ(restore["metadata"]["labels"][std::string(kDraDriverLabel)], "true");
+  EXPECT_EQ(restore["metadata"]["labels"][key("sandbox-validator")], "pre-installed");
+  EXPECT_EQ(restore["metadata"]["labels"].size(), 7U);
+}
+
+TEST(OperandsTest, BareNodeWritesNothing) {
+  const auto t = operand_table("example.com/gpu-agent");
+  const Snapshot s = take_snapshot(fixture("node-bare"), t);
+  EXPECT_FALSE(patch_has_labels(pause_patch(s, t)));
+  EXPECT_FALSE(patch_has_labels(plugin_patch(s, t)));
+  EXPECT_FALSE(patch_has_labels(restore_patch(s, t)));
+  EXPECT_FALSE(patch_has_labels(Json::object()));
+}
+
+TEST(OperandsTest, WaitsFollowUpstreamOrderAndConditions) {
+  const auto t = operand_table("example.com/gpu-agent");
+  // Mixed node: mig-manager and client set, sandbox/vgpu not, custom key set.
+  const Snapshot s = take_snapshot(fixture("node-mixed"), t);
+  const std::vector<std::string> expected = {"nvidia-operator-validator",
+                                             "nvidia-container-toolkit-daemonset",
+                                             "nvidia-device-plugin-daemonset",
+                                             "gpu-feature-discovery",
+                                             "nvidia-dcgm-exporter",
+                                             "nvidia-dcgm",
+                                             "nvidia-dcgm-exporter-dra",
+                                             "nvidia-dcgm-dra",
+                                             "nvidia-mig-manager",
+                                             "ds:nvidia.com/gpu.deploy.client",
+                                             "ds:example.com/gpu-agent"};
+  EXPECT_EQ(apps(pause_waits(s, t)), expected);
+  EXPECT_TRUE(plugin_waits(s, t).empty());
+
+  // Bare node: the eight unconditional waits only (upstream waits for them even with empty labels).
+  const Snapshot bare = take_snapshot(fixture("node-bare"), t);
+  EXPECT_EQ(apps(pause_waits(bare, t)), std::vector<std::string>(expected.begin(), expected.begin() + 8));
+
+  // DRA node: sandbox-validator set => waited for; the plugin wait comes from the plugin batch.
+  const Snapshot dra = take_snapshot(fixture("node-dra"), t);
+  const auto w = apps(pause_waits(dra, t));
+  EXPECT_NE(std::find(w.begin(), w.end(), "nvidia-sandbox-validator"), w.end());
+  const auto pw = plugin_waits(dra, t);
+  ASSERT_EQ(pw.size(), 1U);
+  EXPECT_EQ(pw[0].label_selector(), "app=nvidia-dra-driver-kubelet-plugin");
+  EXPECT_EQ(pw[0].description(), "nvidia-dra-driver-kubelet-plugin");
+}
+
+TEST(OperandsTest, WaitDescriptions) {
+  OperandWait w;
+  w.kind = WaitKind::kDaemonSetNodeSelectorKey;
+  w.node_selector_key = std::string(kClientLabel);
+  EXPECT_EQ(w.label_selector(), "");
+  EXPECT_EQ(w.description(), "daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client");
+}
+
+}  // namespace
+}  // namespace dm::manager

@@ -1,0 +1,466 @@
+#include "manager/pod_rules.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "manager/claims.h"
+#include "support/process.h"
+
+namespace dm::manager {
+namespace {
+
+Json fixture(const std::string& name) {
+  return Json::parse(test::read_file(test::source_path("tests/fixtures/pods/" + name + ".json")));
+}
+
+std::vector<Json> fixtures(std::initializer_list<const char*> names) {
+  std::vector<Json> out;
+  for (const char* n : names) out.push_back(fixture(n));
+  return out;
+}
+
+std::set<std::string> refs(const std::vector<Json>& pods) {
+  std::set<std::string> out;
+  for (const auto& p : pods) out.insert(pod_ref(p));
+  return out;
+}
+
+const PodDecision& decision_for(const PodPlan& plan, const std::string& ref) {
+  for (const auto& d : plan.decisions) {
+    if (d.pod == ref) return d;
+  }
+  throw std::runtime_error("no decision for " + ref);
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// A fake API: which DaemonSets exist, which claims exist; counts lookups.
+struct FakeApi {
+  std::set<std::string> daemonsets = {"monitoring/gpu-agent", "gpu-operator/nvidia-device-plugin-daemonset",
+                                      "nvsentinel/health-agent", "monitoring/node-agent",
+                                      "dra/gpu-dra-kubelet-plugin"};
+  std::map<std::string, Json> claims;  // ns/name
+  int ds_lookups = 0;
+  int claim_lookups = 0;
+  bool fail_ds = false;
+  bool fail_claims = false;
+
+  PodFacts facts() {
+    PodFacts f;
+    f.daemonset_exists = [this](const std::string& ns, const std::string& name) -> Result<bool> {
+      ++ds_lookups;
+      if (fail_ds) return Error("daemonsets.apps \"" + name + "\" is forbidden", 403, "Forbidden");
+      return daemonsets.count(ns + "/" + name) > 0;
+    };
+    f.holds_gpu_claim = [this](const Json& pod) -> Result<bool> {
+      ++claim_lookups;
+      if (fail_claims) return Error("resourceclaims: connection refused");
+      const std::string ns = pod["metadata"]["namespace"].get<std::string>();
+      for (const auto& name : claim_names(pod)) {
+        auto it = claims.find(ns + "/" + name);
+        if (it != claims.end() && is_allocated_gpu_claim(it->second)) return true;
+      }
+      return false;
+    };
+    return f;
+  }
+};
+
+TEST(PodRulesTest, GoBoolSyntax) {
+  for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) EXPECT_EQ(parse_go_bool(t), true) << t;
+  for (const char* f : {"0", "f", "F", "FALSE", "false", "False"}) EXPECT_EQ(parse_go_bool(f), false) << f;
+  for (const char* bad : {"", "yes", "no", "tRUE", " true", "true ", "2", "on"}) {
+    EXPECT_EQ(parse_go_bool(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(PodRulesTest, GpuResourceDetectionUsesRegularContainersOnly) {
+  EXPECT_TRUE(requests_gpu_resources(fixture("gpu-deployment-pod")));  // limits nvidia.com/gpu
+  EXPECT_TRUE(requests_gpu_resources(fixture("gpu-shared-pod")));      // requests nvidia.com/gpu.shared
+  EXPECT_TRUE(requests_gpu_resources(fixture("mig-pod")));             // nvidia.com/mig-1g.5gb
+  EXPECT_FALSE(requests_gpu_resources(fixture("gpu-init-only-pod")));  // init container only
+  EXPECT_FALSE(requests_gpu_resources(fixture("vgpu-pod")));           // vGPU resource name
+  EXPECT_FALSE(requests_gpu_resources(fixture("cpu-pod")));
+  EXPECT_FALSE(requests_gpu_resources(fixture("dra-claim-pod")));  // claim, not a resource
+}
+
+TEST(PodRulesTest, PodFacts) {
+  EXPECT_EQ(pod_ref(fixture("gpu-deployment-pod")), "ml/trainer-7d9c");
+  EXPECT_EQ(pod_uid(fixture("gpu-deployment-pod")), "uid-trainer-7d9c");
+  EXPECT_TRUE(is_terminal(fixture("gpu-succeeded-bare-pod")));
+  EXPECT_FALSE(is_terminal(fixture("gpu-bare-pod")));
+  EXPECT_TRUE(is_terminating(fixture("client-terminating-pod")));
+  EXPECT_FALSE(is_terminating(fixture("client-deployment-pod")));
+  EXPECT_TRUE(is_mirror_pod(fixture("gpu-mirror-pod")));
+  EXPECT_FALSE(is_mirror_pod(fixture("gpu-bare-pod")));
+  EXPECT_TRUE(has_emptydir_volume(fixture("gpu-emptydir-pod")));
+  EXPECT_FALSE(has_emptydir_volume(fixture("gpu-deployment-pod")));
+  EXPECT_EQ(controller_ref(fixture("gpu-bare-pod")), nullptr);
+  ASSERT_NE(controller_ref(fixture("gpu-daemonset-pod")), nullptr);
+  EXPECT_TRUE(is_daemonset_pod(fixture("gpu-daemonset-pod")));
+  EXPECT_FALSE(is_daemonset_pod(fixture("gpu-deployment-pod")));
+  // An ownerReference that is not the controller does not count.
+  Json p = fixture("gpu-deployment-pod");
+  p["metadata"]["ownerReferences"][0]["controller"] = false;
+  EXPECT_EQ(controller_ref(p), nullptr);
+}
+
+TEST(PodRulesTest, DaemonSetPodsByNodeSelectorKey) {
+  const auto pods = fixtures({"client-ds-pod", "client-selector-rs-pod", "custom-ds-pod", "operand-ds-pod",
+                              "cpu-pod", "client-labelled-ds-pod"});
+  EXPECT_EQ(refs(daemonset_pods_with_node_selector_key(pods, "nvidia.com/gpu.deploy.client")),
+            (std::set<std::string>{"nvsentinel/health-agent-q2", "nvsentinel/health-agent-annotated"}));
+  EXPECT_EQ(refs(daemonset_pods_with_node_selector_key(pods, "example.com/gpu-agent")),
+            (std::set<std::string>{"dra/dra-plugin-z9"}));
+  // Any value counts, as long as the key is there.
+  Json p = fixture("client-ds-pod");
+  p["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.client"] = "paused-for-driver-upgrade";
+  EXPECT_TRUE(is_daemonset_pod_with_node_selector_key(p, "nvidia.com/gpu.deploy.client"));
+}
+
+TEST(PodRulesTest, GpuClientDesignation) {
+  EXPECT_EQ(gpu_client_designation(fixture("client-deployment-pod")), ClientDesignation::kClient);
+  EXPECT_EQ(gpu_client_designation(fixture("client-statefulset-pod")), ClientDesignation::kClient);  // "True"
+  EXPECT_EQ(gpu_client_designation(fixture("client-bare-pod")), ClientDesignation::kClient);         // "1"
+  EXPECT_EQ(gpu_client_designation(fixture("client-optout-pod")), ClientDesignation::kOptOut);
+  EXPECT_EQ(gpu_client_designation(fixture("client-invalid-pod")), ClientDesignation::kInvalid);  // "yes"
+  EXPECT_EQ(gpu_client_designation(fixture("cpu-pod")), ClientDesignation::kNone);
+  EXPECT_TRUE(is_dra_plugin_client(fixture("client-dra-plugin-pod")));
+  EXPECT_TRUE(is_dra_plugin_client(fixture("client-dra-plugin-only-pod")));
+  EXPECT_FALSE(is_dra_plugin_client(fixture("client-deployment-pod")));
+}
+
+TEST(PodRulesTest, LabelSelectorParsesAndMatches) {
+  const Json labels = Json::parse(R"({"app":"web","tier":"front","env":"prod"})");
+  struct Case {
+    const char* selector;
+    bool match;
+  };
+  const Case cases[] = {
+      {"", true},
+      {"app=web", true},
+      {"app==web", true},
+      {"app = web , tier=front", true},
+      {"app!=web", false},
+      {"app!=db", true},
+      {"missing!=x", true},
+      {"app in (web, db)", true},
+      {"app in (db)", false},
+      {"app notin (db,cache)", true},
+      {"app notin (web)", false},
+      {"missing notin (x)", true},
+      {"tier", true},
+      {"missing", false},
+      {"!missing", true},
+      {"!app", false},
+      {"app=web,!missing,env in (prod)", true},
+      {"app=web,env=dev", false},
+      {"example.com/role=gpu", false},
+  };
+  for (const auto& c : cases) {
+    auto sel = LabelSelector::parse(c.selector);
+    ASSERT_TRUE(sel) << c.selector << ": " << sel.error().message;
+    EXPECT_EQ(sel->matches(labels), c.match) << c.selector;
+    EXPECT_EQ(sel->text(), c.selector);
+  }
+  EXPECT_TRUE(LabelSelector::parse("")->empty());
+  EXPECT_TRUE(LabelSelector::parse("x")->matches(Json::parse(R"({"x":""})")));
+  EXPECT_FALSE(LabelSelector::parse("x")->matches(Json()));
+  EXPECT_TRUE(LabelSelector::parse("x!=1")->matches(Json()));
+}
+
+TEST(PodRulesTest, LabelSelectorRejectsBadSyntax) {
+  for (const char* bad : {"app=web,", ",", "app in web", "app in (a", "app between (a)", "=x", "!", "a b"}) {
+    auto sel = LabelSelector::parse(bad);
+    ASSERT_FALSE(sel) << bad;
+    EXPECT_TRUE(contains(sel.error().message, std::string("invalid label selector \"") + bad + "\""))
+        << sel.error().message;
+  }
+}
+
+TEST(PodRulesTest, DaemonSetFilter) {
+  FakeApi api;
+  const Json ds_pod = fixture("gpu-daemonset-pod");
+  auto ignore = daemonset_filter(true, false, api.facts());
+  EXPECT_EQ(ignore.name, "daemonset");
+  FilterResult r = ignore.apply(ds_pod);
+  EXPECT_EQ(r.verdict, Verdict::kSkip);
+  EXPECT_TRUE(contains(r.reason, "ignoring DaemonSet-managed Pods")) << r.reason;
+  EXPECT_EQ(api.ds_lookups, 1);
+
+  r = daemonset_filter(false, false, api.facts()).apply(ds_pod);
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(r.reason, "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)"));
+
+  // Not a DaemonSet pod, or a finished one: passes without a lookup.
+  api.ds_lookups = 0;
+  EXPECT_EQ(ignore.apply(fixture("gpu-deployment-pod")).verdict, Verdict::kDelete);
+  Json finished = ds_pod;
+  finished["status"]["phase"] = "Failed";
+  EXPECT_EQ(ignore.apply(finished).verdict, Verdict::kDelete);
+  EXPECT_EQ(api.ds_lookups, 0);
+
+  // Orphaned DaemonSet pod: error, or delete with a warning under force.
+  api.daemonsets.clear();
+  r = ignore.apply(ds_pod);
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(r.reason, "monitoring/gpu-agent is gone")) << r.reason;
+  EXPECT_TRUE(contains(r.reason, "DRAIN_USE_FORCE=true"));
+  r = daemonset_filter(true, true, api.facts()).apply(ds_pod);
+  EXPECT_EQ(r.verdict, Verdict::kDelete);
+  EXPECT_TRUE(contains(r.reason, "orphaned")) << r.reason;
+
+  // Lookup failure: error naming the DaemonSet and the API error.
+  api.fail_ds = true;
+  r = ignore.apply(ds_pod);
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(r.reason, "monitoring/gpu-agent")) << r.reason;
+  EXPECT_TRUE(contains(r.reason, "forbidden")) << r.reason;
+
+  // Without an injected lookup the DaemonSet is assumed to exist.
+  EXPECT_EQ(daemonset_filter(true, false, PodFacts{}).apply(ds_pod).verdict, Verdict::kSkip);
+}
+
+TEST(PodRulesTest, MirrorEmptyDirControllerFilters) {
+  const Json mirror = fixture("gpu-mirror-pod");
+  EXPECT_EQ(mirror_filter(Verdict::kSkip).apply(mirror).verdict, Verdict::kSkip);
+  const FilterResult refused = mirror_filter(Verdict::kError).apply(mirror);
+  EXPECT_EQ(refused.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(refused.reason, "static (mirror) pod")) << refused.reason;
+  EXPECT_EQ(mirror_filter(Verdict::kSkip).apply(fixture("gpu-bare-pod")).verdict, Verdict::kDelete);
+
+  const Json ed = fixture("gpu-emptydir-pod");
+  FilterResult r = emptydir_filter(false).apply(ed);
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(r.reason, "DRAIN_DELETE_EMPTYDIR_DATA=true")) << r.reason;
+  r = emptydir_filter(true).apply(ed);
+  EXPECT_EQ(r.verdict, Verdict::kDelete);
+  EXPECT_FALSE(r.reason.empty());  // a warning
+  EXPECT_EQ(emptydir_filter(false).apply(fixture("gpu-succeeded-bare-pod")).verdict, Verdict::kDelete);
+
+  const Json bare = fixture("gpu-bare-pod");
+  r = controller_filter(false).apply(bare);
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(r.reason, "DRAIN_USE_FORCE=true")) << r.reason;
+  r = controller_filter(true).apply(bare);
+  EXPECT_EQ(r.verdict, Verdict::kDelete);
+  EXPECT_FALSE(r.reason.empty());
+  EXPECT_EQ(controller_filter(false).apply(fixture("gpu-succeeded-bare-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(controller_filter(false).apply(fixture("gpu-deployment-pod")).verdict, Verdict::kDelete);
+}
+
+TEST(PodRulesTest, GpuFilterAndClaims) {
+  FakeApi api;
+  api.claims["ml/dra-trainer-gpu-x7k2p"] = fixture("claim-gpu-allocated");
+  auto f = gpu_filter(api.facts());
+  EXPECT_EQ(f.apply(fixture("gpu-deployment-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(api.claim_lookups, 0);  // resources decide first
+  EXPECT_EQ(f.apply(fixture("dra-claim-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(f.apply(fixture("cpu-pod")).verdict, Verdict::kSkip);
+  api.claims.clear();
+  EXPECT_EQ(f.apply(fixture("dra-claim-pod")).verdict, Verdict::kSkip);
+  api.fail_claims = true;
+  const FilterResult r = f.apply(fixture("dra-claim-pod"));
+  EXPECT_EQ(r.verdict, Verdict::kError);
+  EXPECT_TRUE(contains(r.reason, "connection refused"));
+  EXPECT_EQ(gpu_filter(PodFacts{}).apply(fixture("dra-claim-pod")).verdict, Verdict::kSkip);
+}
+
+TEST(PodRulesTest, SelectorTerminalTerminatingFilters) {
+  auto sel = selector_filter(*LabelSelector::parse("app=web"));
+  EXPECT_EQ(sel.apply(fixture("cpu-pod")).verdict, Verdict::kDelete);
+  const FilterResult r = sel.apply(fixture("gpu-deployment-pod"));
+  EXPECT_EQ(r.verdict, Verdict::kSkip);
+  EXPECT_TRUE(contains(r.reason, "app=web"));
+  EXPECT_EQ(selector_filter(LabelSelector()).apply(fixture("gpu-bare-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(terminal_skip_filter().apply(fixture("gpu-succeeded-bare-pod")).verdict, Verdict::kSkip);
+  EXPECT_EQ(terminal_skip_filter().apply(fixture("gpu-bare-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(terminating_wait_filter().apply(fixture("client-terminating-pod")).verdict, Verdict::kWaitOnly);
+  EXPECT_EQ(terminating_wait_filter().apply(fixture("client-deployment-pod")).verdict, Verdict::kDelete);
+}
+
+TEST(PodRulesTest, PipelineFirstNonDeleteWinsAndKeepsWarnings) {
+  PodPipeline p("test",
+                {{"warn",
+                  [](const Json&) {
+                    return FilterResult{Verdict::kDelete, "careful"};
+                  }},
+                 {"stop",
+                  [](const Json&) {
+                    return FilterResult{Verdict::kSkip, "not today"};
+                  }},
+                 {"never",
+                  [](const Json&) {
+                    return FilterResult{Verdict::kError, "unreachable"};
+                  }}},
+                "fine");
+  const PodDecision d = p.decide(fixture("cpu-pod"));
+  EXPECT_EQ(d.verdict, Verdict::kSkip);
+  EXPECT_EQ(d.filter, "stop");
+  EXPECT_EQ(d.reason, "not today");
+  EXPECT_EQ(d.warnings, std::vector<std::string>{"careful"});
+  EXPECT_EQ(d.log_line(), "default/web-1: skip [stop]: not today; warning: careful");
+
+  const PodDecision ok = PodPipeline("x", {}, "fine").decide(fixture("cpu-pod"));
+  EXPECT_EQ(ok.verdict, Verdict::kDelete);
+  EXPECT_EQ(ok.log_line(), "default/web-1: evict: fine");
+}
+
+TEST(PodRulesTest, GpuWorkloadEvictionTakesEveryGpuPod) {
+  FakeApi api;
+  api.claims["ml/dra-trainer-gpu-x7k2p"] = fixture("claim-gpu-allocated");
+  const auto pods =
+      fixtures({"gpu-deployment-pod", "gpu-shared-pod", "mig-pod", "dra-claim-pod", "cpu-pod", "cpu-bare-pod",
+                "operand-ds-pod", "client-ds-pod", "gpu-init-only-pod", "vgpu-pod"});
+  auto plan = plan_gpu_workload_eviction(pods, DrainOptions{}, api.facts());
+  ASSERT_TRUE(plan) << plan.error().message;
+  EXPECT_EQ(plan->gpu_pods, 4U);
+  EXPECT_TRUE(plan->plan.ok()) << plan->plan.errors.front();
+  EXPECT_EQ(refs(plan->plan.to_evict),
+            (std::set<std::string>{"ml/trainer-7d9c", "ml/shared-1", "ml/mig-1", "ml/dra-trainer"}));
+  EXPECT_EQ(plan->plan.decisions.size(), pods.size());
+  // A bare non-GPU pod does not block GPU eviction (upstream compares GPU pods only).
+  EXPECT_EQ(decision_for(plan->plan, "default/scratch").verdict, Verdict::kSkip);
+  // Non-GPU DaemonSet pods are not looked up; one claim lookup per pod without GPU resources.
+  EXPECT_EQ(api.ds_lookups, 0);
+  EXPECT_EQ(api.claim_lookups, 7);
+  EXPECT_EQ(decision_for(plan->plan, "ml/trainer-7d9c").log_line(), "ml/trainer-7d9c: evict: GPU pod");
+}
+
+TEST(PodRulesTest, GpuWorkloadEvictionEqualityRule) {
+  FakeApi api;
+  // Each of these GPU pods cannot be evicted without options: the whole eviction fails.
+  for (const char* blocker : {"gpu-daemonset-pod", "gpu-mirror-pod", "gpu-bare-pod", "gpu-emptydir-pod"}) {
+    const auto pods = fixtures({"gpu-deployment-pod", blocker});
+    auto plan = plan_gpu_workload_eviction(pods, DrainOptions{}, api.facts());
+    ASSERT_TRUE(plan);
+    EXPECT_EQ(plan->gpu_pods, 2U);
+    ASSERT_EQ(plan->plan.errors.size(), 1U) << blocker;
+    EXPECT_TRUE(contains(plan->plan.errors[0], "GPU pod cannot be evicted")) << plan->plan.errors[0];
+    EXPECT_TRUE(contains(plan->plan.errors[0], pod_ref(pods[1]))) << plan->plan.errors[0];
+  }
+  // With force / emptyDir allowed, bare and emptyDir GPU pods go; DaemonSet and static ones never do.
+  const auto pods = fixtures({"gpu-bare-pod", "gpu-emptydir-pod", "gpu-succeeded-bare-pod"});
+  auto plan = plan_gpu_workload_eviction(pods, DrainOptions{true, true}, api.facts());
+  ASSERT_TRUE(plan);
+  EXPECT_TRUE(plan->plan.ok());
+  EXPECT_EQ(plan->plan.to_evict.size(), 3U);
+  auto ds =
+      plan_gpu_workload_eviction(fixtures({"gpu-daemonset-pod"}), DrainOptions{true, true}, api.facts());
+  ASSERT_TRUE(ds);
+  EXPECT_FALSE(ds->plan.ok());
+  // A finished bare GPU pod passes the filters even without force (kubectl semantics).
+  auto done = plan_gpu_workload_eviction(fixtures({"gpu-succeeded-bare-pod"}), DrainOptions{}, api.facts());
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(done->plan.ok());
+}
+
+TEST(PodRulesTest, GpuWorkloadEvictionWithoutGpuPodsAndClaimErrors) {
+  FakeApi api;
+  auto none =
+      plan_gpu_workload_eviction(fixtures({"cpu-pod", "operand-ds-pod"}), DrainOptions{}, api.facts());
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->gpu_pods, 0U);
+  EXPECT_TRUE(none->plan.to_evict.empty());
+  EXPECT_TRUE(none->plan.ok());
+
+  api.fail_claims = true;
+  auto err = plan_gpu_workload_eviction(fixtures({"cpu-pod"}), DrainOptions{}, api.facts());
+  ASSERT_FALSE(err);
+  EXPECT_TRUE(contains(err.error().message, "default/web-1")) << err.error().message;
+  EXPECT_TRUE(contains(err.error().message, "connection refused"));
+}
+
+TEST(PodRulesTest, FullDrainIgnoresDaemonSetsAndHonoursSelector) {
+  FakeApi api;
+  const auto pods = fixtures({"gpu-deployment-pod", "cpu-pod", "operand-ds-pod", "gpu-daemonset-pod",
+                              "gpu-mirror-pod", "gpu-succeeded-bare-pod"});
+  PodPlan plan = plan_pods(full_drain_pipeline(DrainOptions{}, LabelSelector(), api.facts()), pods);
+  EXPECT_TRUE(plan.ok());
+  EXPECT_EQ(refs(plan.to_evict), (std::set<std::string>{"ml/trainer-7d9c", "default/web-1", "ml/done-gpu"}));
+  EXPECT_EQ(decision_for(plan, "gpu-operator/nvidia-device-plugin-daemonset-abcde").filter, "daemonset");
+  EXPECT_EQ(decision_for(plan, "kube-system/static-gpu-gpu-node-1").filter, "mirror");
+
+  // Bare pods refuse the drain without force.
+  PodPlan refused = plan_pods(full_drain_pipeline(DrainOptions{}, LabelSelector(), api.facts()),
+                              fixtures({"cpu-bare-pod", "cpu-pod"}));
+  ASSERT_EQ(refused.errors.size(), 1U);
+  EXPECT_TRUE(contains(refused.errors[0], "default/scratch: cannot delete Pods that declare no controller"));
+
+  // The pod selector limits the drain (and the bare pod that does not match no longer blocks it).
+  PodPlan selected =
+      plan_pods(full_drain_pipeline(DrainOptions{}, *LabelSelector::parse("app=web"), api.facts()),
+                fixtures({"cpu-bare-pod", "cpu-pod", "gpu-deployment-pod"}));
+  EXPECT_TRUE(selected.ok());
+  EXPECT_EQ(refs(selected.to_evict), std::set<std::string>{"default/web-1"});
+}
+
+TEST(PodRulesTest, GpuClientPipelineWithOperands) {
+  GpuClientOptions o;
+  o.taint = *parse_taint(kDefaultGpuClientTaint);
+  o.label_handled_keys = {"nvidia.com/gpu.deploy.client"};
+  const auto pods =
+      fixtures({"client-deployment-pod", "client-statefulset-pod", "client-optout-pod", "client-invalid-pod",
+                "client-bare-pod", "client-mirror-pod", "client-tolerating-ds-pod", "client-labelled-ds-pod",
+                "client-dra-plugin-pod", "client-dra-plugin-only-pod", "client-terminating-pod",
+                "client-succeeded-pod", "cpu-pod", "client-ds-pod"});
+  const PodPlan plan = plan_pods(gpu_client_pipeline(o), pods);
+  EXPECT_EQ(refs(plan.to_evict), (std::set<std::string>{"monitoring/exporter-5f6", "monitoring/collector-0",
+                                                        "monitoring/node-agent-k3"}));
+  EXPECT_EQ(refs(plan.to_wait), std::set<std::string>{"monitoring/exporter-old"});
+  ASSERT_EQ(plan.errors.size(), 2U);
+  EXPECT_TRUE(contains(plan.errors[0], "monitoring/debug-shell: has no controller")) << plan.errors[0];
+  EXPECT_TRUE(contains(plan.errors[0], "DRAIN_USE_FORCE=true"));
+  EXPECT_TRUE(contains(plan.errors[1], "kube-system/static-agent-gpu-node-1: static (mirror) pod"))
+      << plan.errors[1];
+
+  auto reason = [&](const char* ref) { return decision_for(plan, ref).reason; };
+  EXPECT_TRUE(contains(reason("monitoring/exporter-optout"), "opted out"));
+  EXPECT_TRUE(contains(reason("monitoring/exporter-yes"), "\"yes\" is not a boolean"));
+  EXPECT_TRUE(contains(reason("nvsentinel/health-agent-annotated"), "nvidia.com/gpu.deploy.client"));
+  EXPECT_TRUE(contains(reason("dra/gpu-dra-kubelet-plugin-m4"), "after the GPU workloads"));
+  EXPECT_TRUE(contains(reason("dra/dra-no-client"), "without nvidia.com/gpu.client"));
+  EXPECT_TRUE(contains(reason("monitoring/client-job-1"), "already finished"));
+  EXPECT_EQ(reason("default/web-1"), "not a designated GPU client");
+  EXPECT_EQ(decision_for(plan, "nvsentinel/health-agent-q2").filter, "designation");
+
+  // The tolerating DaemonSet pod is evicted, with a warning naming its controller and the label design.
+  const PodDecision& tol = decision_for(plan, "monitoring/node-agent-k3");
+  ASSERT_EQ(tol.warnings.size(), 1U);
+  EXPECT_TRUE(contains(tol.warnings[0], "DaemonSet/node-agent")) << tol.warnings[0];
+  EXPECT_TRUE(contains(tol.warnings[0], "nvidia.com/gpu.deploy.client"));
+  EXPECT_TRUE(decision_for(plan, "monitoring/exporter-5f6").warnings.empty());
+}
+
+TEST(PodRulesTest, GpuClientPipelineForceAndLabelKeysAndNoTaint) {
+  GpuClientOptions o;
+  o.force = true;
+  const PodPlan plan =
+      plan_pods(gpu_client_pipeline(o),
+                fixtures({"client-bare-pod", "client-labelled-ds-pod", "client-tolerating-ds-pod"}));
+  EXPECT_TRUE(plan.ok());
+  // Without a paused client label the annotated DaemonSet pod is evicted like any other client.
+  EXPECT_EQ(refs(plan.to_evict),
+            (std::set<std::string>{"monitoring/debug-shell", "nvsentinel/health-agent-annotated",
+                                   "monitoring/node-agent-k3"}));
+  EXPECT_EQ(decision_for(plan, "monitoring/debug-shell").warnings.size(), 1U);
+  EXPECT_TRUE(decision_for(plan, "monitoring/node-agent-k3").warnings.empty());  // no taint configured
+}
+
+TEST(PodRulesTest, GpuClientPipelineDraPluginPhase) {
+  GpuClientOptions o;
+  o.phase = GpuClientPhase::kDraPlugin;
+  const PodPlan plan =
+      plan_pods(gpu_client_pipeline(o),
+                fixtures({"client-dra-plugin-pod", "client-deployment-pod", "client-dra-plugin-only-pod"}));
+  EXPECT_EQ(refs(plan.to_evict), std::set<std::string>{"dra/gpu-dra-kubelet-plugin-m4"});
+  EXPECT_TRUE(contains(decision_for(plan, "monitoring/exporter-5f6").reason, "reset with the operands"));
+  EXPECT_EQ(decision_for(plan, "dra/dra-no-client").filter, "designation");
+}
+
+}  // namespace
+}  // namespace dm::manager
