@@ -7,6 +7,7 @@
 
 #include "cli/options.h"
 #include "common/log.h"
+#include "kube/client.h"
 #include "kube/config.h"
 #include "manager/uninstall.h"
 
@@ -24,6 +25,12 @@ int preflight_check(const dm::manager::Settings& settings) {
   auto config = dm::kube::load_config(settings.kubeconfig);
   if (!config) {
     spdlog::critical("{}", config.error().wrap("cannot load the Kubernetes client configuration").message);
+    return 1;
+  }
+  // Building the client validates the credentials' format; it sends no request.
+  auto client = dm::kube::Client::create(*config);
+  if (!client) {
+    spdlog::critical("{}", client.error().wrap("cannot create the Kubernetes client").message);
     return 1;
   }
   spdlog::info("Preflight checks completed");

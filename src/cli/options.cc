@@ -440,6 +440,18 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   if (!rest.empty() && rest[0] == "--") cmd_at = 1;
   if (rest.size() <= cmd_at) return exit_with(0, help_text(version), "");
   const std::string& cmd = rest[cmd_at];
+  if (cmd == "uninstall_driver" || cmd == "preflight_check") {
+    // The sub-commands have no flags of their own (urfave/cli: -h shows help, anything else is unknown).
+    for (size_t i = cmd_at + 1; i < rest.size(); ++i) {
+      const std::string& a = rest[i];
+      if (a == "--") break;
+      if (a == "-h" || a == "--help") return exit_with(0, help_text(version), "");
+      if (a.size() > 1 && a[0] == '-') {
+        const std::string msg = "flag provided but not defined: " + a;
+        return exit_with(1, "Incorrect Usage. " + msg + "\n\n" + help_text(version), msg);
+      }
+    }
+  }
   if (cmd == "uninstall_driver") {
     r.command = Command::kUninstallDriver;
   } else if (cmd == "preflight_check") {

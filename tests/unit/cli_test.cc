@@ -1,0 +1,176 @@
+// Runs the driver-manager binary: exit codes and messages of the command line (spec 2.1, 2.2, 7).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "support/process.h"
+
+namespace dm {
+namespace {
+
+const char* kUnset = "\x01unset";
+
+// The variables of the test runner's environment that would change the outcome.
+std::map<std::string, std::string> clean_env(std::map<std::string, std::string> extra = {}) {
+  std::map<std::string, std::string> env;
+  for (const char* v : {"NODE_NAME",
+                        "DRAIN_USE_FORCE",
+                        "DRAIN_POD_SELECTOR_LABEL",
+                        "DRAIN_TIMEOUT_SECONDS",
+                        "DRAIN_DELETE_EMPTYDIR_DATA",
+                        "ENABLE_AUTO_DRAIN",
+                        "ENABLE_GPU_POD_EVICTION",
+                        "OPERATOR_NAMESPACE",
+                        "NODE_LABEL_FOR_GPU_POD_EVICTION",
+                        "GPU_DIRECT_RDMA_ENABLED",
+                        "USE_HOST_MOFED",
+                        "KUBECONFIG",
+                        "FORCE_REINSTALL",
+                        "DRIVER_CONFIG_DIGEST",
+                        "LOG_FORMAT",
+                        "LOG_LEVEL",
+                        "OPERAND_WAIT_TIMEOUT",
+                        "GPU_CLIENT_EVICTION_TIMEOUT",
+                        "GPU_CLIENT_TAINT",
+                        "MOFED_WAIT_TIMEOUT",
+                        "UNCORDON_ALWAYS",
+                        "DRIVER_MANAGER_SIM_ROOT",
+                        "VFIO_MANAGE_PATH",
+                        "KUBERNETES_SERVICE_HOST",
+                        "KUBERNETES_SERVICE_PORT"}) {
+    env[v] = kUnset;
+  }
+  for (auto& [k, v] : extra) env[k] = v;
+  return env;
+}
+
+test::CommandOutput run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+  args.insert(args.begin(), test::bin_path("driver-manager"));
+  return test::run_command(args, {}, clean_env(std::move(env)));
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST(CliTest, VersionNeedsNoNodeName) {
+  for (const char* flag : {"--version", "-v"}) {
+    const auto r = run({flag});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_TRUE(r.out.starts_with("driver-manager version ")) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+}
+
+TEST(CliTest, HelpAndNoSubCommand) {
+  auto r = run({"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "uninstall_driver")) << r.out;
+  EXPECT_TRUE(contains(r.out, "[$NODE_NAME]"));
+
+  r = run({}, {{"NODE_NAME", "n1"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "GLOBAL OPTIONS:"));
+
+  r = run({"help"}, {{"NODE_NAME", "n1"}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "preflight_check"));
+}
+
+TEST(CliTest, UnknownSubCommand) {
+  const auto r = run({"frobnicate"}, {{"NODE_NAME", "n1"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "level=fatal msg=No help topic for 'frobnicate'")) << r.err;
+}
+
+TEST(CliTest, MissingNodeName) {
+  for (const char* cmd : {"uninstall_driver", "preflight_check"}) {
+    const auto r = run({cmd});
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.out, "GLOBAL OPTIONS:")) << "help is shown";
+    EXPECT_TRUE(contains(r.err, "level=fatal msg=Required flag \"node-name\" not set")) << r.err;
+  }
+}
+
+TEST(CliTest, BadBoolEnvironmentValue) {
+  const auto r = run({"uninstall_driver"}, {{"NODE_NAME", "n1"}, {"ENABLE_GPU_POD_EVICTION", "yes"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(
+      contains(r.err,
+               "level=fatal msg=could not parse \"yes\" as bool value from environment variable "
+               "\"ENABLE_GPU_POD_EVICTION\" for flag enable-gpu-pod-eviction: strconv.ParseBool: parsing "
+               "\"yes\": invalid syntax"))
+      << r.err;
+  EXPECT_FALSE(contains(r.err, "Starting driver uninstallation")) << "nothing ran";
+}
+
+TEST(CliTest, BadDurationEnvironmentValue) {
+  const auto r = run({"uninstall_driver"}, {{"NODE_NAME", "n1"}, {"DRAIN_TIMEOUT_SECONDS", "5 minutes"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(
+      contains(r.err,
+               "level=fatal msg=could not parse \"5 minutes\" as duration value from environment variable "
+               "\"DRAIN_TIMEOUT_SECONDS\" for flag drain-timeout-seconds: time: unknown unit \" minutes\" in "
+               "duration \"5 minutes\""))
+      << r.err;
+  const auto r2 = run({"uninstall_driver"}, {{"NODE_NAME", "n1"}, {"OPERAND_WAIT_TIMEOUT", "soon"}});
+  EXPECT_EQ(r2.exit_code, 1);
+  EXPECT_TRUE(contains(r2.err, "time: invalid duration \"soon\"")) << r2.err;
+}
+
+TEST(CliTest, BadTaintAndLogFormat) {
+  auto r = run({"uninstall_driver"}, {{"NODE_NAME", "n1"}, {"GPU_CLIENT_TAINT", "nvidia.com/gpu"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "GPU_CLIENT_TAINT")) << r.err;
+  EXPECT_TRUE(contains(r.err, "key[=value]:effect")) << r.err;
+  r = run({"uninstall_driver"}, {{"NODE_NAME", "n1"}, {"LOG_FORMAT", "xml"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "invalid log format \"xml\"")) << r.err;
+}
+
+TEST(CliTest, PreflightCheckNeedsALoadableConfig) {
+  const std::string dir = test::make_temp_dir("dm-cli");
+  auto r = run({"preflight_check"}, {{"NODE_NAME", "n1"}, {"KUBECONFIG", dir + "/missing"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "level=info msg=Performing preflight checks")) << r.err;
+  EXPECT_TRUE(contains(r.err, "level=fatal msg=")) << r.err;
+  EXPECT_TRUE(contains(r.err, dir + "/missing")) << r.err;
+  EXPECT_FALSE(contains(r.err, "Preflight checks completed"));
+
+  test::write_file(dir + "/kubeconfig", R"(apiVersion: v1
+kind: Config
+clusters:
+- name: c
+  cluster:
+    server: https://127.0.0.1:1
+    insecure-skip-tls-verify: true
+users:
+- name: u
+  user:
+    token: abc
+contexts:
+- name: ctx
+  context:
+    cluster: c
+    user: u
+current-context: ctx
+)");
+  r = run({"preflight_check"},
+          {{"NODE_NAME", "n1"}, {"KUBECONFIG", dir + "/kubeconfig"}, {"LOG_FORMAT", "json"}});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(contains(r.err, R"("msg":"Performing preflight checks")")) << r.err;
+  EXPECT_TRUE(contains(r.err, R"("msg":"Preflight checks completed")")) << r.err;
+}
+
+TEST(CliTest, CustomLabelValueWarningIsLogged) {
+  const std::string dir = test::make_temp_dir("dm-cli");
+  const auto r = run({"preflight_check"}, {{"NODE_NAME", "n1"},
+                                           {"NODE_LABEL_FOR_GPU_POD_EVICTION", "example.com/agent=on"},
+                                           {"KUBECONFIG", dir + "/missing"}});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.err, "level=warning msg=NODE_LABEL_FOR_GPU_POD_EVICTION=\"example.com/agent=on\""))
+      << r.err;
+}
+
+}  // namespace
+}  // namespace dm

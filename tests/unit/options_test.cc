@@ -1,0 +1,438 @@
+#include "cli/options.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace dm::cli {
+namespace {
+
+using std::chrono::hours;
+using std::chrono::milliseconds;
+using std::chrono::minutes;
+using std::chrono::seconds;
+
+const VersionInfo kVersion{"v1.2.3", "abc1234"};
+
+struct Env {
+  std::map<std::string, std::string> vars;
+  [[nodiscard]] EnvLookup lookup() const {
+    return [vars = vars](const std::string& name) -> std::optional<std::string> {
+      auto it = vars.find(name);
+      if (it == vars.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+};
+
+ParseResult parse(std::map<std::string, std::string> env,
+                  std::vector<std::string> args = {"uninstall_driver"}) {
+  args.insert(args.begin(), "driver-manager");
+  return parse_options(args, Env{std::move(env)}.lookup(), kVersion);
+}
+
+ParseResult parse_with_node(std::map<std::string, std::string> env,
+                            std::vector<std::string> args = {"uninstall_driver"}) {
+  env.emplace("NODE_NAME", "gpu-node-1");
+  return parse(std::move(env), std::move(args));
+}
+
+bool contains(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+TEST(OptionsTest, DefaultsMatchUpstream) {
+  const ParseResult r = parse_with_node({});
+  ASSERT_FALSE(r.exit_now) << r.error;
+  EXPECT_EQ(r.command, Command::kUninstallDriver);
+  const auto& s = r.settings;
+  EXPECT_EQ(s.node_name, "gpu-node-1");
+  EXPECT_FALSE(s.drain_use_force);
+  EXPECT_EQ(s.drain_pod_selector_label, "");
+  EXPECT_EQ(s.drain_timeout, Duration::zero());
+  EXPECT_FALSE(s.drain_delete_emptydir_data);
+  EXPECT_TRUE(s.enable_auto_drain);
+  EXPECT_TRUE(s.enable_gpu_pod_eviction);
+  EXPECT_EQ(s.operator_namespace, "gpu-operator");
+  EXPECT_EQ(s.node_label_for_gpu_pod_eviction, "");
+  EXPECT_FALSE(s.gpu_direct_rdma_enabled);
+  EXPECT_FALSE(s.use_host_mofed);
+  EXPECT_EQ(s.kubeconfig, "");
+  EXPECT_FALSE(s.force_reinstall);
+  EXPECT_EQ(s.driver_config_digest, std::nullopt);
+  EXPECT_EQ(s.operand_wait_timeout, minutes(5));
+  EXPECT_EQ(s.gpu_client_eviction_timeout, minutes(5));
+  EXPECT_EQ(s.gpu_client_taint, "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule");
+  EXPECT_EQ(s.mofed_wait_timeout, Duration::zero());
+  EXPECT_FALSE(s.legacy_uncordon);
+  EXPECT_EQ(s.sim_root, "");
+  EXPECT_EQ(s.vfio_manage, "vfio-manage");
+  EXPECT_EQ(r.log_format, LogFormat::kText);
+  EXPECT_EQ(r.log_level, "info");
+  EXPECT_TRUE(r.warnings.empty());
+}
+
+TEST(OptionsTest, EveryVariableIsRead) {
+  const ParseResult r = parse_with_node({{"DRAIN_USE_FORCE", "true"},
+                                         {"DRAIN_POD_SELECTOR_LABEL", "app=web"},
+                                         {"DRAIN_TIMEOUT_SECONDS", "90s"},
+                                         {"DRAIN_DELETE_EMPTYDIR_DATA", "1"},
+                                         {"ENABLE_AUTO_DRAIN", "false"},
+                                         {"ENABLE_GPU_POD_EVICTION", "F"},
+                                         {"OPERATOR_NAMESPACE", "nvidia"},
+                                         {"NODE_LABEL_FOR_GPU_POD_EVICTION", "example.com/gpu-agent"},
+                                         {"GPU_DIRECT_RDMA_ENABLED", "T"},
+                                         {"USE_HOST_MOFED", "TRUE"},
+                                         {"KUBECONFIG", "/etc/kube.conf"},
+                                         {"FORCE_REINSTALL", "True"},
+                                         {"DRIVER_CONFIG_DIGEST", "sha256:abc"},
+                                         {"LOG_FORMAT", "json"},
+                                         {"LOG_LEVEL", "debug"},
+                                         {"OPERAND_WAIT_TIMEOUT", "2m"},
+                                         {"GPU_CLIENT_EVICTION_TIMEOUT", "45"},
+                                         {"GPU_CLIENT_TAINT", "nvidia.com/gpu:NoSchedule"},
+                                         {"MOFED_WAIT_TIMEOUT", "1h"},
+                                         {"UNCORDON_ALWAYS", "t"},
+                                         {"DRIVER_MANAGER_SIM_ROOT", "/tmp/sim"},
+                                         {"VFIO_MANAGE_PATH", "/usr/bin/vfio-manage"}});
+  ASSERT_FALSE(r.exit_now) << r.error;
+  const auto& s = r.settings;
+  EXPECT_TRUE(s.drain_use_force);
+  EXPECT_EQ(s.drain_pod_selector_label, "app=web");
+  EXPECT_EQ(s.drain_timeout, seconds(90));
+  EXPECT_TRUE(s.drain_delete_emptydir_data);
+  EXPECT_FALSE(s.enable_auto_drain);
+  EXPECT_FALSE(s.enable_gpu_pod_eviction);
+  EXPECT_EQ(s.operator_namespace, "nvidia");
+  EXPECT_EQ(s.node_label_for_gpu_pod_eviction, "example.com/gpu-agent");
+  EXPECT_TRUE(s.gpu_direct_rdma_enabled);
+  EXPECT_TRUE(s.use_host_mofed);
+  EXPECT_EQ(s.kubeconfig, "/etc/kube.conf");
+  EXPECT_TRUE(s.force_reinstall);
+  EXPECT_EQ(s.driver_config_digest, "sha256:abc");
+  EXPECT_EQ(r.log_format, LogFormat::kJson);
+  EXPECT_EQ(r.log_level, "debug");
+  EXPECT_EQ(s.operand_wait_timeout, minutes(2));
+  EXPECT_EQ(s.gpu_client_eviction_timeout, seconds(45));
+  EXPECT_EQ(s.gpu_client_taint, "nvidia.com/gpu:NoSchedule");
+  EXPECT_EQ(s.mofed_wait_timeout, hours(1));
+  EXPECT_TRUE(s.legacy_uncordon);
+  EXPECT_EQ(s.sim_root, "/tmp/sim");
+  EXPECT_EQ(s.vfio_manage, "/usr/bin/vfio-manage");
+}
+
+TEST(OptionsTest, BoolEnvGoSyntaxAndEmptyIsFalse) {
+  for (const char* t : {"1", "t", "T", "TRUE", "true", "True"}) {
+    const ParseResult r = parse_with_node({{"DRAIN_USE_FORCE", t}, {"ENABLE_AUTO_DRAIN", t}});
+    ASSERT_FALSE(r.exit_now) << t;
+    EXPECT_TRUE(r.settings.drain_use_force) << t;
+    EXPECT_TRUE(r.settings.enable_auto_drain) << t;
+  }
+  for (const char* f : {"0", "f", "F", "FALSE", "false", "False"}) {
+    const ParseResult r = parse_with_node({{"DRAIN_USE_FORCE", f}, {"ENABLE_AUTO_DRAIN", f}});
+    ASSERT_FALSE(r.exit_now) << f;
+    EXPECT_FALSE(r.settings.drain_use_force) << f;
+    EXPECT_FALSE(r.settings.enable_auto_drain) << f;
+  }
+  // Set but empty: false, even where the default is true.
+  const ParseResult r = parse_with_node({{"ENABLE_AUTO_DRAIN", ""}, {"ENABLE_GPU_POD_EVICTION", ""}});
+  ASSERT_FALSE(r.exit_now);
+  EXPECT_FALSE(r.settings.enable_auto_drain);
+  EXPECT_FALSE(r.settings.enable_gpu_pod_eviction);
+}
+
+TEST(OptionsTest, BadBoolEnvIsAnErrorNamingVariableAndFlag) {
+  struct Case {
+    const char* var;
+    const char* flag;
+    const char* value;
+  };
+  const Case cases[] = {{"DRAIN_USE_FORCE", "drain-use-force", "yes"},
+                        {"DRAIN_DELETE_EMPTYDIR_DATA", "drain-delete-emptydir-data", "on"},
+                        {"ENABLE_AUTO_DRAIN", "enable-auto-drain", " true"},
+                        {"ENABLE_GPU_POD_EVICTION", "enable-gpu-pod-eviction", "tRUE"},
+                        {"GPU_DIRECT_RDMA_ENABLED", "gpu-direct-rdma-enabled", "2"},
+                        {"USE_HOST_MOFED", "use-host-mofed", "no"},
+                        {"FORCE_REINSTALL", "force-reinstall", "y"},
+                        {"UNCORDON_ALWAYS", "uncordon-always", "enabled"}};
+  for (const auto& c : cases) {
+    const ParseResult r = parse_with_node({{c.var, c.value}});
+    ASSERT_TRUE(r.exit_now) << c.var;
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.error, std::string("could not parse \"") + c.value +
+                           "\" as bool value from environment variable \"" + c.var + "\" for flag " + c.flag +
+                           ": strconv.ParseBool: parsing \"" + c.value + "\": invalid syntax");
+    EXPECT_EQ(r.out_text, "");
+  }
+}
+
+TEST(OptionsTest, DurationEnv) {
+  struct Case {
+    const char* value;
+    Duration expected;
+  };
+  const Case cases[] = {{"300s", seconds(300)},       {"5m", minutes(5)},
+                        {"1h30m", minutes(90)},       {"1.5h", minutes(90)},
+                        {"0", Duration::zero()},      {"0s", Duration::zero()},
+                        {"300", seconds(300)},        {"2.5", milliseconds(2500)},
+                        {"250ms", milliseconds(250)}, {"1m0.5s", milliseconds(60500)}};
+  for (const auto& c : cases) {
+    for (const char* var : {"DRAIN_TIMEOUT_SECONDS", "OPERAND_WAIT_TIMEOUT", "GPU_CLIENT_EVICTION_TIMEOUT",
+                            "MOFED_WAIT_TIMEOUT"}) {
+      const ParseResult r = parse_with_node({{var, c.value}});
+      ASSERT_FALSE(r.exit_now) << var << "=" << c.value << ": " << r.error;
+      const auto& s = r.settings;
+      const Duration got = std::string(var) == "DRAIN_TIMEOUT_SECONDS"  ? s.drain_timeout
+                           : std::string(var) == "OPERAND_WAIT_TIMEOUT" ? s.operand_wait_timeout
+                           : std::string(var) == "MOFED_WAIT_TIMEOUT"   ? s.mofed_wait_timeout
+                                                                        : s.gpu_client_eviction_timeout;
+      EXPECT_EQ(got, c.expected) << var << "=" << c.value;
+    }
+  }
+  // Empty keeps the default.
+  const ParseResult r = parse_with_node({{"OPERAND_WAIT_TIMEOUT", ""}, {"DRAIN_TIMEOUT_SECONDS", ""}});
+  ASSERT_FALSE(r.exit_now);
+  EXPECT_EQ(r.settings.operand_wait_timeout, minutes(5));
+  EXPECT_EQ(r.settings.drain_timeout, Duration::zero());
+}
+
+TEST(OptionsTest, BadDurationEnvIsAnErrorNamingVariableAndFlag) {
+  struct Case {
+    const char* value;
+    const char* why;
+  };
+  const Case cases[] = {{"abc", "time: invalid duration \"abc\""},
+                        {"5x", "time: unknown unit \"x\" in duration \"5x\""},
+                        {"5 m", "time: unknown unit \" m\" in duration \"5 m\""},
+                        {"1h30", "time: missing unit in duration \"1h30\""},
+                        {"-5s", "a negative duration is not allowed"},
+                        {" 5s", "time: invalid duration \" 5s\""}};
+  for (const auto& c : cases) {
+    const ParseResult r = parse_with_node({{"DRAIN_TIMEOUT_SECONDS", c.value}});
+    ASSERT_TRUE(r.exit_now) << c.value;
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_EQ(r.error,
+              std::string("could not parse \"") + c.value +
+                  "\" as duration value from environment variable \"DRAIN_TIMEOUT_SECONDS\" for flag "
+                  "drain-timeout-seconds: " +
+                  c.why);
+  }
+}
+
+TEST(OptionsTest, GoDurationSyntax) {
+  EXPECT_EQ(*parse_go_duration("1h2m3s4ms5us6ns"), hours(1) + minutes(2) + seconds(3) + milliseconds(4) +
+                                                       std::chrono::microseconds(5) +
+                                                       std::chrono::nanoseconds(6));
+  EXPECT_EQ(*parse_go_duration("1.s"), seconds(1));
+  EXPECT_EQ(*parse_go_duration(".5s"), milliseconds(500));
+  EXPECT_EQ(*parse_go_duration("+5s"), seconds(5));
+  EXPECT_EQ(*parse_go_duration("-1.5h"), -minutes(90));
+  EXPECT_EQ(*parse_go_duration("-0"), Duration::zero());
+  EXPECT_EQ(*parse_go_duration("3\xC2\xB5s"), std::chrono::microseconds(3));  // micro sign
+  EXPECT_EQ(*parse_go_duration("3\xCE\xBCs"), std::chrono::microseconds(3));  // Greek mu
+  EXPECT_EQ(parse_go_duration("300").error().message, "time: missing unit in duration \"300\"");
+  EXPECT_EQ(parse_go_duration("").error().message, "time: invalid duration \"\"");
+  EXPECT_EQ(parse_go_duration(".").error().message, "time: invalid duration \".\"");
+  EXPECT_EQ(parse_go_duration("s").error().message, "time: invalid duration \"s\"");
+  EXPECT_EQ(parse_go_duration("9999999999h").error().message, "time: invalid duration \"9999999999h\"");
+  EXPECT_EQ(parse_go_duration("1d").error().message, "time: unknown unit \"d\" in duration \"1d\"");
+  // Our bare-seconds extension.
+  EXPECT_EQ(*parse_duration_or_seconds("300"), seconds(300));
+  EXPECT_EQ(*parse_duration_or_seconds("0"), Duration::zero());
+  EXPECT_EQ(*parse_duration_or_seconds("5m"), minutes(5));
+  EXPECT_FALSE(parse_duration_or_seconds("3."));
+  EXPECT_FALSE(parse_duration_or_seconds("1e3"));
+}
+
+TEST(OptionsTest, StringEnvSetButEmptyOverridesDefault) {
+  const ParseResult r = parse_with_node({{"OPERATOR_NAMESPACE", ""},
+                                         {"GPU_CLIENT_TAINT", "nvidia.com/gpu:NoSchedule"},
+                                         {"DRIVER_CONFIG_DIGEST", ""}});
+  ASSERT_FALSE(r.exit_now) << r.error;
+  EXPECT_EQ(r.settings.operator_namespace, "");
+  EXPECT_EQ(r.settings.driver_config_digest, "");
+}
+
+TEST(OptionsTest, MissingNodeNameIsRequiredFlagError) {
+  const ParseResult r = parse({});
+  ASSERT_TRUE(r.exit_now);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.error, "Required flag \"node-name\" not set");
+  EXPECT_TRUE(contains(r.out_text, "GLOBAL OPTIONS:"));
+  // It applies to every sub-command, and to none.
+  for (auto args : std::vector<std::vector<std::string>>{{"preflight_check"}, {}, {"help"}, {"bogus"}}) {
+    const ParseResult p = parse({}, args);
+    EXPECT_EQ(p.exit_code, 1);
+    EXPECT_EQ(p.error, "Required flag \"node-name\" not set");
+  }
+  // Set but empty satisfies it (upstream: fails later at the API).
+  const ParseResult empty = parse({{"NODE_NAME", ""}});
+  ASSERT_FALSE(empty.exit_now);
+  EXPECT_EQ(empty.settings.node_name, "");
+  // So does the flag.
+  const ParseResult flag = parse({}, {"--node-name", "n1", "preflight_check"});
+  ASSERT_FALSE(flag.exit_now) << flag.error;
+  EXPECT_EQ(flag.settings.node_name, "n1");
+  EXPECT_EQ(flag.command, Command::kPreflightCheck);
+}
+
+TEST(OptionsTest, CustomLabelValueIsStrippedWithAWarning) {
+  const ParseResult r = parse_with_node({{"NODE_LABEL_FOR_GPU_POD_EVICTION", "example.com/gpu-agent=on"}});
+  ASSERT_FALSE(r.exit_now);
+  EXPECT_EQ(r.settings.node_label_for_gpu_pod_eviction, "example.com/gpu-agent");
+  ASSERT_EQ(r.warnings.size(), 1U);
+  EXPECT_TRUE(contains(r.warnings[0], "NODE_LABEL_FOR_GPU_POD_EVICTION=\"example.com/gpu-agent=on\""));
+  EXPECT_TRUE(contains(r.warnings[0], "\"example.com/gpu-agent\""));
+  EXPECT_TRUE(contains(r.warnings[0], "\"on\""));
+}
+
+TEST(OptionsTest, InvalidValuesOfOurSettings) {
+  struct Case {
+    const char* var;
+    const char* value;
+    const char* fragment;
+  };
+  const Case cases[] = {
+      {"GPU_CLIENT_TAINT", "nvidia.com/gpu",
+       "invalid value \"nvidia.com/gpu\" from environment variable \"GPU_CLIENT_TAINT\" for flag "
+       "gpu-client-taint: "
+       "invalid taint \"nvidia.com/gpu\""},
+      {"GPU_CLIENT_TAINT", "", "for flag gpu-client-taint: invalid taint \"\""},
+      {"LOG_FORMAT", "xml",
+       "from environment variable \"LOG_FORMAT\" for flag log-format: invalid log format"},
+      {"LOG_LEVEL", "loud", "for flag log-level: invalid log level \"loud\""},
+      {"DRAIN_POD_SELECTOR_LABEL", "app in web",
+       "for flag drain-pod-selector-label: invalid label selector \"app in web\""},
+  };
+  for (const auto& c : cases) {
+    const ParseResult r = parse_with_node({{c.var, c.value}});
+    ASSERT_TRUE(r.exit_now) << c.var;
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_TRUE(contains(r.error, c.fragment)) << r.error;
+  }
+}
+
+TEST(OptionsTest, FlagsOverrideEnvironment) {
+  const ParseResult r = parse_with_node(
+      {{"DRAIN_USE_FORCE", "false"}, {"OPERATOR_NAMESPACE", "env-ns"}, {"DRAIN_TIMEOUT_SECONDS", "10s"}},
+      {"--drain-use-force", "--operator-namespace", "flag-ns", "--drain-timeout-seconds=2m",
+       "--enable-auto-drain=false", "--log-format", "json", "--gpu-client-taint=a=b:NoExecute",
+       "uninstall_driver"});
+  ASSERT_FALSE(r.exit_now) << r.error;
+  EXPECT_TRUE(r.settings.drain_use_force);
+  EXPECT_EQ(r.settings.operator_namespace, "flag-ns");
+  EXPECT_EQ(r.settings.drain_timeout, minutes(2));
+  EXPECT_FALSE(r.settings.enable_auto_drain);
+  EXPECT_EQ(r.log_format, LogFormat::kJson);
+  EXPECT_EQ(r.settings.gpu_client_taint, "a=b:NoExecute");
+  // The last occurrence wins, like Go's flag package.
+  const ParseResult last =
+      parse_with_node({}, {"--operator-namespace=a", "--operator-namespace=b", "preflight_check"});
+  EXPECT_EQ(last.settings.operator_namespace, "b");
+}
+
+TEST(OptionsTest, BadFlagsAreUsageErrors) {
+  ParseResult r = parse_with_node({}, {"--bogus", "uninstall_driver"});
+  ASSERT_TRUE(r.exit_now);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.error, "flag provided but not defined: --bogus");
+  EXPECT_TRUE(contains(r.out_text, "Incorrect Usage."));
+
+  r = parse_with_node({}, {"--drain-use-force=maybe", "uninstall_driver"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.error,
+            "could not parse \"maybe\" as bool value from command line for flag drain-use-force: "
+            "strconv.ParseBool: parsing \"maybe\": invalid syntax");
+
+  r = parse_with_node({}, {"--drain-timeout-seconds", "soon", "uninstall_driver"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.error, "time: invalid duration \"soon\"")) << r.error;
+
+  r = parse_with_node({}, {"--drain-timeout-seconds"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_FALSE(r.error.empty());
+
+  // Global flags belong before the sub-command.
+  r = parse_with_node({}, {"uninstall_driver", "--drain-use-force"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.error, "flag provided but not defined: --drain-use-force");
+}
+
+TEST(OptionsTest, SubCommandsHelpAndVersion) {
+  EXPECT_EQ(parse_with_node({}, {"preflight_check"}).command, Command::kPreflightCheck);
+  EXPECT_EQ(parse_with_node({}, {"uninstall_driver"}).command, Command::kUninstallDriver);
+
+  for (auto args : std::vector<std::vector<std::string>>{{},
+                                                         {"help"},
+                                                         {"h"},
+                                                         {"help", "uninstall_driver"},
+                                                         {"-h"},
+                                                         {"--help"},
+                                                         {"uninstall_driver", "-h"}}) {
+    const ParseResult r = parse_with_node({}, args);
+    ASSERT_TRUE(r.exit_now);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.error, "");
+    EXPECT_TRUE(contains(r.out_text, "uninstall_driver")) << r.out_text;
+    EXPECT_TRUE(contains(r.out_text, "[$NODE_NAME]"));
+  }
+  ParseResult r = parse_with_node({}, {"frobnicate"});
+  EXPECT_TRUE(r.exit_now);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.error, "No help topic for 'frobnicate'");
+  r = parse_with_node({}, {"help", "frobnicate"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.error, "No help topic for 'frobnicate'");
+
+  // Help and version come before the required-flag check.
+  for (const char* v : {"-v", "--version"}) {
+    r = parse({}, {v});
+    ASSERT_TRUE(r.exit_now);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.out_text, "driver-manager version v1.2.3, commit: abc1234\n");
+  }
+  r = parse_options({"driver-manager", "--version"}, Env{}.lookup(), VersionInfo{"v1.2.3", ""});
+  EXPECT_EQ(r.out_text, "driver-manager version v1.2.3\n");
+  r = parse({}, {"--help"});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out_text, "GLOBAL OPTIONS:"));
+}
+
+TEST(OptionsTest, EnvironmentErrorsComeFirst) {
+  // urfave/cli applies the environment while building its flag set, before help or the required check.
+  const ParseResult r = parse({{"DRAIN_USE_FORCE", "maybe"}}, {"--help"});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_TRUE(contains(r.error, "DRAIN_USE_FORCE"));
+}
+
+TEST(OptionsTest, HelpListsEveryVariable) {
+  const std::string h = help_text(kVersion);
+  for (const char* v : {"NODE_NAME",
+                        "DRAIN_USE_FORCE",
+                        "DRAIN_POD_SELECTOR_LABEL",
+                        "DRAIN_TIMEOUT_SECONDS",
+                        "DRAIN_DELETE_EMPTYDIR_DATA",
+                        "ENABLE_AUTO_DRAIN",
+                        "ENABLE_GPU_POD_EVICTION",
+                        "OPERATOR_NAMESPACE",
+                        "NODE_LABEL_FOR_GPU_POD_EVICTION",
+                        "GPU_DIRECT_RDMA_ENABLED",
+                        "USE_HOST_MOFED",
+                        "KUBECONFIG",
+                        "FORCE_REINSTALL",
+                        "LOG_FORMAT",
+                        "LOG_LEVEL",
+                        "OPERAND_WAIT_TIMEOUT",
+                        "GPU_CLIENT_EVICTION_TIMEOUT",
+                        "GPU_CLIENT_TAINT",
+                        "MOFED_WAIT_TIMEOUT",
+                        "UNCORDON_ALWAYS",
+                        "DRIVER_MANAGER_SIM_ROOT",
+                        "VFIO_MANAGE_PATH"}) {
+    EXPECT_TRUE(contains(h, std::string("[$") + v + "]")) << v;
+  }
+  EXPECT_TRUE(contains(h, "v1.2.3"));
+}
+
+}  // namespace
+}  // namespace dm::cli
