@@ -42,8 +42,8 @@ Error api_error(std::string_view method, std::string_view path, long http_status
 
 Error transport_error(std::string_view method, std::string_view path, std::string_view server,
                       std::string_view detail) {
-  return Error(std::string(method) + " " + std::string(path) + ": cannot reach the API server " +
-               std::string(server) + ": " + std::string(detail));
+  return Error(std::string(method) + " " + std::string(path) + ": request to the API server " +
+               std::string(server) + " failed: " + std::string(detail));
 }
 
 }  // namespace dm::kube

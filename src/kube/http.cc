@@ -231,10 +231,8 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
   if (!multi_error.empty()) {
     resp.transport_error = multi_error;
   } else if (result != CURLE_OK) {
-    resp.transport_error = curl_easy_strerror(result);
-    if (im.errbuf[0] != '\0' && resp.transport_error != im.errbuf) {
-      resp.transport_error += std::string(" (") + im.errbuf + ")";
-    }
+    // The error buffer has the specifics (address, TLS reason); the generic text is the fallback.
+    resp.transport_error = im.errbuf[0] != '\0' ? std::string(im.errbuf) : curl_easy_strerror(result);
   }
   return resp;
 }

@@ -1,0 +1,167 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "kube/objects.h"
+
+namespace dm::kube {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::Pair;
+
+const Json kPod = Json::parse(R"({
+  "kind": "Pod", "apiVersion": "v1",
+  "metadata": {
+    "name": "dra-plugin-x", "namespace": "nvidia-dra", "uid": "u-1", "resourceVersion": "42",
+    "labels": {"app": "dra", "tier": "gpu"},
+    "annotations": {"nvidia.com/gpu.client": "true", "kubernetes.io/config.mirror": "abc"},
+    "ownerReferences": [
+      {"apiVersion": "v1", "kind": "ConfigMap", "name": "cm", "uid": "c-0"},
+      {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "dra", "uid": "d-1", "controller": true}
+    ]
+  },
+  "spec": {
+    "nodeName": "gpu-node-1",
+    "nodeSelector": {"nvidia.com/gpu.deploy.client": "true"},
+    "terminationGracePeriodSeconds": 45,
+    "tolerations": [
+      {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+      {"key": "k", "value": "v", "tolerationSeconds": 5}
+    ],
+    "initContainers": [{"name": "i", "resources": {"limits": {"nvidia.com/mig-1g.5gb": 1}}}],
+    "containers": [
+      {"name": "a", "resources": {"requests": {"cpu": "1", "nvidia.com/gpu": 1}, "limits": {"nvidia.com/gpu": 1}}},
+      {"name": "b"}
+    ],
+    "resourceClaims": [
+      {"name": "direct", "resourceClaimName": "claim-a"},
+      {"name": "old-form", "source": {"resourceClaimName": "claim-b"}},
+      {"name": "templated", "resourceClaimTemplateName": "tmpl"},
+      {"name": "pending", "source": {"resourceClaimTemplateName": "tmpl2"}}
+    ]
+  },
+  "status": {
+    "phase": "Running",
+    "conditions": [{"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "True"}],
+    "resourceClaimStatuses": [{"name": "templated", "resourceClaimName": "dra-plugin-x-templated-q7x"}]
+  }
+})");
+
+TEST(ObjectsTest, Metadata) {
+  EXPECT_EQ(name(kPod), "dra-plugin-x");
+  EXPECT_EQ(namespace_of(kPod), "nvidia-dra");
+  EXPECT_EQ(uid(kPod), "u-1");
+  EXPECT_EQ(resource_version(kPod), "42");
+  EXPECT_EQ(ref_string(kPod), "nvidia-dra/dra-plugin-x");
+  EXPECT_THAT(labels(kPod), ElementsAre(Pair("app", "dra"), Pair("tier", "gpu")));
+  EXPECT_EQ(label(kPod, "app"), "dra");
+  EXPECT_EQ(label(kPod, "nope"), std::nullopt);
+  EXPECT_EQ(annotation(kPod, "nvidia.com/gpu.client"), "true");
+  EXPECT_EQ(annotations(kPod).size(), 2U);
+  EXPECT_FALSE(terminating(kPod));
+}
+
+TEST(ObjectsTest, Owners) {
+  const auto refs = owner_refs(kPod);
+  ASSERT_EQ(refs.size(), 2U);
+  EXPECT_FALSE(refs[0].controller);
+  const auto c = controller_ref(kPod);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->kind, "DaemonSet");
+  EXPECT_EQ(c->name, "dra");
+  EXPECT_EQ(c->uid, "d-1");
+  EXPECT_EQ(c->api_version, "apps/v1");
+  EXPECT_EQ(controller_ref(Json::object()), std::nullopt);
+}
+
+TEST(ObjectsTest, PodFields) {
+  EXPECT_EQ(pod_node_name(kPod), "gpu-node-1");
+  EXPECT_EQ(pod_phase(kPod), "Running");
+  EXPECT_FALSE(pod_finished(kPod));
+  EXPECT_TRUE(pod_ready(kPod));
+  EXPECT_TRUE(pod_is_mirror(kPod));
+  EXPECT_EQ(pod_grace_period_seconds(kPod), 45);
+  EXPECT_THAT(pod_node_selector(kPod), ElementsAre(Pair("nvidia.com/gpu.deploy.client", "true")));
+  EXPECT_THAT(pod_resource_names(kPod), ElementsAre("cpu", "nvidia.com/gpu", "nvidia.com/mig-1g.5gb"));
+  const auto tols = pod_tolerations(kPod);
+  ASSERT_EQ(tols.size(), 2U);
+  EXPECT_EQ(tols[0].op, "Exists");
+  EXPECT_EQ(tols[1].op, "Equal");  // the default
+  EXPECT_EQ(tols[1].toleration_seconds, 5);
+}
+
+TEST(ObjectsTest, DefaultsForAnEmptyPod) {
+  const Json pod = Json::parse(R"({"metadata": {"name": "p"}})");
+  EXPECT_EQ(pod_phase(pod), "Pending");
+  EXPECT_FALSE(pod_ready(pod));
+  EXPECT_FALSE(pod_is_mirror(pod));
+  EXPECT_EQ(pod_grace_period_seconds(pod), 30);
+  EXPECT_TRUE(pod_resource_names(pod).empty());
+  EXPECT_TRUE(pod_resource_claims(pod).empty());
+  EXPECT_EQ(ref_string(pod), "p");
+}
+
+TEST(ObjectsTest, TerminatingPodUsesDeletionGracePeriod) {
+  Json pod = kPod;
+  pod["metadata"]["deletionTimestamp"] = "2024-01-01T00:00:00Z";
+  pod["metadata"]["deletionGracePeriodSeconds"] = 7;
+  EXPECT_TRUE(terminating(pod));
+  EXPECT_EQ(pod_grace_period_seconds(pod), 7);
+  pod["status"]["phase"] = "Succeeded";
+  EXPECT_TRUE(pod_finished(pod));
+}
+
+TEST(ObjectsTest, ResourceClaims) {
+  const auto claims = pod_resource_claims(kPod);
+  ASSERT_EQ(claims.size(), 4U);
+  EXPECT_EQ(claims[0].resource_claim_name, "claim-a");
+  EXPECT_EQ(claims[1].resource_claim_name, "claim-b");
+  EXPECT_EQ(claims[2].resource_claim_template_name, "tmpl");
+  EXPECT_EQ(claims[3].resource_claim_template_name, "tmpl2");
+  EXPECT_THAT(pod_resource_claim_statuses(kPod),
+              ElementsAre(Pair("templated", "dra-plugin-x-templated-q7x")));
+  EXPECT_EQ(resolved_claim_name(kPod, claims[0]), "claim-a");
+  EXPECT_EQ(resolved_claim_name(kPod, claims[1]), "claim-b");
+  EXPECT_EQ(resolved_claim_name(kPod, claims[2]), "dra-plugin-x-templated-q7x");
+  EXPECT_EQ(resolved_claim_name(kPod, claims[3]), "");
+}
+
+TEST(ObjectsTest, NodeFields) {
+  const Json node = Json::parse(R"({
+    "metadata": {"name": "gpu-node-1", "labels": {"nvidia.com/gpu.deploy.driver": "true"}},
+    "spec": {"unschedulable": true, "taints": [
+      {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+      {"key": "node.kubernetes.io/unreachable", "effect": "NoExecute"}]},
+    "status": {"conditions": [{"type": "Ready", "status": "True"}]}
+  })");
+  EXPECT_TRUE(node_unschedulable(node));
+  EXPECT_TRUE(node_ready(node));
+  EXPECT_EQ(ref_string(node), "gpu-node-1");
+  const auto taints = node_taints(node);
+  ASSERT_EQ(taints.size(), 2U);
+  EXPECT_EQ(taints[0], (Taint{"nvidia.com/gpu", "present", "NoSchedule"}));
+  EXPECT_EQ(to_json(taints[0]),
+            Json::parse(R"({"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"})"));
+  EXPECT_EQ(to_json(taints[1]),
+            Json::parse(R"({"key":"node.kubernetes.io/unreachable","effect":"NoExecute"})"));
+  EXPECT_FALSE(node_unschedulable(Json::object()));
+  EXPECT_FALSE(node_ready(Json::object()));
+}
+
+TEST(ObjectsTest, Toleration) {
+  const Taint t{"nvidia.com/gpu", "present", "NoSchedule"};
+  EXPECT_TRUE(tolerates(Toleration{"nvidia.com/gpu", "Exists", "", "NoSchedule", {}}, t));
+  EXPECT_TRUE(tolerates(Toleration{"nvidia.com/gpu", "Exists", "", "", {}}, t));  // every effect
+  EXPECT_TRUE(tolerates(Toleration{"", "Exists", "", "", {}}, t));                // everything
+  EXPECT_TRUE(tolerates(Toleration{"nvidia.com/gpu", "Equal", "present", "", {}}, t));
+  EXPECT_TRUE(tolerates(Toleration{"nvidia.com/gpu", "", "present", "NoSchedule", {}}, t));
+  EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Equal", "absent", "", {}}, t));
+  EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Exists", "", "NoExecute", {}}, t));
+  EXPECT_FALSE(tolerates(Toleration{"other", "Exists", "", "", {}}, t));
+  EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Lt", "present", "", {}}, t));
+  EXPECT_TRUE(tolerates(pod_tolerations(kPod), t));
+  EXPECT_FALSE(tolerates(pod_tolerations(kPod), Taint{"x", "", "NoExecute"}));
+}
+
+}  // namespace
+}  // namespace dm::kube

@@ -1,0 +1,147 @@
+// Pure parts of the Kubernetes client: backoff, Retry-After, error formatting, watch line splitting, paths.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kube/client.h"
+#include "kube/errors.h"
+#include "kube/retry.h"
+#include "kube/watch_stream.h"
+
+namespace dm::kube {
+namespace {
+
+using std::chrono::milliseconds;
+using ::testing::ElementsAre;
+
+TEST(RetryTest, RetryableStatuses) {
+  EXPECT_TRUE(retryable_status(0));  // no response: connection error
+  EXPECT_TRUE(retryable_status(429));
+  EXPECT_FALSE(retryable_status(429, /*retry_429=*/false));
+  EXPECT_TRUE(retryable_status(500));
+  EXPECT_TRUE(retryable_status(503));
+  EXPECT_TRUE(retryable_status(504));
+  EXPECT_FALSE(retryable_status(501));
+  for (long s : {200L, 201L, 400L, 401L, 403L, 404L, 409L, 410L, 422L})
+    EXPECT_FALSE(retryable_status(s)) << s;
+}
+
+TEST(RetryTest, ParseRetryAfterSeconds) {
+  EXPECT_EQ(parse_retry_after("1"), milliseconds(1000));
+  EXPECT_EQ(parse_retry_after(" 7 \r\n"), milliseconds(7000));
+  EXPECT_EQ(parse_retry_after(""), std::nullopt);
+  EXPECT_EQ(parse_retry_after("soon"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("-3"), std::nullopt);
+  EXPECT_EQ(parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT"), std::nullopt);
+}
+
+TEST(RetryTest, BackoffDoublesAndIsCapped) {
+  const RetryPolicy p{5, milliseconds(200), milliseconds(1000)};
+  // jitter 0.999.. gives (almost) the full delay, jitter 0 half of it.
+  EXPECT_EQ(backoff_delay(p, 0, 0.0), milliseconds(100));
+  EXPECT_EQ(backoff_delay(p, 0, 1.0), milliseconds(200));
+  EXPECT_EQ(backoff_delay(p, 1, 1.0), milliseconds(400));
+  EXPECT_EQ(backoff_delay(p, 2, 1.0), milliseconds(800));
+  EXPECT_EQ(backoff_delay(p, 3, 1.0), milliseconds(1000));
+  EXPECT_EQ(backoff_delay(p, 30, 1.0), milliseconds(1000));
+  EXPECT_EQ(backoff_delay(p, 30, 0.0), milliseconds(500));
+  const auto mid = backoff_delay(p, 1, 0.5);
+  EXPECT_EQ(mid, milliseconds(300));
+}
+
+TEST(RetryTest, RetryAfterWinsButIsCapped) {
+  const RetryPolicy p{5, milliseconds(200), milliseconds(5000)};
+  EXPECT_EQ(backoff_delay(p, 0, 0.3, milliseconds(2000)), milliseconds(2000));
+  EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(60000)), milliseconds(5000));
+  EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(0)), milliseconds(0));
+}
+
+TEST(ApiErrorTest, StatusBody) {
+  const auto e = api_error("GET", "/api/v1/nodes/x", 404,
+                           R"({"kind":"Status","apiVersion":"v1","status":"Failure",
+                               "message":"nodes \"x\" not found","reason":"NotFound",
+                               "details":{"name":"x","kind":"nodes"},"code":404})");
+  EXPECT_EQ(e.message, R"(GET /api/v1/nodes/x: nodes "x" not found (404 NotFound))");
+  EXPECT_EQ(e.http_status, 404);
+  EXPECT_EQ(e.reason, "NotFound");
+  EXPECT_TRUE(e.not_found());
+}
+
+TEST(ApiErrorTest, CausesNameTheDisruptionBudget) {
+  const auto e = api_error("POST", "/api/v1/namespaces/a/pods/p/eviction", 429,
+                           R"({"kind":"Status","status":"Failure",
+                               "message":"Cannot evict pod as it would violate the pod's disruption budget.",
+                               "reason":"TooManyRequests",
+                               "details":{"causes":[{"reason":"DisruptionBudget",
+                                 "message":"The disruption budget pdb-a needs 2 healthy pods and has 2 currently"}]},
+                               "code":429})");
+  EXPECT_EQ(
+      e.message,
+      "POST /api/v1/namespaces/a/pods/p/eviction: Cannot evict pod as it would violate the pod's disruption "
+      "budget.: The disruption budget pdb-a needs 2 healthy pods and has 2 currently (429 TooManyRequests)");
+  EXPECT_TRUE(e.too_many_requests());
+}
+
+TEST(ApiErrorTest, NonStatusBodyIsQuoted) {
+  const auto e = api_error("GET", "/x", 502, "<html>bad gateway</html>\n");
+  EXPECT_EQ(e.message, R"(GET /x: unexpected response "<html>bad gateway</html>" (502))");
+  EXPECT_EQ(e.http_status, 502);
+  EXPECT_EQ(e.reason, "");
+  EXPECT_EQ(api_error("GET", "/x", 503, "").message, "GET /x: empty response (503)");
+}
+
+TEST(ApiErrorTest, TransportError) {
+  const auto e = transport_error("GET", "/api/v1/pods", "https://127.0.0.1:1", "Couldn't connect to server");
+  EXPECT_EQ(
+      e.message,
+      "GET /api/v1/pods: request to the API server https://127.0.0.1:1 failed: Couldn't connect to server");
+  EXPECT_EQ(e.http_status, 0);
+}
+
+std::vector<std::string> split(LineSplitter& s, const std::vector<std::string>& chunks) {
+  std::vector<std::string> lines;
+  for (const auto& c : chunks) {
+    s.feed(c, [&](std::string_view l) {
+      lines.emplace_back(l);
+      return true;
+    });
+  }
+  return lines;
+}
+
+TEST(LineSplitterTest, JoinsLinesAcrossChunks) {
+  LineSplitter s;
+  EXPECT_THAT(split(s, {R"({"type":"ADD)", R"(ED"}
+{"type":"MOD)",
+                        "IFIED\"}\r\n\n{\"a\":", "1}\n"}),
+              ElementsAre(R"({"type":"ADDED"})", R"({"type":"MODIFIED"})", R"({"a":1})"));
+  EXPECT_EQ(s.pending(), 0U);
+  EXPECT_THAT(split(s, {"partial"}), ElementsAre());
+  EXPECT_EQ(s.pending(), 7U);
+}
+
+TEST(LineSplitterTest, StopsWhenTheConsumerDoes) {
+  LineSplitter s;
+  std::vector<std::string> seen;
+  const bool more = s.feed("a\nb\nc\n", [&](std::string_view l) {
+    seen.emplace_back(l);
+    return l != "b";
+  });
+  EXPECT_FALSE(more);
+  EXPECT_THAT(seen, ElementsAre("a", "b"));
+}
+
+TEST(PathsTest, ApiPaths) {
+  EXPECT_EQ(paths::nodes(), "/api/v1/nodes");
+  EXPECT_EQ(paths::node("n1"), "/api/v1/nodes/n1");
+  EXPECT_EQ(paths::pods(), "/api/v1/pods");
+  EXPECT_EQ(paths::pods("gpu-operator"), "/api/v1/namespaces/gpu-operator/pods");
+  EXPECT_EQ(paths::pod("a", "p"), "/api/v1/namespaces/a/pods/p");
+  EXPECT_EQ(paths::daemonset("a", "d"), "/apis/apps/v1/namespaces/a/daemonsets/d");
+  EXPECT_EQ(paths::resource_claim("a", "c"), "/apis/resource.k8s.io/v1/namespaces/a/resourceclaims/c");
+}
+
+}  // namespace
+}  // namespace dm::kube
