@@ -1,5 +1,6 @@
 // The one Host implementation: every path goes through path() (identity on the real machine, under the
 // simulation root otherwise); modules go through a ModuleBackend (libkmod, or the simulated kernel).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -159,7 +160,7 @@ class HostImpl final : public Host {
       return std::nullopt;
     }
     for (const auto& bdf : *devices) {
-      auto vendor = read_text_file(dir + "/" + bdf + "/vendor");
+      auto vendor = read_text_file(fmt::format("{}/{}/vendor", dir, bdf));
       if (vendor && trim(*vendor) == kMellanoxVendor) return bdf;
     }
     return std::nullopt;

@@ -1,5 +1,6 @@
 // The real kernel through libkmod (refcount, holders, removal) plus a /proc scan for the processes holding
 // the NVIDIA device nodes, so that a refused unload can say who holds the driver.
+#include <fmt/format.h>
 #include <libkmod.h>
 #include <unistd.h>
 
@@ -112,14 +113,14 @@ std::vector<std::string> processes_using_module(const std::string& proc_root, st
   if (!pids) return users;
   for (const auto& pid : *pids) {
     if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string fd_dir = proc_root + "/" + pid + "/fd";
+    const std::string fd_dir = fmt::format("{}/{}/fd", proc_root, pid);
     auto fds = list_dir(fd_dir);
     if (!fds) continue;  // process gone or not ours to inspect
     for (const auto& fd : *fds) {
       char buf[4096];
-      const ssize_t n = ::readlink((fd_dir + "/" + fd).c_str(), buf, sizeof buf);
+      const ssize_t n = ::readlink(fmt::format("{}/{}", fd_dir, fd).c_str(), buf, sizeof buf);
       if (n <= 0 || !is_device_of(module, std::string_view(buf, static_cast<size_t>(n)))) continue;
-      auto comm = read_text_file(proc_root + "/" + pid + "/comm");
+      auto comm = read_text_file(fmt::format("{}/{}/comm", proc_root, pid));
       users.push_back("pid " + pid + " (" + (comm ? std::string(trim(*comm)) : std::string("?")) + ")");
       break;
     }

@@ -9,8 +9,6 @@
 
 #include "host/fs_util.h"
 
-extern char** environ;
-
 namespace dm::host {
 namespace {
 

@@ -1,5 +1,6 @@
 #include "vfio/pci.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -62,7 +63,7 @@ Result<std::vector<PciDevice>> list_nvidia_devices(const std::string& devices_di
   if (!names) return names.error();
   std::vector<PciDevice> out;
   for (const auto& bdf : *names) {
-    auto vendor = read_hex(devices_dir + "/" + bdf + "/vendor");
+    auto vendor = read_hex(fmt::format("{}/{}/vendor", devices_dir, bdf));
     if (!vendor || *vendor != kNvidiaVendor) continue;
     auto dev = read_pci_device(devices_dir, bdf);
     if (!dev) return dev.error();
@@ -86,7 +87,7 @@ std::optional<PciDevice> auxiliary_device(const std::string& devices_dir, const 
   for (const auto& e : *entries) {
     if (e.rfind(kConsumer, 0) != 0) continue;
     const std::string bdf = e.substr(kConsumer.size());
-    if (!host::path_exists(devices_dir + "/" + bdf)) continue;
+    if (!host::path_exists(fmt::format("{}/{}", devices_dir, bdf))) continue;
     auto aux = read_pci_device(devices_dir, bdf);
     if (aux) return std::move(aux).value();
   }
