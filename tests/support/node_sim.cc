@@ -20,7 +20,10 @@ bool node_ready(const TestCluster& cluster, const std::string& node) {
 
 NodeSim::NodeSim(const TestCluster& cluster, std::string node, std::string sim_root, NodeSimOptions options)
     : node_(std::move(node)), sim_root_(std::move(sim_root)) {
-  if (sim_root_.empty()) sim_root_ = make_temp_dir("node-sim-" + node_);
+  if (sim_root_.empty()) {
+    sim_root_ = make_temp_dir("node-sim-" + node_);
+    owns_sim_root_ = true;
+  }
   std::vector<std::string> argv = {bin_path("node-sim"),
                                    "--kubeconfig",
                                    cluster.kubeconfig(),
@@ -51,6 +54,10 @@ NodeSim::NodeSim(const TestCluster& cluster, std::string node, std::string sim_r
 
 NodeSim::~NodeSim() {
   if (process_ && process_->running()) stop();
+  if (owns_sim_root_) {
+    std::error_code ec;
+    std::filesystem::remove_all(sim_root_, ec);
+  }
 }
 
 std::string NodeSim::module_dir(const std::string& module) const {

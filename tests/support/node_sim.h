@@ -21,9 +21,9 @@ struct NodeSimOptions {
 
 class NodeSim {
  public:
-  // Starts node-sim for `node` (sim_root "" = a fresh temporary directory) and waits until it has registered
-  // the Node, the Node is Ready and (unless no_driver) the module files exist. Throws with node-sim's log
-  // on failure.
+  // Starts node-sim for `node` (sim_root "" = a fresh temporary directory, removed on destruction) and waits
+  // until it has registered the Node, the Node is Ready and (unless no_driver) the module files exist. Throws
+  // with node-sim's log on failure.
   NodeSim(const TestCluster& cluster, std::string node, std::string sim_root = {},
           NodeSimOptions options = {});
   ~NodeSim();
@@ -49,6 +49,7 @@ class NodeSim {
   std::string sim_root_;
   std::unique_ptr<BackgroundProcess> process_;
   int exit_code_ = -1;
+  bool owns_sim_root_ = false;
 };
 
 }  // namespace dm::test
