@@ -182,3 +182,22 @@ TEST_F(SimHostTest, ProcModulesFileUnderTheRootWinsOverTheSynthesisedOne) {
 
 }  // namespace
 }  // namespace dm::host
+
+namespace dm::host {
+namespace {
+
+// Read-only checks of the real host's libkmod path (nothing is ever unloaded from the real machine here).
+TEST(RealHost, AbsentModuleIsNotLoadedAndHasNoState) {
+  auto host = make_host("");
+  EXPECT_FALSE(host->module_loaded("dm_test_no_such_module"));
+  auto st = host->module_state("dm_test_no_such_module");
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_FALSE(st->loaded);
+  EXPECT_EQ(st->refcount, 0);
+  const Status removed = host->unload_module("dm_test_no_such_module");
+  ASSERT_FALSE(removed.ok());
+  EXPECT_THAT(removed.error().message, ::testing::HasSubstr("dm_test_no_such_module"));
+}
+
+}  // namespace
+}  // namespace dm::host
