@@ -49,9 +49,19 @@ PodWatch::~PodWatch() {
 
 Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-  return wait_until(
-      "the list of pods on node " + node_, [](const PodList&) { return std::vector<std::string>{}; },
-      deadline, cancel);
+  std::unique_lock lk(mu_);
+  while (!synced_) {
+    if (last_error_status_ == 401 || last_error_status_ == 403) {
+      return Error("cannot list the pods of node " + node_ + ": " + last_error_, last_error_status_);
+    }
+    if (cancel.cancelled()) return Error("cancelled while listing the pods of node " + node_);
+    if (deadline.passed(clock_)) {
+      return Error("timed out listing the pods of node " + node_ +
+                   (last_error_.empty() ? "" : ": " + last_error_));
+    }
+    changed_.wait_for(lk, kSlice);
+  }
+  return ok_status();
 }
 
 void PodWatch::run() {
@@ -64,6 +74,7 @@ void PodWatch::run() {
     for (const auto& p : items) by_uid_[pod_uid(p)] = p;
     synced_ = true;
     last_error_.clear();
+    last_error_status_ = 0;
     ++generation_;
     changed_.notify_all();
   };
@@ -84,15 +95,26 @@ void PodWatch::run() {
   h.done = [this] { return stop_.load(); };
   h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
 
+  TimePoint next_warning{};
   while (!stop_) {
     auto s = client_.list_watch(kube::paths::pods(), opts, h);
     if (stop_ || s) break;
     {
       std::lock_guard lk(mu_);
       last_error_ = s.error().message;
+      last_error_status_ = s.error().http_status;
+      ++generation_;
+      changed_.notify_all();
     }
     // A broken watch is not fatal: the waits keep their deadlines and name this error if they expire.
-    spdlog::warn("Watching the pods of node {} failed, retrying in 1s: {}", node_, s.error().message);
+    const auto now = clock_.now();
+    if (now >= next_warning) {
+      spdlog::warn("Watching the pods of node {} failed, retrying every second: {}", node_,
+                   s.error().message);
+      next_warning = now + std::chrono::seconds(10);
+    } else {
+      spdlog::debug("Watching the pods of node {} failed again: {}", node_, s.error().message);
+    }
     clock_.sleep_for(std::chrono::seconds(1), stop_token_);
   }
 }
