@@ -14,8 +14,6 @@
 namespace dm::cli {
 namespace {
 
-using manager::Settings;
-
 std::string quote(std::string_view s) {
   return "\"" + std::string(s) + "\"";
 }

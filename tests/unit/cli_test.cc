@@ -11,7 +11,7 @@ namespace {
 const char* kUnset = "\x01unset";
 
 // The variables of the test runner's environment that would change the outcome.
-std::map<std::string, std::string> clean_env(std::map<std::string, std::string> extra = {}) {
+std::map<std::string, std::string> clean_env(const std::map<std::string, std::string>& extra = {}) {
   std::map<std::string, std::string> env;
   for (const char* v : {"NODE_NAME",
                         "DRAIN_USE_FORCE",
@@ -40,7 +40,7 @@ std::map<std::string, std::string> clean_env(std::map<std::string, std::string> 
                         "KUBERNETES_SERVICE_PORT"}) {
     env[v] = kUnset;
   }
-  for (auto& [k, v] : extra) env[k] = v;
+  for (const auto& [k, v] : extra) env[k] = v;
   return env;
 }
 

@@ -19,6 +19,7 @@ std::string key(std::string_view suffix) {
 
 std::vector<std::string> apps(const std::vector<OperandWait>& waits) {
   std::vector<std::string> out;
+  out.reserve(waits.size());
   for (const auto& w : waits)
     out.push_back(w.kind == WaitKind::kAppLabel ? w.app : "ds:" + w.node_selector_key);
   return out;

@@ -260,7 +260,8 @@ TEST(OptionsTest, MissingNodeNameIsRequiredFlagError) {
   EXPECT_EQ(r.error, "Required flag \"node-name\" not set");
   EXPECT_TRUE(contains(r.out_text, "GLOBAL OPTIONS:"));
   // It applies to every sub-command, and to none.
-  for (auto args : std::vector<std::vector<std::string>>{{"preflight_check"}, {}, {"help"}, {"bogus"}}) {
+  for (const auto& args :
+       std::vector<std::vector<std::string>>{{"preflight_check"}, {}, {"help"}, {"bogus"}}) {
     const ParseResult p = parse({}, args);
     EXPECT_EQ(p.exit_code, 1);
     EXPECT_EQ(p.error, "Required flag \"node-name\" not set");
@@ -362,13 +363,13 @@ TEST(OptionsTest, SubCommandsHelpAndVersion) {
   EXPECT_EQ(parse_with_node({}, {"preflight_check"}).command, Command::kPreflightCheck);
   EXPECT_EQ(parse_with_node({}, {"uninstall_driver"}).command, Command::kUninstallDriver);
 
-  for (auto args : std::vector<std::vector<std::string>>{{},
-                                                         {"help"},
-                                                         {"h"},
-                                                         {"help", "uninstall_driver"},
-                                                         {"-h"},
-                                                         {"--help"},
-                                                         {"uninstall_driver", "-h"}}) {
+  for (const auto& args : std::vector<std::vector<std::string>>{{},
+                                                                {"help"},
+                                                                {"h"},
+                                                                {"help", "uninstall_driver"},
+                                                                {"-h"},
+                                                                {"--help"},
+                                                                {"uninstall_driver", "-h"}}) {
     const ParseResult r = parse_with_node({}, args);
     ASSERT_TRUE(r.exit_now);
     EXPECT_EQ(r.exit_code, 0);

@@ -61,7 +61,9 @@ struct FakeApi {
       if (fail_claims) return Error("resourceclaims: connection refused");
       const std::string ns = pod["metadata"]["namespace"].get<std::string>();
       for (const auto& name : claim_names(pod)) {
-        auto it = claims.find(ns + "/" + name);
+        std::string ref = ns;
+        ref.append("/").append(name);
+        auto it = claims.find(ref);
         if (it != claims.end() && is_allocated_gpu_claim(it->second)) return true;
       }
       return false;
