@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <exception>
 #include <mutex>
+#include <utility>
 
 namespace dm::kube {
 namespace {
@@ -43,6 +45,8 @@ struct HttpConnection::Impl {
   // State of the transfer in progress.
   const HttpRequest* req = nullptr;
   HttpResponse* resp = nullptr;
+  std::exception_ptr
+      callback_error;  // thrown by a caller's callback: rethrown once libcurl is out of the way
 
   ~Impl() {
     if (easy != nullptr) curl_easy_cleanup(easy);
@@ -55,7 +59,14 @@ struct HttpConnection::Impl {
     long code = 0;
     curl_easy_getinfo(self->easy, CURLINFO_RESPONSE_CODE, &code);
     if (self->req->on_body && code >= 200 && code < 300) {
-      if (!self->req->on_body(std::string_view(ptr, len))) {
+      bool more = false;
+      try {
+        more = self->req->on_body(std::string_view(ptr, len));
+      } catch (...) {
+        // Exceptions must not unwind through libcurl's C frames.
+        self->callback_error = std::current_exception();
+      }
+      if (!more) {
         self->resp->aborted = true;
         return 0;  // makes libcurl stop the transfer
       }
@@ -212,7 +223,14 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
       }
     }
     if (finished || resp.aborted) break;
-    if (request.keep_going && !request.keep_going()) {
+    bool keep_going = true;
+    try {
+      keep_going = !request.keep_going || request.keep_going();
+    } catch (...) {
+      im.callback_error = std::current_exception();
+      keep_going = false;
+    }
+    if (!keep_going) {
       resp.aborted = true;
       break;
     }
@@ -226,6 +244,7 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
   curl_slist_free_all(headers);
   im.req = nullptr;
   im.resp = nullptr;
+  if (im.callback_error) std::rethrow_exception(std::exchange(im.callback_error, nullptr));
 
   if (resp.aborted) return resp;
   if (!multi_error.empty()) {
@@ -233,6 +252,9 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
   } else if (result != CURLE_OK) {
     // The error buffer has the specifics (address, TLS reason); the generic text is the fallback.
     resp.transport_error = im.errbuf[0] != '\0' ? std::string(im.errbuf) : curl_easy_strerror(result);
+    if (result == CURLE_OPERATION_TIMEDOUT) {
+      resp.transport_error = "timed out (" + resp.transport_error + ")";  // curl's wording varies by phase
+    }
   }
   return resp;
 }

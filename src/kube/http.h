@@ -43,6 +43,7 @@ class HttpConnection {
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
+  // Runs one transfer. An exception from on_body or keep_going aborts it and is rethrown here.
   HttpResponse perform(const HttpRequest& request);
 
   // Percent-encodes a query parameter value.

@@ -416,6 +416,30 @@ TEST_F(KubeClientTest, CancelAbortsRetries) {
   EXPECT_LT(c->request_count(), 10U);
 }
 
+TEST_F(KubeClientTest, RequestTimeoutApplies) {
+  ClientOptions opts = retrying(0);
+  opts.request_timeout = 1ms;  // not even a TLS handshake fits
+  auto c = make_client(config_, opts);
+  auto r = c->get(paths::nodes());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().http_status, 0);
+  EXPECT_THAT(r.error().message,
+              AllOf(HasSubstr("GET /api/v1/nodes: request to the API server"), HasSubstr("timed out")));
+}
+
+TEST_F(KubeClientTest, ExceptionFromAWatchHandlerPropagates) {
+  const std::string ns = make_namespace("watch-throw");
+  WatchHandlers h;
+  h.on_sync = [&](const std::vector<Json>&) {
+    ASSERT_TRUE(client_->create(cm_path(ns), configmap("boom")).ok());
+  };
+  h.on_event = [](const WatchEvent&) { throw std::runtime_error("handler failed"); };
+  EXPECT_THROW((void)client_->list_watch(cm_path(ns), {}, h, Deadline::after(SystemClock(), 30s)),
+               std::runtime_error);
+  // The client is still usable afterwards.
+  EXPECT_TRUE(client_->get(cm_path(ns, "boom")).ok());
+}
+
 TEST_F(KubeClientTest, ConcurrentRequestsShareTheClient) {
   const std::string ns = make_namespace("threads");
   std::vector<std::thread> threads;
@@ -656,13 +680,14 @@ TEST_F(KubeClientTest, WatchResumesAfterTheServerClosesTheStream) {
   std::vector<Json> watches;
   ASSERT_TRUE(test::eventually([&] {
     watches = audit("watch", "/api/v1/namespaces/" + ns + "/configmaps");
-    return watches.size() >= 4;
+    return watches.size() >= 3;
   }));
   std::set<std::string> versions;
   for (const auto& w : watches) {
     const std::string uri = w["requestURI"];
     EXPECT_THAT(uri, HasSubstr("timeoutSeconds=1"));
     EXPECT_THAT(uri, HasSubstr("allowWatchBookmarks=true"));
+    EXPECT_EQ(w.value("userAgent", ""), "driver-manager");
     const auto p = uri.find("resourceVersion=");
     ASSERT_NE(p, std::string::npos) << uri;
     versions.insert(uri.substr(p, uri.find('&', p) - p));
