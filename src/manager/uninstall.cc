@@ -8,11 +8,13 @@
 #include <atomic>
 #include <csignal>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 
 #include "manager/cleanup.h"
 #include "manager/drain.h"
 #include "manager/flow.h"
+#include "manager/gpu_clients.h"
 #include "manager/operands.h"
 #include "manager/pod_rules.h"
 #include "manager/waits.h"
@@ -93,6 +95,7 @@ class Uninstall {
   bool skip_uninstall();
   Status evict_workloads();
   Status reset_dra_plugin_gpu_clients();
+  Status remove_gpu_client_taint();
   Status drain_dra_plugin();
   Status uninstall_driver_components();
   Status cleanup_driver();
@@ -125,6 +128,7 @@ class Uninstall {
   bool modified_ = false;         // the node was changed: failures go through cleanup-on-failure
   bool cordon_leftover_ = false;  // our annotation was on the node at start (a crashed run's cordon)
   bool cordoned_this_run_ = false;
+  std::optional<GpuClientReset> gpu_clients_;  // issue 5: annotated third-party GPU clients + taint
 };
 
 int Uninstall::run(const kube::Config& config) {
@@ -151,6 +155,14 @@ int Uninstall::run(const kube::Config& config) {
   if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
 
   log_snapshot();
+  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_,
+                       label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
+  // A taint left by a crashed run of ours comes off on every path (issue 5 #5; spec 4.3 #1).
+  if (auto h = gpu_clients_->heal_leftover_taint(*node); !h) {
+    modified_ = true;
+    return fail(h.error().wrap("failed to remove the GPU client taint left by an earlier run"));
+  }
+
   Status s = main_path();
   if (s) return kExitOk;
   return fail(s.error());
@@ -162,7 +174,9 @@ int Uninstall::fail(const Error& error) {
     // A token SIGTERM does not fire: the cleanup's own requests must still be retried.
     NodeOps cleanup_node(client_, clock_, CancelToken{}, settings_.node_name);
     CleanupInput in{settings_, cleanup_node, snapshot_, table_, cordon_leftover_ || cordoned_this_run_, {}};
-    // Issue 5 adds its undo action here (remove the gpu-client taint this run added).
+    if (gpu_clients_ && gpu_clients_->tainted()) {
+      in.undo.push_back({"remove the GPU client taint", [this] { return gpu_clients_->remove_taint(); }});
+    }
     cleanup_on_failure(in, error);
   } else {
     node_.event("DriverUninstallFailed", "driver-manager failed: " + error.message, "Warning");
@@ -225,6 +239,7 @@ Status Uninstall::main_path() {
   DM_STEP(uninstall_driver_components());               // S10
   DM_STEP(unbind_vfio());                               // S11
   DM_STEP(wait_for_mofed());                            // S12
+  DM_STEP(remove_gpu_client_taint());                   // issue 5: clients may come back now
   DM_STEP(uncordon());                                  // S13
   DM_STEP(restore_labels());                            // S14
   DM_STEP(unload_nouveau());                            // S15
@@ -237,7 +252,7 @@ Status Uninstall::main_path() {
 // installed).
 Status Uninstall::no_driver_path() {
   spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
-  // Issue 5: a leftover gpu-client taint of ours is removed here; nothing is evicted.
+  // Nothing is evicted here (a leftover gpu-client taint of ours was removed at the start).
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
   DM_STEP(remove_stale_driver_root());
   DM_STEP(unload_nouveau());
@@ -257,6 +272,7 @@ Status Uninstall::skip_path() {
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
   spdlog::info("Cleaning up stale mounts and state files...");
   DM_STEP(remove_stale_driver_root());
+  DM_STEP(remove_gpu_client_taint());  // the clients were bounced with the operands
   DM_STEP(uncordon());  // decision 8: a cordon of ours (left by a crashed run) is undone here too
   DM_STEP(restore_labels());
   spdlog::info("Node prepared for the driver installation (driver kept)");
@@ -299,15 +315,25 @@ Status Uninstall::pause_operands() {
                            operand_deadline(), cancel_);
 }
 
-// Issue 5 hook: reset the pods annotated nvidia.com/gpu.client (not DRA plugins) here - after the operand
-// waits, before the skip decision (they are bounced on the skip path too) and before GPU workload eviction.
+// Issue 5: the pods annotated nvidia.com/gpu.client (not DRA plugins) go after the operand waits, before
+// the skip decision (they are bounced on the skip path too) and before GPU workload eviction, also when
+// the upgrade policy owns workload eviction (they are clients, not workloads).
 Status Uninstall::reset_gpu_clients_with_operands() {
-  return ok_status();
+  modified_ = true;  // it may taint the node
+  return gpu_clients_->reset_clients();
 }
 
-// Issue 5 hook: reset annotated gpu-clients that are DRA kubelet plugins here - after the claim-holder
-// guard (S8), before the module unload.
+// Issue 5: annotated gpu-clients that are DRA kubelet plugins go after the claim-holder guard (S8), before
+// the module unload, like the operator's own plugin.
 Status Uninstall::reset_dra_plugin_gpu_clients() {
+  modified_ = true;
+  return gpu_clients_->reset_dra_plugin_clients();
+}
+
+Status Uninstall::remove_gpu_client_taint() {
+  if (auto r = gpu_clients_->remove_taint(); !r) {
+    return r.error().wrap("failed to remove the GPU client taint from node " + settings_.node_name);
+  }
   return ok_status();
 }
 

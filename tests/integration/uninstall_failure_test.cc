@@ -42,6 +42,17 @@ TEST_F(UninstallFailure, PdbBlockedGpuPodFailsAtTheDrainTimeoutAndRestoresTheNod
   EXPECT_EQ(s.running_uids(s.workload_ns()), workload_before);
   EXPECT_TRUE(s.sim().refcnt().has_value());
   expect_labels(s, ops, "true");
+  // The failure is recorded on the node for `kubectl describe node`.
+  const auto events = cluster().get_json(
+      {"events", "-n", "default", "--field-selector", "involvedObject.kind=Node,involvedObject.name=pdb"});
+  bool recorded = false;
+  for (const auto& e : events["items"]) {
+    if (e.value("reason", "") == "DriverUninstallFailed" && e.value("type", "") == "Warning" &&
+        e.value("message", "").find("inference-budget") != std::string::npos) {
+      recorded = true;
+    }
+  }
+  EXPECT_TRUE(recorded) << events.dump(2);
 }
 
 TEST_F(UninstallFailure, AnAdminsCordonSurvivesASuccessfulRun) {
