@@ -179,8 +179,7 @@ Result<std::string> Client::Impl::discover_eviction_version() {
       const std::string group = r.value("group", "");
       const std::string version = r.value("version", "");
       // Servers before 1.8 do not name the version; they serve only v1beta1.
-      gv = group.empty() || version.empty() ? "policy/v1beta1" : group + "/" + version;
-      if (version != "v1" && version != "v1beta1") gv = "policy/v1beta1";
+      gv = group == "policy" && version == "v1" ? "policy/v1" : "policy/v1beta1";
     }
   }
   if (gv.empty()) {

@@ -25,7 +25,7 @@ Result<std::string> read_whole_file(const std::string& path) {
   return ss.str();
 }
 
-std::string trim(std::string s) {
+std::string trim(const std::string& s) {
   const char* ws = " \t\r\n";
   const auto b = s.find_first_not_of(ws);
   if (b == std::string::npos) return {};

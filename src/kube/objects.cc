@@ -1,5 +1,7 @@
 #include "kube/objects.h"
 
+#include <utility>
+
 namespace dm::kube {
 namespace {
 
@@ -46,7 +48,7 @@ const Json* find(const Json& j, std::initializer_list<std::string_view> path) {
 
 std::string string_at(const Json& j, std::initializer_list<std::string_view> path, std::string fallback) {
   const Json* v = find(j, path);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : fallback;
+  return v != nullptr && v->is_string() ? v->get<std::string>() : std::move(fallback);
 }
 
 std::string name(const Json& obj) {

@@ -1,5 +1,6 @@
 // Client::list_watch: list, then stream changes, resuming from the last resourceVersion and re-listing when
 // the server no longer has the history (410 Gone).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -172,11 +173,11 @@ Status Client::list_watch(const std::string& path, const ListOptions& options, c
     }
     Error err;
     if (end == StreamEnd::kErrorEvent) {
-      err = Error("GET " + wpath + ": watch error: " + error_message + " (" + std::to_string(error_code) +
-                      (error_reason.empty() ? "" : " " + error_reason) + ")",
+      err = Error(fmt::format("GET {}: watch error: {} ({}{}{})", wpath, error_message, error_code,
+                              error_reason.empty() ? "" : " ", error_reason),
                   error_code, error_reason);
     } else if (end == StreamEnd::kBadData) {
-      err = Error("GET " + wpath + ": " + error_message);
+      err = Error(fmt::format("GET {}: {}", wpath, error_message));
     } else if (!resp.transport_error.empty()) {
       err = transport_error("GET", wpath, im.config.server, resp.transport_error);
     } else if (!is_2xx(resp.status)) {
