@@ -24,8 +24,8 @@ PodFacts api_pod_facts(kube::Client& client) {
       if (!claim) {
         // 404: the claim is gone, or the cluster has no resource.k8s.io/v1 (claims are then ignored).
         if (claim.error().not_found()) continue;
-        return claim.error().wrap("failed to look up ResourceClaim " + ns + "/" + name + " of pod " +
-                                  pod_ref(pod));
+        return claim.error().wrap(
+            fmt::format("failed to look up ResourceClaim {}/{} of pod {}", ns, name, pod_ref(pod)));
       }
       if (is_allocated_gpu_claim(*claim)) return true;
     }
