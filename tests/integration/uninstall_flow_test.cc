@@ -214,5 +214,67 @@ TEST_F(UninstallFlow, PreInstalledHostDriverDisablesTheContainerizedDriverAndFai
   EXPECT_TRUE(s.sim().refcnt().has_value());
 }
 
+TEST_F(UninstallFlow, ClientLabelAndCustomLabelDaemonSetsAreTakenOffAndWaitedFor) {
+  Scenario s(cluster(), "labels");
+  const auto ops = default_operands();
+  s.deploy_operands(ops);
+  // Third-party clients holding the GPU, removed only through their node labels (PR #205, quirk 7).
+  s.deploy_daemonset("client-agent", s.workload_ns(), {{deploy_label("client"), "true"}}, true);
+  s.deploy_daemonset("custom-agent", s.workload_ns(), {{"example.com/gpu-agent", "true"}}, true);
+  s.label_node({{deploy_label("client"), "true"}, {"example.com/gpu-agent", "true"}});
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 2);
+  const auto clients_before = s.running_uids(s.workload_ns());
+
+  auto r = s.run(sa_kubeconfig(), {{"NODE_LABEL_FOR_GPU_POD_EVICTION", "example.com/gpu-agent=true"}});
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("holds a value; only the label key"));
+  EXPECT_THAT(
+      r.log, HasSubstr("Shutting down GPU clients using node selector label \"example.com/gpu-agent\"=true"));
+  EXPECT_THAT(r.log,
+              HasSubstr("Waiting for daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client to "
+                        "shutdown"));
+  EXPECT_THAT(
+      r.log,
+      HasSubstr("Waiting for daemon set pods with nodeSelector key example.com/gpu-agent to shutdown"));
+  // The unload succeeded, so both label-selected clients were gone by then.
+  EXPECT_FALSE(s.sim().refcnt().has_value());
+  EXPECT_EQ(s.label(deploy_label("client")), "true");
+  EXPECT_EQ(s.label("example.com/gpu-agent"), "true");
+  EXPECT_TRUE(eventually([&] { return s.running_uids(s.workload_ns()).size() == 2; }, 60));
+  EXPECT_TRUE(disjoint(s.running_uids(s.workload_ns()), clients_before));
+}
+
+TEST_F(UninstallFlow, DraKubeletPluginIsDrainedLastAfterTheGpuWorkloads) {
+  Scenario s(cluster(), "dra");
+  const auto ops = default_operands();
+  s.deploy_operands(ops);
+  s.deploy_operands({{"dra-driver", "nvidia-dra-driver-kubelet-plugin", true, false}});
+  s.deploy_gpu_workload("trainer");
+  s.wait_running(s.operator_ns(), ops.size() + 1);
+  s.wait_running(s.workload_ns(), 1);
+
+  auto r = s.run(sa_kubeconfig());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  // The plugin keeps running through the pause batch and the GPU workload eviction.
+  const auto evicted = r.log.find("evicting pod " + s.workload_ns() + "/trainer-");
+  const auto guard = r.log.find("Checking that no pod on the node still holds a GPU resource claim");
+  const auto plugin = r.log.find("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
+  const auto unload = r.log.find("Unloading NVIDIA driver kernel modules");
+  ASSERT_NE(evicted, std::string::npos) << r.log;
+  ASSERT_NE(guard, std::string::npos) << r.log;
+  ASSERT_NE(plugin, std::string::npos) << r.log;
+  ASSERT_NE(unload, std::string::npos) << r.log;
+  EXPECT_LT(evicted, guard);
+  EXPECT_LT(guard, plugin);
+  EXPECT_LT(plugin, unload);
+  EXPECT_THAT(r.log, HasSubstr("Waiting for nvidia-dra-driver-kubelet-plugin to shutdown"));
+  EXPECT_FALSE(s.sim().refcnt().has_value());
+  EXPECT_EQ(s.label(deploy_label("dra-driver")), "true");
+  expect_labels(s, ops, "true");
+}
+
 }  // namespace
 }  // namespace dm::test::uninstall
