@@ -31,8 +31,8 @@ class PodWatch {
   PodWatch(const PodWatch&) = delete;
   PodWatch& operator=(const PodWatch&) = delete;
 
-  // Starts the watch thread and waits for the first full list. A failing list is retried until `deadline`;
-  // the error then names the last API error.
+  // Starts the watch thread and waits for the first full list. A failing list is retried until `deadline`
+  // (the error then names the last API error), except 401/403, which no retry fixes.
   Status start(Deadline deadline, const CancelToken& cancel);
 
   // The pods currently on the node (copy of the cache).
@@ -58,6 +58,7 @@ class PodWatch {
   std::map<std::string, nlohmann::json> by_uid_;
   bool synced_ = false;
   std::string last_error_;
+  int last_error_status_ = 0;
   uint64_t generation_ = 0;
 
   std::atomic<bool> stop_{false};
