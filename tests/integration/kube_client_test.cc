@@ -52,6 +52,7 @@ ClientOptions retrying(int max_retries, std::chrono::milliseconds base = 200ms,
 
 std::vector<std::string> names_of(const std::vector<Json>& items) {
   std::vector<std::string> out;
+  out.reserve(items.size());
   for (const auto& i : items) out.push_back(name(i));
   return out;
 }
@@ -320,7 +321,7 @@ TEST_F(KubeClientTest, PagingWithLimitAndContinue) {
 // ---- authentication variants and errors ----
 
 TEST_F(KubeClientTest, FileBasedCredentialsAndTokenFile) {
-  const std::string dir = cluster_->state_dir();
+  const std::string& dir = cluster_->state_dir();
   const std::string server = config_.server;
   const std::string ca = env_value("K8S_CA_FILE");
   const std::string cert = env_value("K8S_CLIENT_CERT");
@@ -443,6 +444,7 @@ TEST_F(KubeClientTest, ExceptionFromAWatchHandlerPropagates) {
 TEST_F(KubeClientTest, ConcurrentRequestsShareTheClient) {
   const std::string ns = make_namespace("threads");
   std::vector<std::thread> threads;
+  threads.reserve(4);
   std::atomic<int> failures{0};
   for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&, t] {
@@ -708,6 +710,7 @@ TEST_F(KubeClientTest, WatchRelistsAfter410Gone) {
   WatchHandlers h;
   h.on_sync = [&](const std::vector<Json>& items) {
     std::vector<std::string> reasons;
+    reasons.reserve(items.size());
     for (const auto& i : items) reasons.push_back(i.value("reason", ""));
     std::sort(reasons.begin(), reasons.end());
     syncs.push_back(reasons);
