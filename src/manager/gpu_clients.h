@@ -6,6 +6,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -29,6 +30,9 @@ class GpuClientReset {
   // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it.
   GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                  const Settings& settings, std::vector<std::string> label_handled_keys = {});
+
+  // The keys of label_handled_client_keys(), once the flow has read the node (before any reset).
+  void set_label_handled_keys(std::vector<std::string> keys) { label_handled_keys_ = std::move(keys); }
 
   // Startup self-healing (after the host-driver check): removes a taint that an earlier, crashed run added
   // (our ownership annotation on `node`, the node as just read; no request when there is none).
