@@ -240,6 +240,13 @@ void Simulator::start_pod(TrackedPod& t) {
 }
 
 void Simulator::finish_pod(TrackedPod& t) {
+  // Like a kubelet, the pod's processes exit (releasing the device) before its object is removed: whoever
+  // sees the pod gone must find the refcount already dropped.
+  if (!t.exited) {
+    t.exited = true;
+    next_kernel_attempt_ = {};
+    update_kernel();
+  }
   const Json& meta = t.pod["metadata"];
   dm::kube::DeleteOptions del;
   del.grace_period_seconds = 0;
@@ -261,7 +268,7 @@ void Simulator::update_kernel() {
   std::vector<std::string> holders;
   for (const auto& [uid, t] : pods_) {
     // A terminating pod still holds the device until node-sim has finished it (its process exited).
-    if (!t.finished && (t.started || is_running(t.pod)) && holds_gpu(t.pod))
+    if (!t.finished && !t.exited && (t.started || is_running(t.pod)) && holds_gpu(t.pod))
       holders.push_back(pod_key(t.pod));
   }
   if (auto st = kernel_.set_holders(std::move(holders)); !st) {

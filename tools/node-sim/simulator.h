@@ -42,7 +42,8 @@ class Simulator {
     std::optional<dm::TimePoint> terminating_since;  // when node-sim first saw deletionTimestamp
     dm::TimePoint next_attempt{};                    // backoff after a failed request
     bool started = false;                            // node-sim made it Running (its "process" runs)
-    bool finished = false;                           // node-sim deleted it (its "process" exited)
+    bool finished = false;                           // node-sim deleted it
+    bool exited = false;                             // its "process" exited: it no longer holds the GPU
     bool stuck_logged = false;
   };
 
