@@ -167,6 +167,9 @@ std::vector<Flag> flags() {
   f.push_back(duration_flag("mofed-wait-timeout", "MOFED_WAIT_TIMEOUT",
                             "deadline for the MOFED driver to become ready (0 = no limit)", "0s",
                             [](ParseResult& r, Duration v) { r.settings.mofed_wait_timeout = v; }));
+  f.push_back(duration_flag("pre-installed-sleep", "PRE_INSTALLED_SLEEP",
+                            "wait before failing when a host driver is pre-installed (upstream: 60s)", "60s",
+                            [](ParseResult& r, Duration v) { r.settings.pre_installed_sleep = v; }));
   f.push_back(bool_flag("uncordon-always", "UNCORDON_ALWAYS",
                         "uncordon the node even if this program did not cordon it (upstream behaviour)",
                         false, [](ParseResult& r, bool v) { r.settings.legacy_uncordon = v; }));

@@ -499,33 +499,12 @@ Status Uninstall::unload_nouveau() {
 
 #undef DM_STEP
 
-// PRE_INSTALLED_SLEEP: whole seconds, optionally with an "s" suffix (a test knob; the CLI does not parse
-// it yet). nullopt when unset; error text when invalid.
-Result<std::optional<Duration>> pre_installed_sleep_from_env() {
-  const char* v = std::getenv("PRE_INSTALLED_SLEEP");
-  if (v == nullptr || *v == '\0') return std::optional<Duration>{};
-  std::string text(v);
-  if (text.back() == 's') text.pop_back();
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 6) {
-    return Error(
-        std::string("could not parse \"") + v +
-        "\" as a duration from environment variable \"PRE_INSTALLED_SLEEP\" (whole seconds, e.g. 60s)");
-  }
-  return std::optional<Duration>{std::chrono::seconds(std::stoi(text))};
-}
-
 }  // namespace
 
 int run_uninstall_driver(const Settings& in_settings) {
   install_sigterm_handler();
   CancelToken cancel(&g_terminated);
   Settings settings = in_settings;
-  auto sleep = pre_installed_sleep_from_env();
-  if (!sleep) {
-    spdlog::critical("{}", sleep.error().message);
-    return kExitFailed;
-  }
-  if (*sleep) settings.pre_installed_sleep = **sleep;
   // vfio-manage (a child process) finds the simulated host through the environment.
   if (!settings.sim_root.empty()) setenv("DRIVER_MANAGER_SIM_ROOT", settings.sim_root.c_str(), 1);
   if (settings.node_name.empty()) {
