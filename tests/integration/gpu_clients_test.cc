@@ -490,5 +490,49 @@ TEST_F(GpuClients, DraPluginClientIsResetAfterTheGpuWorkloadsAndOtherClientsBefo
   expect_no_taint_of_ours(s);
 }
 
+TEST_F(GpuClients, SkipUninstallPathStillBouncesClientsAndRemovesTheTaint) {
+  Scenario s(cluster(), "gc-skip");
+  deploy(s, {{.name = "agent"}});
+  s.wait_running(s.workload_ns(), 1);
+  const std::string agent_uid = uid_of(s, "agent");
+  write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-same\n");
+
+  const auto r = s.run(sa_kubeconfig(), {{"DRIVER_CONFIG_DIGEST", "digest-same"}});
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log,
+              HasSubstr("The NVIDIA driver is already loaded with the desired version and configuration"));
+  // The driver stays, but the client (which may bind-mount the old driver root) was bounced.
+  EXPECT_TRUE(s.sim().refcnt().has_value());
+  EXPECT_THAT(r.log, HasSubstr("evicting pod " + s.workload_ns() + "/agent-"));
+  expect_no_taint_of_ours(s);
+  s.wait_running(s.workload_ns(), 1, "app=agent", 90);
+  EXPECT_EQ(s.running_uids(s.workload_ns(), "app=agent").count(agent_uid), 0U);
+}
+
+TEST_F(GpuClients, NoDriverPathEvictsNothingButRemovesALeftoverTaintOfOurs) {
+  NodeSimOptions o;
+  o.no_driver = true;
+  Scenario s(cluster(), "gc-nodriver", o);
+  deploy(s, {{.name = "agent"}});
+  s.wait_running(s.workload_ns(), 1);
+  const std::string agent_uid = uid_of(s, "agent");
+  // What a run killed after tainting leaves behind, next to an admin's taint with our key but another effect.
+  const std::string ours = std::string(kTaintKey) + "=" + kTaintValue + ":NoSchedule";
+  kubectl_ok(cluster(),
+             {"taint", "node", s.node(), ours, std::string(kTaintKey) + "=admin:PreferNoSchedule"});
+  s.annotate_node(kOwnerAnnotation, ours);
+  const size_t audit_from = cluster().audit_events().size();
+
+  const auto r = s.run(sa_kubeconfig());
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("No NVIDIA driver loaded"));
+  EXPECT_THAT(r.log, HasSubstr("left by an earlier run of driver-manager"));
+  EXPECT_EQ(evictions_since(sa_user(), audit_from), 0U);
+  EXPECT_EQ(s.running_uids(s.workload_ns(), "app=agent"), std::set<std::string>{agent_uid});
+  EXPECT_FALSE(our_taint_on(s)) << taints(s).dump();
+  EXPECT_FALSE(s.has_annotation(kOwnerAnnotation));
+  EXPECT_EQ(count_taints(s, kTaintKey, "admin", "PreferNoSchedule"), 1U) << taints(s).dump();
+}
+
 }  // namespace
 }  // namespace dm::test::uninstall
