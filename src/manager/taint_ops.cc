@@ -139,6 +139,7 @@ Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
 
 Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
   Error last;
+  std::string owned_text = "<key>:<effect>";
   for (int attempt = 1; attempt <= max_attempts_; ++attempt) {
     Json fresh;
     if (node == nullptr || attempt > 1) {
@@ -149,6 +150,7 @@ Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
     const Json& current = (node == nullptr || attempt > 1) ? fresh : *node;
     TaintRemovePlan plan = plan_taint_remove(current);
     if (!plan.owned) return std::optional<Taint>{};
+    owned_text = *plan.owned;
     if (plan.removed) {
       spdlog::info("Removing taint {} (added by driver-manager) from node {}", plan.removed->to_string(),
                    node_);
@@ -164,8 +166,8 @@ Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
     clock_.sleep_for(std::chrono::milliseconds(50) * attempt, CancelToken{});
   }
   return last.wrap("failed to remove the gpu-client taint from node " + node_ +
-                   " (remove it with kubectl taint node " + node_ +
-                   " <key>:<effect>- and delete the annotation " + std::string(kTaintOwnerAnnotation) + ")");
+                   " (remove it by hand: kubectl taint node " + node_ + " " + owned_text +
+                   "- && kubectl annotate node " + node_ + " " + std::string(kTaintOwnerAnnotation) + "-)");
 }
 
 }  // namespace dm::manager
