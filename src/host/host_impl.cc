@@ -19,15 +19,6 @@ namespace {
 
 constexpr std::string_view kMellanoxVendor = "0x15b3";
 
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out.append(sep);
-    out.append(s);
-  }
-  return out;
-}
-
 class HostImpl final : public Host {
  public:
   HostImpl(std::string root, std::unique_ptr<ModuleBackend> modules)
@@ -66,9 +57,9 @@ class HostImpl final : public Host {
     if (!plan.allowed()) {
       spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
       spdlog::error("{}", nvidia_modules_table());
-      return Error(
-          "NVIDIA driver kernel modules are in use, none was unloaded: " + join(plan.blockers, "; ") +
-          ". Stop the listed processes/pods (or unload the listed modules) and retry");
+      return Error("NVIDIA driver kernel modules are in use, none was unloaded: " +
+                   fmt::format("{}", fmt::join(plan.blockers, "; ")) +
+                   ". Stop the listed processes/pods (or unload the listed modules) and retry");
     }
     std::vector<std::string> removed;
     for (const auto& name : plan.order) {
@@ -80,7 +71,7 @@ class HostImpl final : public Host {
         spdlog::error("{}", nvidia_modules_table());
         return st.error().wrap(removed.empty() ? std::string("NVIDIA driver kernel modules were not unloaded")
                                                : "NVIDIA driver partially unloaded (already removed: " +
-                                                     join(removed, ", ") + ")");
+                                                     fmt::format("{}", fmt::join(removed, ", ")) + ")");
       }
       spdlog::info("Unloaded kernel module {}", name);
       removed.push_back(name);

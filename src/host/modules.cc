@@ -14,15 +14,6 @@ bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
-std::string join(const std::vector<std::string>& v, std::string_view sep) {
-  std::string out;
-  for (const auto& s : v) {
-    if (!out.empty()) out.append(sep);
-    out.append(s);
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string describe_module_blocker(const ModuleState& m, const std::vector<std::string>& stack) {
@@ -38,14 +29,16 @@ std::string describe_module_blocker(const ModuleState& m, const std::vector<std:
   if (m.refcount - in_stack <= 0) return {};
 
   std::string out = fmt::format("{}: refcount {}", m.name, m.refcount);
-  if (!outside.empty()) out += ", held by module(s) outside the NVIDIA stack: " + join(outside, ", ");
+  if (!outside.empty())
+    out += ", held by module(s) outside the NVIDIA stack: " + fmt::format("{}", fmt::join(outside, ", "));
   // References not explained by holder modules come from open device files (processes, pods).
   const int others = m.refcount - static_cast<int>(m.holders.size());
   if (others > 0) {
     out += fmt::format(", used by {} process(es)/pod(s)", others);
-    out += m.users.empty() ? std::string(" (not identified)") : ": " + join(m.users, ", ");
+    out += m.users.empty() ? std::string(" (not identified)")
+                           : ": " + fmt::format("{}", fmt::join(m.users, ", "));
   } else if (!m.users.empty() && outside.empty()) {
-    out += ", used by: " + join(m.users, ", ");
+    out += ", used by: " + fmt::format("{}", fmt::join(m.users, ", "));
   }
   return out;
 }

@@ -1,5 +1,6 @@
 #include "manager/drain.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "manager/claims.h"
@@ -73,12 +74,6 @@ DrainOptions drain_options(const Settings& s) {
   return o;
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : "; ") + i;
-  return out;
-}
-
 }  // namespace
 
 Status evict_gpu_workloads(const FlowContext& ctx) {
@@ -95,7 +90,8 @@ Status evict_gpu_workloads(const FlowContext& ctx) {
   if (!plan.ok()) {
     spdlog::error("Cannot delete all GPU pods");
     for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
-    return Error("cannot evict every GPU pod on node " + ctx.node.node() + ": " + joined(plan.errors));
+    return Error("cannot evict every GPU pod on node " + ctx.node.node() + ": " +
+                 fmt::format("{}", fmt::join(plan.errors, "; ")));
   }
   for (const auto& p : plan.to_evict) spdlog::info("GPU pod - {}", pod_ref(p));
   for (const auto& p : plan.to_wait) spdlog::info("GPU pod - {} (already terminating)", pod_ref(p));
@@ -117,7 +113,8 @@ Status drain_node(const FlowContext& ctx) {
   log_decisions(plan);
   if (!plan.ok()) {
     for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
-    return Error("cannot drain node " + ctx.node.node() + ": " + joined(plan.errors));
+    return Error("cannot drain node " + ctx.node.node() + ": " +
+                 fmt::format("{}", fmt::join(plan.errors, "; ")));
   }
   auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(plan), drain_deadline(ctx), ctx.cancel,
                       eviction_options(ctx, "pods of the drained node"));

@@ -1,5 +1,6 @@
 #include "manager/gpu_clients.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <set>
@@ -15,15 +16,6 @@ namespace {
 
 // How long the pod watch gets to show the pods a fresh LIST found (it is normally milliseconds behind).
 constexpr auto kWatchCatchUp = std::chrono::seconds(10);
-
-std::string join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const auto& i : items) {
-    if (!out.empty()) out += sep;
-    out += i;
-  }
-  return out;
-}
 
 std::string phase_name(GpuClientPhase phase) {
   return phase == GpuClientPhase::kDraPlugin ? "GPU client DRA plugin pods" : "GPU client pods";
@@ -47,7 +39,8 @@ std::string controller_desc(const Json& pod) {
 }
 
 Error refusal(const std::string& what, const std::vector<std::string>& errors) {
-  return Error("refusing to reset " + what + " (nothing was evicted by this step): " + join(errors, "; "));
+  return Error("refusing to reset " + what +
+               " (nothing was evicted by this step): " + fmt::format("{}", fmt::join(errors, "; ")));
 }
 
 }  // namespace

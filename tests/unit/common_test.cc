@@ -6,20 +6,12 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/result.h"
+#include "support/doubles.h"
 
 namespace dm {
 namespace {
 
-class FakeClock final : public Clock {
- public:
-  [[nodiscard]] TimePoint now() const override { return now_; }
-  bool sleep_for(Duration d, const CancelToken& cancel) const override {
-    if (cancel.cancelled()) return false;
-    now_ += d;
-    return true;
-  }
-  mutable TimePoint now_{};
-};
+using test::FakeClock;
 
 TEST(Result, HoldsValueOrError) {
   Result<int> good = 42;
@@ -48,7 +40,7 @@ TEST(Status, DefaultIsOk) {
 TEST(Deadline, UnlimitedNeverPasses) {
   FakeClock clock;
   const Deadline d;
-  clock.now_ += std::chrono::hours(1000);
+  clock.advance(std::chrono::hours(1000));
   EXPECT_TRUE(d.unlimited());
   EXPECT_FALSE(d.passed(clock));
   EXPECT_EQ(d.remaining(clock), Duration::max());
@@ -57,10 +49,10 @@ TEST(Deadline, UnlimitedNeverPasses) {
 TEST(Deadline, PassesAfterItsDuration) {
   FakeClock clock;
   const Deadline d = Deadline::after(clock, std::chrono::seconds(10));
-  clock.now_ += std::chrono::seconds(9);
+  clock.advance(std::chrono::seconds(9));
   EXPECT_FALSE(d.passed(clock));
   EXPECT_EQ(d.remaining(clock), std::chrono::seconds(1));
-  clock.now_ += std::chrono::seconds(1);
+  clock.advance(std::chrono::seconds(1));
   EXPECT_TRUE(d.passed(clock));
   EXPECT_EQ(d.remaining(clock), Duration::zero());
 }

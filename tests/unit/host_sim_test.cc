@@ -9,33 +9,16 @@
 #include <sstream>
 
 #include "host/host.h"
+#include "support/doubles.h"
 #include "support/process.h"
 
 namespace dm::host {
 namespace {
 
+using test::LogCapture;
+
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-// Routes spdlog's default logger into a string for the duration of a test.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    sink->set_pattern("%l %v");
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_level(spdlog::level::debug);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  [[nodiscard]] std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 class SimHostTest : public ::testing::Test {
  protected:

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "host/host.h"
+#include "support/doubles.h"
 #include "support/process.h"
 #include "vfio/command.h"
 #include "vfio/vfio.h"
@@ -17,31 +18,14 @@
 namespace dm::vfio {
 namespace {
 
+using test::LogCapture;
+
 namespace fs = std::filesystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 constexpr const char* kRelease = "6.1.0-test";
 constexpr const char* kUntouched = "untouched";
-
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
-    sink->set_pattern("%l %v");
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_level(spdlog::level::debug);
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  LogCapture(const LogCapture&) = delete;
-  LogCapture& operator=(const LogCapture&) = delete;
-  [[nodiscard]] std::string text() const { return out_.str(); }
-
- private:
-  std::ostringstream out_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
 
 // A host that delegates to the simulated one but records the commands it is asked to run.
 class RecordingHost final : public host::Host {

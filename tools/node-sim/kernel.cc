@@ -1,6 +1,7 @@
 #include "kernel.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -19,12 +20,6 @@ std::string users_content(const std::vector<std::string>& holders) {
   std::string out;
   for (const auto& h : holders) out += h + "\n";
   return out;
-}
-
-std::string join(const std::vector<std::string>& v) {
-  std::string out;
-  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
-  return out.empty() ? "none" : out;
 }
 
 }  // namespace
@@ -106,7 +101,7 @@ dm::Status SimKernel::set_holders(std::vector<std::string> holders) {
     return st;
   }
   spdlog::info("kernel: {} refcnt {} -> {} (holders: {})", kHeldModule, holders_.size(), holders.size(),
-               join(holders));
+               (holders.empty() ? std::string("none") : fmt::format("{}", fmt::join(holders, ", "))));
   holders_ = std::move(holders);
   known_ = true;
   return dm::ok_status();

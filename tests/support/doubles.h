@@ -1,0 +1,56 @@
+// Test doubles shared by unit tests: a clock that moves only when slept on, and a capture of spdlog output.
+#pragma once
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include "common/clock.h"
+
+namespace dm::test {
+
+// Time moves only when someone sleeps; `on_sleep` lets a test change the world between polls.
+class FakeClock final : public Clock {
+ public:
+  [[nodiscard]] TimePoint now() const override { return now_; }
+  bool sleep_for(Duration d, const CancelToken& cancel) const override {
+    if (cancel.cancelled()) return false;
+    now_ += d;
+    ++sleeps_;
+    if (on_sleep) on_sleep(sleeps_);
+    return !cancel.cancelled();
+  }
+  void advance(Duration d) { now_ += d; }
+  std::function<void(int)> on_sleep;
+  [[nodiscard]] int sleeps() const { return sleeps_; }
+
+ private:
+  mutable TimePoint now_{};
+  mutable int sleeps_ = 0;
+};
+
+// Routes spdlog's default logger into a string ("<level> <message>" lines) for the lifetime of the object.
+class LogCapture {
+ public:
+  LogCapture() : previous_(spdlog::default_logger()) {
+    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(out_);
+    sink->set_pattern("%l %v");
+    auto logger = std::make_shared<spdlog::logger>("capture", sink);
+    logger->set_level(spdlog::level::debug);
+    spdlog::set_default_logger(logger);
+  }
+  ~LogCapture() { spdlog::set_default_logger(previous_); }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  [[nodiscard]] std::string text() const { return out_.str(); }
+
+ private:
+  std::ostringstream out_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
+}  // namespace dm::test
