@@ -88,10 +88,9 @@ std::string format_modules_table(std::string_view proc_modules) {
 }
 
 std::string proc_modules_line(const ModuleState& m) {
-  std::string holders;
-  for (const auto& h : m.holders) holders += h + ",";
-  if (holders.empty()) holders = "-";
-  return fmt::format("{} 0 {} {} Live 0x0000000000000000\n", m.name, m.refcount, holders);
+  // /proc/modules lists holders as "a,b," and "-" for none.
+  if (m.holders.empty()) return fmt::format("{} 0 {} - Live 0x0000000000000000\n", m.name, m.refcount);
+  return fmt::format("{} 0 {} {}, Live 0x0000000000000000\n", m.name, m.refcount, fmt::join(m.holders, ","));
 }
 
 }  // namespace dm::host
