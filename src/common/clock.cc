@@ -5,7 +5,9 @@
 
 namespace dm {
 
-TimePoint SystemClock::now() const { return std::chrono::steady_clock::now(); }
+TimePoint SystemClock::now() const {
+  return std::chrono::steady_clock::now();
+}
 
 bool SystemClock::sleep_for(Duration d, const CancelToken& cancel) const {
   const auto end = now() + d;

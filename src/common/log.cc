@@ -14,13 +14,20 @@ namespace {
 
 std::string_view logrus_level(spdlog::level::level_enum l) {
   switch (l) {
-    case spdlog::level::trace: return "trace";
-    case spdlog::level::debug: return "debug";
-    case spdlog::level::info: return "info";
-    case spdlog::level::warn: return "warning";
-    case spdlog::level::err: return "error";
-    case spdlog::level::critical: return "fatal";
-    default: return "info";
+    case spdlog::level::trace:
+      return "trace";
+    case spdlog::level::debug:
+      return "debug";
+    case spdlog::level::info:
+      return "info";
+    case spdlog::level::warn:
+      return "warning";
+    case spdlog::level::err:
+      return "error";
+    case spdlog::level::critical:
+      return "fatal";
+    default:
+      return "info";
   }
 }
 
@@ -80,9 +87,12 @@ void setup_logging(LogFormat format, std::string_view level) {
   auto logger = std::make_shared<spdlog::logger>("driver-manager", sink);
   logger->set_formatter(std::make_unique<LogrusFormatter>(format));
   spdlog::level::level_enum l = spdlog::level::info;
-  if (level == "debug") l = spdlog::level::debug;
-  else if (level == "warning" || level == "warn") l = spdlog::level::warn;
-  else if (level == "error") l = spdlog::level::err;
+  if (level == "debug")
+    l = spdlog::level::debug;
+  else if (level == "warning" || level == "warn")
+    l = spdlog::level::warn;
+  else if (level == "error")
+    l = spdlog::level::err;
   logger->set_level(l);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);

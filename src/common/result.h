@@ -71,6 +71,8 @@ class [[nodiscard]] Result<void> {
 
 using Status = Result<void>;
 
-inline Status ok_status() { return {}; }
+inline Status ok_status() {
+  return {};
+}
 
 }  // namespace dm

@@ -12,10 +12,11 @@ namespace dm::test {
 
 std::unique_ptr<TestCluster> TestCluster::start() {
   // The cluster tears itself down if this test process dies without running the destructor.
-  auto out = run_command({source_path("scripts/cluster"), "up"}, {},
-                         {{"K8S_WATCH_PID", std::to_string(getpid())}});
+  auto out =
+      run_command({source_path("scripts/cluster"), "up"}, {}, {{"K8S_WATCH_PID", std::to_string(getpid())}});
   if (out.exit_code != 0) {
-    throw std::runtime_error("scripts/cluster up failed (" + std::to_string(out.exit_code) + "):\n" + out.err);
+    throw std::runtime_error("scripts/cluster up failed (" + std::to_string(out.exit_code) + "):\n" +
+                             out.err);
   }
   std::string kc = out.out;
   while (!kc.empty() && (kc.back() == '\n' || kc.back() == '\r')) kc.pop_back();
@@ -29,7 +30,8 @@ TestCluster::~TestCluster() {
   if (!state_dir_.empty()) run_command({source_path("scripts/cluster"), "down", state_dir_});
 }
 
-CommandOutput TestCluster::kubectl(const std::vector<std::string>& args, const std::string& stdin_data) const {
+CommandOutput TestCluster::kubectl(const std::vector<std::string>& args,
+                                   const std::string& stdin_data) const {
   std::vector<std::string> argv = {"kubectl", "--kubeconfig", kubeconfig_};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv, stdin_data);
@@ -65,23 +67,24 @@ std::vector<nlohmann::json> TestCluster::audit_events() const {
 std::string TestCluster::service_account_kubeconfig(const std::string& ns, const std::string& name,
                                                     const std::string& cluster_role,
                                                     const std::string& role) const {
-  std::string yaml = "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
-                     "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: " +
-                     ns + "-" + name + "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: " +
-                     cluster_role + "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns +
-                     "\n";
+  std::string yaml =
+      "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: " + name + "\n  namespace: " + ns +
+      "\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: " + ns +
+      "-" + name +
+      "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: " + cluster_role +
+      "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns + "\n";
   if (!role.empty()) {
     yaml += "---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: " + name +
-            "\n  namespace: " + ns + "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: " +
-            role + "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns + "\n";
+            "\n  namespace: " + ns +
+            "\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: " + role +
+            "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns + "\n";
   }
   apply(yaml);
   // Kubernetes 1.20 creates a token Secret for each ServiceAccount.
   std::string token;
   if (!eventually(
           [&] {
-            auto sa = kubectl({"-n", ns, "get", "serviceaccount", name, "-o",
-                               "jsonpath={.secrets[0].name}"});
+            auto sa = kubectl({"-n", ns, "get", "serviceaccount", name, "-o", "jsonpath={.secrets[0].name}"});
             if (sa.exit_code != 0 || sa.out.empty()) return false;
             auto tok = kubectl({"-n", ns, "get", "secret", sa.out, "-o", "jsonpath={.data.token}"});
             if (tok.exit_code != 0 || tok.out.empty()) return false;
@@ -92,15 +95,17 @@ std::string TestCluster::service_account_kubeconfig(const std::string& ns, const
           60)) {
     throw std::runtime_error("no token for service account " + ns + "/" + name);
   }
-  auto server = kubectl({"config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"});
+  auto server =
+      kubectl({"config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"});
   auto ca = kubectl({"config", "view", "--minify", "--raw", "-o",
                      "jsonpath={.clusters[0].cluster.certificate-authority-data}"});
   const std::string path = state_dir_ + "/sa-" + ns + "-" + name + ".kubeconfig";
-  write_file(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server.out +
-                       "\n    certificate-authority-data: " + ca.out +
-                       "\nusers:\n- name: u\n  user:\n    token: " + token +
-                       "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: " + ns +
-                       "\ncurrent-context: c\n");
+  write_file(path,
+             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server.out +
+                 "\n    certificate-authority-data: " + ca.out +
+                 "\nusers:\n- name: u\n  user:\n    token: " + token +
+                 "\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: " + ns +
+                 "\ncurrent-context: c\n");
   return path;
 }
 

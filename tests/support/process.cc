@@ -182,11 +182,17 @@ bool BackgroundProcess::running() {
   return true;
 }
 
-std::string BackgroundProcess::log() const { return read_file(log_path_); }
+std::string BackgroundProcess::log() const {
+  return read_file(log_path_);
+}
 
-std::string bin_path(const std::string& name) { return std::string(DM_BIN_DIR) + "/" + name; }
+std::string bin_path(const std::string& name) {
+  return std::string(DM_BIN_DIR) + "/" + name;
+}
 
-std::string source_path(const std::string& rel) { return std::string(DM_SOURCE_DIR) + "/" + rel; }
+std::string source_path(const std::string& rel) {
+  return std::string(DM_SOURCE_DIR) + "/" + rel;
+}
 
 std::string make_temp_dir(const std::string& prefix) {
   std::string tmpl = (std::filesystem::temp_directory_path() / (prefix + ".XXXXXX")).string();
