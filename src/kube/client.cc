@@ -92,8 +92,15 @@ Result<Json> Client::Impl::send(const Call& call) {
     if (cancel.cancelled()) return Error(what + ": cancelled");
     HttpResponse resp;
     {
-      std::lock_guard lock(conn_mu);
-      resp = conn->perform(req);
+      auto conn = acquire();
+      if (!conn) return conn.error().wrap(what);
+      // Returned to the pool even if perform() rethrows a handler's exception.
+      struct Lease {
+        Impl& pool;
+        std::unique_ptr<HttpConnection> c;
+        ~Lease() { pool.release(std::move(c)); }
+      } lease{*this, std::move(*conn)};
+      resp = lease.c->perform(req);
     }
     requests.fetch_add(1, std::memory_order_relaxed);
     if (resp.aborted) return Error(what + ": cancelled");
@@ -205,8 +212,36 @@ Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptio
   im.options = std::move(options);
   im.clock = im.options.clock != nullptr ? im.options.clock : &im.system_clock;
   im.retry = RetryPolicy{im.options.max_retries, im.options.retry_base, im.options.retry_max};
-  im.conn = std::move(*conn);
+  im.idle.push_back(std::move(*conn));
+  im.open_connections = 1;
   return c;
+}
+
+Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire() {
+  std::unique_lock lock(pool_mu);
+  pool_cv.wait(lock, [this] { return !idle.empty() || open_connections < kMaxConnections; });
+  if (!idle.empty()) {
+    auto c = std::move(idle.back());
+    idle.pop_back();
+    return c;
+  }
+  ++open_connections;
+  lock.unlock();
+  auto c = HttpConnection::create(config, options.user_agent);
+  if (!c) {
+    const std::lock_guard relock(pool_mu);
+    --open_connections;
+    pool_cv.notify_one();
+  }
+  return c;
+}
+
+void Client::Impl::release(std::unique_ptr<HttpConnection> c) {
+  {
+    const std::lock_guard lock(pool_mu);
+    idle.push_back(std::move(c));
+  }
+  pool_cv.notify_one();
 }
 
 Result<Json> Client::get(const std::string& path) {

@@ -65,8 +65,9 @@ struct WatchHandlers {
   std::chrono::milliseconds tick{1000};
 };
 
-// Thread-safe: requests from several threads share one keep-alive connection and are serialised on it (a
-// slow request delays the others); each list_watch call streams on a connection of its own.
+// Thread-safe: sequential requests reuse one keep-alive connection; concurrent requests (e.g. parallel
+// evictions) borrow further pooled keep-alive connections (at most 8) instead of queueing behind each other;
+// each list_watch call streams on a connection of its own.
 class Client {
  public:
   static Result<std::unique_ptr<Client>> create(const Config& config, ClientOptions options = {});

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -22,8 +23,16 @@ struct Client::Impl {
   const Clock* clock = nullptr;
   RetryPolicy retry;
 
-  std::mutex conn_mu;  // one request at a time on the shared keep-alive connection
-  std::unique_ptr<HttpConnection> conn;
+  // Keep-alive connections for ordinary requests. A request borrows an idle one; concurrent requests
+  // (parallel evictions) open more, up to kMaxConnections, so they are not serialised behind one another.
+  // Watches use connections of their own.
+  static constexpr size_t kMaxConnections = 8;
+  std::mutex pool_mu;
+  std::condition_variable pool_cv;
+  std::vector<std::unique_ptr<HttpConnection>> idle;
+  size_t open_connections = 0;
+  Result<std::unique_ptr<HttpConnection>> acquire();
+  void release(std::unique_ptr<HttpConnection> c);
   std::atomic<uint64_t> requests{0};
 
   std::mutex eviction_mu;
