@@ -54,15 +54,7 @@ class KmodBackend final : public ModuleBackend {
   }
 
   Status remove(std::string_view name) override {
-    auto st = state(name);
-    if (!st) return st.error().wrap("failed to unload kernel module " + std::string(name));
-    if (!st->loaded) {
-      return Error("failed to unload kernel module " + std::string(name) + ": module is not loaded (ENOENT)");
-    }
-    if (st->refcount > 0) {
-      return Error("failed to unload kernel module " + std::string(name) +
-                   ": module is in use (EBUSY): " + describe_module_blocker(*st, {}));
-    }
+    if (auto ok = check_removable(name); !ok) return ok;
     auto mod = open(name);
     if (!mod) return mod.error();
     const int err = kmod_module_remove_module(mod->get(), 0);

@@ -87,6 +87,16 @@ std::string format_modules_table(std::string_view proc_modules) {
   return out;
 }
 
+Status ModuleBackend::check_removable(std::string_view name) const {
+  const std::string what = "failed to unload kernel module " + std::string(name);
+  auto st = state(name);
+  if (!st) return st.error().wrap(what);
+  if (!st->loaded) return Error(what + ": module is not loaded (ENOENT)");
+  if (st->refcount > 0)
+    return Error(what + ": module is in use (EBUSY): " + describe_module_blocker(*st, {}));
+  return {};
+}
+
 std::string proc_modules_line(const ModuleState& m) {
   // /proc/modules lists holders as "a,b," and "-" for none.
   if (m.holders.empty()) return fmt::format("{} 0 {} - Live 0x0000000000000000\n", m.name, m.refcount);

@@ -45,6 +45,10 @@ class ModuleBackend {
   virtual Status remove(std::string_view name) = 0;
   // The text of /proc/modules.
   [[nodiscard]] virtual Result<std::string> proc_modules() const = 0;
+
+ protected:
+  // Why `name` cannot be removed now (not loaded, in use - naming the holders), or ok.
+  [[nodiscard]] Status check_removable(std::string_view name) const;
 };
 
 // The real kernel through libkmod; users of nvidia* modules are found by scanning `proc_root`/*/fd.

@@ -50,15 +50,7 @@ class SimModuleBackend final : public ModuleBackend {
   }
 
   Status remove(std::string_view name) override {
-    auto st = state(name);
-    if (!st) return st.error().wrap("failed to unload kernel module " + std::string(name));
-    if (!st->loaded) {
-      return Error("failed to unload kernel module " + std::string(name) + ": module is not loaded (ENOENT)");
-    }
-    if (st->refcount > 0) {
-      return Error("failed to unload kernel module " + std::string(name) +
-                   ": module is in use (EBUSY): " + describe_module_blocker(*st, {}));
-    }
+    if (auto ok = check_removable(name); !ok) return ok;
     std::error_code ec;
     fs::remove_all(module_dir(name), ec);
     if (ec) {
