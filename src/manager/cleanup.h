@@ -1,38 +1,30 @@
-// cleanup-on-failure (spec 3.10, issue 4 decisions 3 and 6): whenever the run fails (or is terminated)
-// after it changed the node, undo what this run owns - our cordon, extra undo actions registered by later
-// steps (e.g. issue 5's taint) - print the guidance, put the operand labels back, and record an Event.
+// cleanup-on-failure: whenever a run fails (or is terminated) after it changed the node, print the guidance,
+// run the undo list (our cordon, our taint, the paused operand labels) within the time budget, name whatever
+// could not be undone, and record a Warning Event on the node. See docs/behaviour.md, "Cleanup on failure".
 #pragma once
 
-#include <functional>
 #include <string>
-#include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "manager/node_ops.h"
-#include "manager/operands.h"
 #include "manager/settings.h"
+#include "manager/undo.h"
 
 namespace dm::manager {
 
-// A named undo action of a step (run before the labels are restored; a failure is only a warning).
-struct UndoAction {
-  std::string name;
-  std::function<Status()> run;
-};
-
 struct CleanupInput {
   const Settings& settings;
-  NodeOps& node;  // its cancel token must not be the SIGTERM one: cleanup runs after SIGTERM too
-  const Snapshot& snapshot;
-  const std::vector<OperandSpec>& table;
-  bool may_own_cordon = true;  // false: neither this run nor a crashed one cordoned the node (saves a GET)
-  std::vector<UndoAction> undo;
+  NodeOps& node;        // for the Event; its cancel token must not be the SIGTERM one
+  bool policy = false;  // the GPU Operator's auto-upgrade policy is on for the node
+  UndoList& undo;
+  const Clock& clock;
+  Deadline deadline;  // no action is started after it (SIGTERM: inside the pod's grace period)
 };
 
-// Logs "Performing cleanup on failure", uncordons if the cordon is ours (legacy_uncordon: upstream's
-// rule), runs the undo actions, warns with the guidance when the policy or the settings keep
-// driver-manager from evicting, restores the operand labels (warning on failure) and records a Warning
-// Event on the node naming `cause`.
-void cleanup_on_failure(const CleanupInput& in, const Error& cause);
+// Logs "Performing cleanup on failure", warns with the guidance when the policy or the settings keep
+// driver-manager from evicting, runs the undo list best-effort, logs by name what is left on the node, and
+// records a Warning Event naming `cause`. Returns the names of what is left.
+std::vector<std::string> cleanup_on_failure(const CleanupInput& in, const Error& cause);
 
 }  // namespace dm::manager

@@ -23,9 +23,9 @@ std::string phase_name(GpuClientPhase phase) {
 
 // Decisions about pods that are no GPU client at all are only interesting when debugging.
 void log_decision(const PodDecision& d) {
-  if (d.verdict == Verdict::kSkip && d.filter == "designation" && d.reason == "not a designated GPU client") {
+  if (d.notice == Notice::kQuiet) {
     spdlog::debug("gpu-client: {}", d.log_line());
-  } else if (d.verdict == Verdict::kError || !d.warnings.empty()) {
+  } else if (d.verdict == Verdict::kError || !d.warnings.empty() || d.notice == Notice::kWarning) {
     spdlog::warn("gpu-client: {}", d.log_line());
   } else {
     spdlog::info("gpu-client: {}", d.log_line());
@@ -53,12 +53,14 @@ std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, con
 }
 
 GpuClientReset::GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                               const Settings& settings, std::vector<std::string> label_handled_keys)
+                               const Settings& settings, UndoList& undo,
+                               std::vector<std::string> label_handled_keys)
     : client_(client),
       pods_(pods),
       clock_(clock),
       cancel_(std::move(cancel)),
       settings_(settings),
+      undo_(undo),
       label_handled_keys_(std::move(label_handled_keys)),
       taint_ops_(client, clock, settings.node_name),
       taint_(parse_taint(settings.gpu_client_taint)) {}
@@ -72,6 +74,27 @@ Status GpuClientReset::heal_leftover_taint(const Json& node) {
   if (!r) return r.error();
   owned_ = false;
   return ok_status();
+}
+
+void GpuClientReset::adopt_leftover_taint(const Json& node) {
+  const auto owned = taint_owner_annotation(node);
+  if (!owned) return;
+  spdlog::info(
+      "Node {} carries taint \"{}\" left by an earlier run of driver-manager ({}); keeping it on until the "
+      "driver is unloaded",
+      settings_.node_name, *owned, kTaintOwnerAnnotation);
+  owned_ = true;
+  register_undo();
+}
+
+void GpuClientReset::register_undo() {
+  undo_.add({"remove the GPU client taint from node " + settings_.node_name, [this]() -> Status {
+               if (auto r = remove_taint(); !r) {
+                 return r.error().wrap("failed to remove the GPU client taint from node " +
+                                       settings_.node_name);
+               }
+               return ok_status();
+             }});
 }
 
 PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const {
@@ -93,6 +116,10 @@ Status GpuClientReset::reset_dra_plugin_clients() {
 
 Status GpuClientReset::ensure_taint() {
   if (effective_taint_) return ok_status();  // tainted earlier in this run
+  // Registered before the write: a request that timed out may still have been applied (removal reads our
+  // ownership annotation, so it never touches a taint that is not ours).
+  owned_ = true;
+  register_undo();
   auto plan = taint_ops_.add(*taint_);
   if (!plan) return plan.error();
   owned_ = plan->outcome != TaintOutcome::kPresentNotOurs;

@@ -18,6 +18,7 @@
 #include "manager/pod_watch.h"
 #include "manager/settings.h"
 #include "manager/taint_ops.h"
+#include "manager/undo.h"
 
 namespace dm::manager {
 
@@ -27,16 +28,20 @@ std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, con
 
 class GpuClientReset {
  public:
-  // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it.
+  // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
+  // object adds or adopts registers its removal in `undo`.
   GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                 const Settings& settings, std::vector<std::string> label_handled_keys = {});
+                 const Settings& settings, UndoList& undo, std::vector<std::string> label_handled_keys = {});
 
   // The keys of label_handled_client_keys(), once the flow has read the node (before any reset).
   void set_label_handled_keys(std::vector<std::string> keys) { label_handled_keys_ = std::move(keys); }
 
-  // Startup self-healing (after the host-driver check): removes a taint that an earlier, crashed run added
-  // (our ownership annotation on `node`, the node as just read; no request when there is none).
+  // Startup self-healing on a path that will not unload the driver: removes a taint that an earlier,
+  // crashed run added (our ownership annotation on `node`, the node as just read; no request when none).
   Status heal_leftover_taint(const nlohmann::json& node);
+  // On a path that will unload the driver: keeps such a taint on (its clients stay away) and registers its
+  // removal, which runs after the unload like that of a taint added by this run.
+  void adopt_leftover_taint(const nlohmann::json& node);
   // Resets the annotated clients that are not DRA plugins (with the operands, after their waits).
   Status reset_clients();
   // Resets the annotated clients that are DRA kubelet plugins (after the GPU workloads and the DRA claim
@@ -50,6 +55,7 @@ class GpuClientReset {
  private:
   Status reset(GpuClientPhase phase);
   Status ensure_taint();
+  void register_undo();
   [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;
   // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
   // pods the watch is then given a moment to catch up with (waits and evictions go by the watch).
@@ -61,6 +67,7 @@ class GpuClientReset {
   const Clock& clock_;
   CancelToken cancel_;
   const Settings& settings_;
+  UndoList& undo_;
   std::vector<std::string> label_handled_keys_;
   TaintOps taint_ops_;
   Result<Taint> taint_;

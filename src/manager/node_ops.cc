@@ -126,6 +126,13 @@ Status NodeOps::uncordon(bool legacy) {
   return ok_status();
 }
 
+Status NodeOps::drop_cordon_annotation() {
+  auto r = patch_with_retry(Json{{"metadata", {{"annotations", {{kCordonedAnnotation, nullptr}}}}}},
+                            "annotation " + std::string(kCordonedAnnotation));
+  if (!r) return r.error();
+  return ok_status();
+}
+
 void NodeOps::event(const std::string& reason, const std::string& message, const std::string& type) {
   Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}};
   auto s = client_.create_event(involved, reason, message, type);

@@ -55,6 +55,9 @@ class NodeOps {
   // annotation is left alone (logged), unless `legacy` (upstream: uncordon whatever cordoned it).
   Status uncordon(bool legacy);
 
+  // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
+  Status drop_cordon_annotation();
+
   // Best effort: records a core/v1 Event on the node (failures only logged at debug level).
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
 

@@ -168,6 +168,33 @@ Json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& tab
   return labels_patch(labels);
 }
 
+RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
+                                       const Json& current_node) {
+  const Json full = restore_patch(snapshot, table);
+  const Json* labels = nullptr;
+  if (current_node.contains("metadata") && current_node["metadata"].contains("labels")) {
+    labels = &current_node["metadata"]["labels"];
+  }
+  RestorePlan plan;
+  Json keep = Json::object();
+  if (patch_has_labels(full)) {
+    for (const auto& [key, target] : full["metadata"]["labels"].items()) {
+      std::string current;
+      if (labels != nullptr && labels->contains(key) && (*labels)[key].is_string()) {
+        current = (*labels)[key].get<std::string>();
+      }
+      if (current == target.get<std::string>()) continue;  // nothing to put back
+      if (current != pause_value(snapshot.value(key))) {
+        plan.changed_by_others.emplace_back(key, current);
+        continue;
+      }
+      keep[key] = target;
+    }
+  }
+  plan.patch = labels_patch(keep);
+  return plan;
+}
+
 bool patch_has_labels(const Json& patch) {
   if (!patch.is_object() || !patch.contains("metadata")) return false;
   const Json& md = patch["metadata"];

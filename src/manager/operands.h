@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dm::manager {
@@ -81,6 +82,15 @@ Json pause_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table
 Json plugin_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The restore batch: every row (pause and plugin) with a non-empty snapshot, value restore_value(snapshot).
 Json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
+// The restore batch limited to the labels still at the value the pause wrote (pause_value of the snapshot);
+// labels already back at their restore value are left out, and labels someone else changed while they were
+// paused are left alone and reported.
+struct RestorePlan {
+  Json patch;  // as restore_patch, possibly without labels
+  std::vector<std::pair<std::string, std::string>> changed_by_others;  // key, current value ("" = absent)
+};
+RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
+                                       const Json& current_node);
 // True if a patch body from the functions above has at least one label to write.
 bool patch_has_labels(const Json& patch);
 

@@ -50,8 +50,8 @@ FilterResult keep() {
 FilterResult warn(std::string why) {
   return {Verdict::kDelete, std::move(why)};
 }
-FilterResult skip(std::string why) {
-  return {Verdict::kSkip, std::move(why)};
+FilterResult skip(std::string why, Notice notice = Notice::kNormal) {
+  return {Verdict::kSkip, std::move(why), notice};
 }
 FilterResult fail(std::string why) {
   return {Verdict::kError, std::move(why)};
@@ -296,6 +296,7 @@ PodDecision PodPipeline::decide(const Json& pod) const {
     d.verdict = r.verdict;
     d.filter = f.name;
     d.reason = std::move(r.reason);
+    d.notice = r.notice;
     return d;
   }
   d.verdict = Verdict::kDelete;
@@ -427,7 +428,10 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                            return skip("opted out (" + ann + "=false)");
                          case ClientDesignation::kInvalid:
                            return skip("annotation " + ann + "=\"" + annotation(pod, ann).value_or("") +
-                                       "\" is not a boolean (use \"true\" or \"false\"); not reset");
+                                           "\" is not a boolean, so the pod is not reset and may keep the "
+                                           "driver busy (accepted: true, false, 1, 0, t, f, TRUE, FALSE, "
+                                           "True, False)",
+                                       Notice::kWarning);
                          case ClientDesignation::kNone:
                            break;
                        }
@@ -435,7 +439,7 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                          return skip("annotated " + dra_ann + " without " + ann + "=\"true\"; add " + ann +
                                      ": \"true\" to have it reset");
                        }
-                       return skip("not a designated GPU client");
+                       return skip("not a designated GPU client", Notice::kQuiet);
                      }});
   filters.push_back({"phase", [phase = options.phase](const Json& pod) {
                        const bool plugin = is_dra_plugin_client(pod);
@@ -478,7 +482,10 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                          return warn("tolerates the taint " + taint.to_string() + ", so its controller " +
                                      controller_name(pod) +
                                      " may recreate it on this node at once; for a DaemonSet, select "
-                                     "nvidia.com/gpu.deploy.client in its nodeSelector instead");
+                                     "nvidia.com/gpu.deploy.client in its nodeSelector instead, or set "
+                                     "GPU_CLIENT_TAINT to a dedicated key that it does not tolerate and "
+                                     "add that key to ClusterPolicy daemonsets.tolerations (keeping "
+                                     "nvidia.com/gpu there)");
                        }});
   }
   return PodPipeline("gpu-clients", std::move(filters), "designated GPU client");

@@ -93,9 +93,14 @@ std::string_view to_string(Verdict v);
 
 // A filter's answer. kDelete passes the pod to the next filter; a non-empty reason with kDelete is a
 // warning that is kept with the decision.
+// How loudly a decision is logged: pods that are nothing to this pipeline are only of interest when
+// debugging; a skip the operator should fix (a malformed annotation) is a warning.
+enum class Notice { kQuiet, kNormal, kWarning };
+
 struct FilterResult {
   Verdict verdict = Verdict::kDelete;
   std::string reason;
+  Notice notice = Notice::kNormal;
 };
 
 struct PodFilter {
@@ -110,6 +115,7 @@ struct PodDecision {
   std::string filter;                 // filter that decided; "" when every filter let it through
   std::string reason;                 // why (for kDelete: "" or the pipeline's default reason)
   std::vector<std::string> warnings;  // from filters that let it through with a warning
+  Notice notice = Notice::kNormal;    // of the deciding filter
   // One log line: "<ns/name>: <verdict> [<filter>]: <reason>[; warning: ...]".
   [[nodiscard]] std::string log_line() const;
 };

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "manager/taints.h"
 
 namespace dm::manager {
 
@@ -31,15 +32,19 @@ struct Settings {
 
   // Beyond upstream (each has a flag and an environment variable, see README).
   Duration operand_wait_timeout = minutes(5);  // OPERAND_WAIT_TIMEOUT: one deadline for all operand waits
-  Duration gpu_client_eviction_timeout = minutes(5);  // GPU_CLIENT_EVICTION_TIMEOUT
-  std::string gpu_client_taint =
-      "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule";  // GPU_CLIENT_TAINT
+  Duration gpu_client_eviction_timeout = minutes(5);                   // GPU_CLIENT_EVICTION_TIMEOUT
+  std::string gpu_client_taint = std::string(kDefaultGpuClientTaint);  // GPU_CLIENT_TAINT
   Duration eviction_retry_interval = seconds(5);   // PDB-blocked (429) eviction retry interval
   Duration mofed_wait_timeout = Duration::zero();  // MOFED_WAIT_TIMEOUT; zero = no limit (upstream)
   Duration pre_installed_sleep = seconds(60);      // upstream's 60 s before failing on a host driver
   bool legacy_uncordon = false;                    // UNCORDON_ALWAYS: upstream's uncordon-even-if-not-ours
   std::string sim_root;                            // DRIVER_MANAGER_SIM_ROOT / --sim-root: simulated host
   std::string vfio_manage = "vfio-manage";         // VFIO_MANAGE_PATH: the vfio-manage binary
+
+  // Facts of the pod this program runs in (environment only, no flags): where to find the own pod.
+  std::string pod_name;       // POD_NAME (downward API, optional)
+  std::string pod_namespace;  // POD_NAMESPACE (downward API, optional)
+  std::string hostname;       // HOSTNAME (a pod's hostname is its name)
 };
 
 }  // namespace dm::manager

@@ -12,9 +12,10 @@ namespace dm::manager {
 
 using Json = nlohmann::json;
 
-// The default GPU-client taint (a dedicated key: GPU nodes often carry nvidia.com/gpu=present:NoSchedule).
-inline constexpr std::string_view kDefaultGpuClientTaint =
-    "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule";
+// The default GPU-client taint: the key every GPU Operator DaemonSet, the driver's included, tolerates by
+// default, so the driver pod is recreated if deleted while it is on and the operator's upgrade controller
+// keeps counting the node (docs/gpu-clients.md, "Which taint").
+inline constexpr std::string_view kDefaultGpuClientTaint = "nvidia.com/gpu:NoSchedule";
 
 struct Taint {
   std::string key;

@@ -1,22 +1,29 @@
-// The uninstall_driver flow (spec 3.5, steps S0-S15) as named steps, with issue 4's decisions: one node
-// GET for the snapshot, cordon ownership, one deadline for all operand waits, cleanup-on-failure after
-// every failure that follows a change to the node, and SIGTERM handled like a failure (exit 143).
+// The uninstall_driver flow as named steps (docs/behaviour.md walks through them): one node GET for the
+// snapshot, cordon ownership, one deadline for all operand waits, an undo list that every change to the node
+// registers with and that every exit path runs, and SIGTERM handled like a failure (exit 143).
 #include "manager/uninstall.h"
 
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <mutex>
 #include <optional>
 #include <sstream>
+#include <thread>
 
 #include "manager/cleanup.h"
 #include "manager/drain.h"
 #include "manager/flow.h"
 #include "manager/gpu_clients.h"
+#include "manager/lease.h"
 #include "manager/operands.h"
+#include "manager/own_pod.h"
 #include "manager/pod_rules.h"
+#include "manager/preflight.h"
+#include "manager/undo.h"
 #include "manager/waits.h"
 
 namespace dm::manager {
@@ -90,26 +97,33 @@ class Uninstall {
   int pre_installed_path(const std::string& version);
 
   // Steps.
+  Status adopt_leftovers(const nlohmann::json& node, bool will_unload);
   Status pause_operands();
   Status reset_gpu_clients_with_operands();
   bool skip_uninstall();
   Status evict_workloads();
   Status reset_dra_plugin_gpu_clients();
-  Status remove_gpu_client_taint();
   Status drain_dra_plugin();
   Status uninstall_driver_components();
   Status cleanup_driver();
   Status unbind_vfio();
   Status wait_for_mofed();
-  Status uncordon();
-  Status restore_labels();
+  Status undo_changes();
   Status unload_nouveau();
   Status remove_stale_driver_root();
 
   Status cordon();
+  void register_uncordon();
+  void register_legacy_uncordon();
+  void register_label_restore();
+  Status restore_labels();
+  NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
   Status check_cancelled() const;
   Deadline operand_deadline() const;
   void log_snapshot() const;
+  Status preflight();
+  [[nodiscard]] std::string own_pod_name() const;
+  void release_lease();
   int fail(const Error& error);
 
   const Settings& settings_;
@@ -125,10 +139,12 @@ class Uninstall {
   Snapshot snapshot_;
   bool eviction_enabled_ = false;
   bool auto_drain_enabled_ = false;
-  bool modified_ = false;         // the node was changed: failures go through cleanup-on-failure
-  bool cordon_leftover_ = false;  // our annotation was on the node at start (a crashed run's cordon)
-  bool cordoned_this_run_ = false;
-  std::optional<GpuClientReset> gpu_clients_;  // issue 5: annotated third-party GPU clients + taint
+  UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
+  NodeOps* undo_node_ = nullptr;  // during cleanup: node writes that SIGTERM does not cancel
+  Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
+  std::optional<GpuClientReset> gpu_clients_;           // annotated third-party GPU clients and their taint
+  std::optional<OwnPod> own_pod_;                       // the pod this program runs in, when found
+  std::optional<NodeLease> lease_;                      // held from the first write to the end of the run
 };
 
 int Uninstall::run(const kube::Config& config) {
@@ -140,7 +156,6 @@ int Uninstall::run(const kube::Config& config) {
   }
   table_ = operand_table(settings_.node_label_for_gpu_pod_eviction);
   snapshot_ = take_snapshot(*node, table_);
-  cordon_leftover_ = cordoned_by_us(*node);
 
   // Listing pods is the other permission every path needs: check it before anything is written.
   if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
@@ -154,35 +169,125 @@ int Uninstall::run(const kube::Config& config) {
   // S1: a driver installed on the host itself makes the containerized driver unnecessary.
   if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
 
-  log_snapshot();
-  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_,
-                       label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
-  // A taint left by a crashed run of ours comes off on every path (issue 5 #5; spec 4.3 #1).
-  if (auto h = gpu_clients_->heal_leftover_taint(*node); !h) {
-    modified_ = true;
-    return fail(h.error().wrap("failed to remove the GPU client taint left by an earlier run"));
+  // Everything knowable up front is checked before the first write (the lease).
+  if (auto p = preflight(); !p) {
+    spdlog::critical("{}", p.error().message);
+    return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
+  // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
+  lease_.emplace(client_, clock_, settings_.node_name,
+                 lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
+  auto leased = lease_->acquire(cancel_);
+  if (!leased) {
+    spdlog::critical("{}", leased.error().message);
+    return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+  }
+  // The node as it is now that no other run changes it (a run that held the lease may just have ended).
+  node = std::move(*leased);
+  snapshot_ = take_snapshot(*node, table_);
+
+  log_snapshot();
+  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
+                       label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
+  if (auto a = adopt_leftovers(*node, host_.module_loaded("nvidia")); !a) return fail(a.error());
 
   Status s = main_path();
-  if (s) return kExitOk;
-  return fail(s.error());
+  if (!s) return fail(s.error());
+  release_lease();
+  return kExitOk;
 }
 
-int Uninstall::fail(const Error& error) {
-  if (cancel_.cancelled()) spdlog::warn("Received SIGTERM: restoring the node before exiting");
-  if (modified_) {
-    // A token SIGTERM does not fire: the cleanup's own requests must still be retried.
-    NodeOps cleanup_node(client_, clock_, CancelToken{}, settings_.node_name);
-    CleanupInput in{settings_, cleanup_node, snapshot_, table_, cordon_leftover_ || cordoned_this_run_, {}};
-    if (gpu_clients_ && gpu_clients_->tainted()) {
-      in.undo.push_back({"remove the GPU client taint", [this] { return gpu_clients_->remove_taint(); }});
+// Our pod (if any): it must tolerate the gpu-client taint, and its grace period bounds the SIGTERM cleanup.
+// Then the permissions the run needs, asked of the API server.
+Status Uninstall::preflight() {
+  const auto ref = own_pod_ref(settings_.pod_name, settings_.pod_namespace, settings_.hostname,
+                               settings_.operator_namespace);
+  auto own = find_own_pod(client_, ref);
+  if (!own) return own.error();
+  if (!own->has_value()) {
+    spdlog::info(
+        "Own pod not found ({}): not running in a pod, skipping the toleration check; SIGTERM cleanup "
+        "budget {}",
+        ref ? ref->ns + "/" + ref->name + " from " + ref->source : std::string("no POD_NAME or HOSTNAME"),
+        format_duration(cleanup_budget_));
+  } else {
+    own_pod_ = std::move(**own);
+    cleanup_budget_ = cleanup_budget(own_pod_->grace_period);
+    spdlog::info("Running in pod {} (terminationGracePeriodSeconds {}): SIGTERM cleanup budget {}",
+                 own_pod_->ref,
+                 std::chrono::duration_cast<std::chrono::seconds>(own_pod_->grace_period).count(),
+                 format_duration(cleanup_budget_));
+    if (auto taint = parse_taint(settings_.gpu_client_taint); taint) {
+      if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) return *refusal;
     }
-    cleanup_on_failure(in, error);
+  }
+  return check_access(client_, uninstall_access_checks(settings_, snapshot_.dra_on()));
+}
+
+std::string Uninstall::own_pod_name() const {
+  if (settings_.pod_name.empty()) return {};
+  return (settings_.pod_namespace.empty() ? settings_.operator_namespace : settings_.pod_namespace) + "/" +
+         settings_.pod_name;
+}
+
+void Uninstall::release_lease() {
+  if (!lease_) return;
+  if (auto r = lease_->release(); !r) spdlog::warn("{}", r.error().message);
+}
+
+namespace {
+
+// Fires `token` once `deadline` passes (until destroyed): bounds the retries of the cleanup's requests.
+class CancelAtDeadline {
+ public:
+  CancelAtDeadline(const Clock& clock, Deadline deadline, CancelToken token)
+      : thread_([this, &clock, deadline, token] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_ && !deadline.passed(clock)) {
+            cv_.wait_for(lock, std::min<Duration>(deadline.remaining(clock), std::chrono::milliseconds(200)));
+          }
+          if (!done_) token.cancel();
+        }) {}
+  ~CancelAtDeadline() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  CancelAtDeadline(const CancelAtDeadline&) = delete;
+  CancelAtDeadline& operator=(const CancelAtDeadline&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+
+}  // namespace
+
+int Uninstall::fail(const Error& error) {
+  const bool terminated = cancel_.cancelled();
+  if (terminated) spdlog::warn("Received SIGTERM: restoring the node before exiting");
+  if (!undo_.empty()) {
+    // SIGTERM: the kubelet kills the container when the grace period ends, so the cleanup must fit in it;
+    // otherwise its requests are bounded only by their own retries.
+    const Deadline deadline = terminated ? Deadline::after(clock_, cleanup_budget_) : Deadline::none();
+    CancelToken cleanup_cancel;
+    std::optional<CancelAtDeadline> watchdog;
+    if (terminated) watchdog.emplace(clock_, deadline, cleanup_cancel);
+    NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
+    undo_node_ = &cleanup_node;
+    cleanup_on_failure({settings_, cleanup_node, snapshot_.policy_enabled(), undo_, clock_, deadline}, error);
+    undo_node_ = nullptr;
   } else {
     node_.event("DriverUninstallFailed", "driver-manager failed: " + error.message, "Warning");
   }
+  release_lease();
   spdlog::critical("{}", error.message);
-  return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+  return terminated ? kExitTerminated : kExitFailed;
 }
 
 void Uninstall::log_snapshot() const {
@@ -239,9 +344,7 @@ Status Uninstall::main_path() {
   DM_STEP(uninstall_driver_components());               // S10
   DM_STEP(unbind_vfio());                               // S11
   DM_STEP(wait_for_mofed());                            // S12
-  DM_STEP(remove_gpu_client_taint());                   // issue 5: clients may come back now
-  DM_STEP(uncordon());                                  // S13
-  DM_STEP(restore_labels());                            // S14
+  DM_STEP(undo_changes());                              // S13, S14: taint, cordon, labels
   DM_STEP(unload_nouveau());                            // S15
   spdlog::info("Driver uninstallation completed successfully");
   return ok_status();
@@ -258,8 +361,9 @@ Status Uninstall::no_driver_path() {
   DM_STEP(unload_nouveau());
   DM_STEP(unbind_vfio());
   DM_STEP(wait_for_mofed());
-  DM_STEP(uncordon());
-  DM_STEP(restore_labels());
+  register_legacy_uncordon();
+  DM_STEP(restore_labels());  // labels left paused by a crashed run
+  DM_STEP(undo_changes());    // a cordon left by a crashed run
   spdlog::info("Node prepared for the driver installation (no driver was loaded)");
   return ok_status();
 }
@@ -272,9 +376,8 @@ Status Uninstall::skip_path() {
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
   spdlog::info("Cleaning up stale mounts and state files...");
   DM_STEP(remove_stale_driver_root());
-  DM_STEP(remove_gpu_client_taint());  // the clients were bounced with the operands
-  DM_STEP(uncordon());  // decision 8: a cordon of ours (left by a crashed run) is undone here too
-  DM_STEP(restore_labels());
+  // The clients were bounced with the operands; a cordon of ours left by a crashed run is undone here too.
+  DM_STEP(undo_changes());
   spdlog::info("Node prepared for the driver installation (driver kept)");
   return ok_status();
 }
@@ -308,33 +411,83 @@ Status Uninstall::pause_operands() {
   }
   const auto body = pause_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
-    modified_ = true;
+    register_legacy_uncordon();
+    register_label_restore();  // before the write: a request that timed out may still have been applied
     if (auto s = node_.update_labels(body["metadata"]["labels"]); !s) return s.error();
   }
   return wait_for_operands(pods_, pause_waits(snapshot_, table_), settings_.operator_namespace,
                            operand_deadline(), cancel_);
 }
 
-// Issue 5: the pods annotated nvidia.com/gpu.client (not DRA plugins) go after the operand waits, before
-// the skip decision (they are bounced on the skip path too) and before GPU workload eviction, also when
-// the upgrade policy owns workload eviction (they are clients, not workloads).
+// The pods annotated nvidia.com/gpu.client (not DRA plugins) go after the operand waits, before the skip
+// decision (they are bounced on the skip path too) and before GPU workload eviction, also when the upgrade
+// policy owns workload eviction (they are clients, not workloads). The taint registers its own undo.
 Status Uninstall::reset_gpu_clients_with_operands() {
-  modified_ = true;  // it may taint the node
   return gpu_clients_->reset_clients();
 }
 
-// Issue 5: annotated gpu-clients that are DRA kubelet plugins go after the claim-holder guard (S8), before
-// the module unload, like the operator's own plugin.
+// Annotated gpu-clients that are DRA kubelet plugins go after the claim-holder guard, before the module
+// unload, like the operator's own plugin.
 Status Uninstall::reset_dra_plugin_gpu_clients() {
-  modified_ = true;
   return gpu_clients_->reset_dra_plugin_clients();
 }
 
-Status Uninstall::remove_gpu_client_taint() {
-  if (auto r = gpu_clients_->remove_taint(); !r) {
-    return r.error().wrap("failed to remove the GPU client taint from node " + settings_.node_name);
+// Leftovers of an earlier run that crashed (our taint, our cordon): a path that will unload the driver
+// adopts them - they stay on until after the unload, so clients kept away by them cannot come back in
+// between - and the other paths undo them now.
+Status Uninstall::adopt_leftovers(const nlohmann::json& node, bool will_unload) {
+  if (will_unload) {
+    gpu_clients_->adopt_leftover_taint(node);
+  } else if (auto h = gpu_clients_->heal_leftover_taint(node); !h) {
+    return h.error().wrap("failed to remove the GPU client taint left by an earlier run");
   }
+  if (!cordoned_by_us(node)) return ok_status();
+  if (snapshot_.policy_enabled()) {
+    // The upgrade controller owns the cordon while its policy is on: uncordoning would pull the node out
+    // from under it. Only our claim on the cordon goes.
+    spdlog::info(
+        "Node {} carries the {} annotation of an earlier run, but the GPU Operator's upgrade policy is on "
+        "and owns the cordon: dropping the annotation, leaving the node's schedulability to the upgrade "
+        "controller",
+        settings_.node_name, kCordonedAnnotation);
+    return node_.drop_cordon_annotation();
+  }
+  spdlog::info(
+      "Node {} was cordoned by an earlier run of driver-manager ({}); it will be uncordoned at the end",
+      settings_.node_name, kCordonedAnnotation);
+  register_uncordon();
   return ok_status();
+}
+
+void Uninstall::register_uncordon() {
+  if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
+  undo_.add({"uncordon node " + settings_.node_name,
+             [this]() -> Status {
+               if (auto u = undo_node().uncordon(false); !u) {
+                 return u.error().wrap("failed to uncordon node " + settings_.node_name);
+               }
+               return ok_status();
+             },
+             /*required=*/false});
+}
+
+// UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
+void Uninstall::register_legacy_uncordon() {
+  if (!settings_.legacy_uncordon) return;
+  if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
+    return;
+  undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
+             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false});
+}
+
+void Uninstall::register_label_restore() {
+  undo_.add(
+      {"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); }});
+}
+
+// The success path: taint, cordon and labels come back, newest change first.
+Status Uninstall::undo_changes() {
+  return undo_.run_all();
 }
 
 // S6
@@ -364,10 +517,9 @@ bool Uninstall::skip_uninstall() {
 }
 
 Status Uninstall::cordon() {
-  modified_ = true;
   auto c = node_.cordon();
   if (!c) return c.error();
-  if (*c == CordonOutcome::kCordoned) cordoned_this_run_ = true;
+  if (*c != CordonOutcome::kAlreadyCordonedByOther) register_uncordon();
   return ok_status();
 }
 
@@ -390,7 +542,7 @@ Status Uninstall::drain_dra_plugin() {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
   const auto body = plugin_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
-    modified_ = true;
+    register_label_restore();
     if (auto s = node_.update_labels(body["metadata"]["labels"]); !s) return s.error();
   }
   return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
@@ -466,26 +618,22 @@ Status Uninstall::wait_for_mofed() {
   return host::wait_for_mofed(host_, settings_.use_host_mofed, clock_, deadline, cancel_);
 }
 
-// S13: only our own cordon (decision 3); upstream's rule with legacy_uncordon. A failure is a warning.
-Status Uninstall::uncordon() {
-  Status s;
-  if (settings_.legacy_uncordon) {
-    if (eviction_enabled_ || auto_drain_enabled_) s = node_.uncordon(true);
-  } else if (cordoned_this_run_ || cordon_leftover_) {
-    s = node_.uncordon(false);
-  }
-  if (!s) spdlog::warn("Failed to uncordon node {}: {}", settings_.node_name, s.error().message);
-  return ok_status();
-}
-
-// S14
+// Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
+// left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
 Status Uninstall::restore_labels() {
   spdlog::info(
       "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
       "labels");
-  const auto body = restore_patch(snapshot_, table_);
-  if (!patch_has_labels(body)) return ok_status();
-  return node_.update_labels(body["metadata"]["labels"]);
+  if (!patch_has_labels(restore_patch(snapshot_, table_))) return ok_status();
+  auto node = undo_node().get();
+  if (!node) return node.error();
+  const auto plan = restore_patch_if_unchanged(snapshot_, table_, *node);
+  for (const auto& [key, value] : plan.changed_by_others) {
+    spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
+                 key, value);
+  }
+  if (!patch_has_labels(plan.patch)) return ok_status();
+  return undo_node().update_labels(plan.patch["metadata"]["labels"]);
 }
 
 // S15
@@ -507,8 +655,18 @@ int run_uninstall_driver(const Settings& in_settings) {
   Settings settings = in_settings;
   // vfio-manage (a child process) finds the simulated host through the environment.
   if (!settings.sim_root.empty()) setenv("DRIVER_MANAGER_SIM_ROOT", settings.sim_root.c_str(), 1);
+  for (auto [field, var] :
+       {std::pair{&settings.pod_name, "POD_NAME"}, std::pair{&settings.pod_namespace, "POD_NAMESPACE"},
+        std::pair{&settings.hostname, "HOSTNAME"}}) {
+    if (const char* v = std::getenv(var); field->empty() && v != nullptr) *field = v;
+  }
   if (settings.node_name.empty()) {
     spdlog::critical("NODE_NAME (--node-name) is empty: set it to the name of this Kubernetes node");
+    return kExitFailed;
+  }
+  const char* path_env = std::getenv("PATH");
+  if (auto problems = settings_problems(settings, path_env != nullptr ? path_env : ""); !problems.empty()) {
+    for (const auto& p : problems) spdlog::critical("{}", p);
     return kExitFailed;
   }
   SystemClock clock;
@@ -519,6 +677,8 @@ int run_uninstall_driver(const Settings& in_settings) {
   }
   kube::ClientOptions options;
   options.clock = &clock;
+  // Every request rides out a control-plane restart: 9 retries back off for about 20-40 s in total.
+  options.max_retries = 9;
   auto client = kube::Client::create(*config, options);
   if (!client) {
     spdlog::critical("cannot create the Kubernetes client for {}: {}", config->source,

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -85,6 +86,15 @@ json client_object(const Scenario& s, const Client& c) {
 }
 
 class GpuClients : public UninstallSuite {
+ public:
+  // These tests exercise the taint mechanics with a dedicated key, as in a cluster that added the key to the
+  // operator's DaemonSet tolerations (the test clients tolerate nothing, so it keeps them off). The default
+  // key, nvidia.com/gpu, is covered by stock_operator_test.
+  static void SetUpTestSuite() {
+    setenv("GPU_CLIENT_TAINT", "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule", 1);
+    UninstallSuite::SetUpTestSuite();
+  }
+
  protected:
   static void deploy(Scenario& s, const std::vector<Client>& clients) {
     for (const auto& c : clients) cluster().apply(client_object(s, c).dump());

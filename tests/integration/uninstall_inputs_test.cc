@@ -146,5 +146,43 @@ TEST_F(UninstallInputs, NoPermissionToListPodsIsExplainedAndNothingIsWritten) {
   expect_node_untouched();
 }
 
+// Names and paths that only the environment can get wrong are checked before any request: a bad
+// vfio-manage path would otherwise only show after the driver was unloaded, on every retry.
+TEST_F(UninstallInputs, BadNamesAndPathsAreRefusedBeforeAnyApiRequest) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"VFIO_MANAGE_PATH", "/nonexistent/vfio-manage"},
+      {"VFIO_MANAGE_PATH", "no-such-vfio-manage-in-path"},
+      {"OPERATOR_NAMESPACE", "Bad_NS!"},
+      {"NODE_LABEL_FOR_GPU_POD_EVICTION", "bad key!"},
+      {"DRIVER_MANAGER_SIM_ROOT", "/nonexistent/sim-root"},
+  };
+  for (const auto& [var, value] : cases) {
+    const size_t from = cluster().audit_events().size();
+    auto out = run(env(sa_kubeconfig(), {{var, value}}));
+    EXPECT_EQ(out.exit_code, 1) << var << "=" << value << "\n" << out.err;
+    EXPECT_THAT(out.err, HasSubstr(var + "=\"" + value + "\"")) << "the message names the variable and value";
+    EXPECT_TRUE(requests_of(cluster(), sa_user(), from).empty()) << var << ": no API request expected";
+  }
+  expect_node_untouched();
+}
+
+// Permissions the run needs are asked of the API server before the first write: a role without
+// `create pods/eviction` used to pause the labels and taint the node before the 403.
+TEST_F(UninstallInputs, AMissingPermissionIsFoundBeforeAnyWrite) {
+  const auto kc = limited_kubeconfig("dm-no-evict",
+                                     "- apiGroups: [\"\"]\n  resources: [\"nodes\"]\n  verbs: [\"get\", "
+                                     "\"patch\"]\n- apiGroups: [\"\"]\n  resources: [\"pods\"]\n  verbs: "
+                                     "[\"get\", \"list\", \"watch\"]\n- apiGroups: [\"apps\"]\n  resources: "
+                                     "[\"daemonsets\"]\n  verbs: [\"get\"]\n");
+  const size_t from = cluster().audit_events().size();
+  auto out = run(env(kc));
+  EXPECT_EQ(out.exit_code, 1) << out.err;
+  EXPECT_THAT(out.err, HasSubstr("missing permissions, nothing was changed: create pods/eviction"));
+  EXPECT_THAT(out.err, HasSubstr("deploy/clusterrole.yaml"));
+  EXPECT_FALSE(requests_of(cluster(), user("dm-no-evict"), from).empty());
+  EXPECT_TRUE(write_requests(cluster(), user("dm-no-evict"), from).empty()) << "no write, no Event";
+  expect_node_untouched();
+}
+
 }  // namespace
 }  // namespace dm::test::uninstall

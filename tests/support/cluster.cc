@@ -30,6 +30,16 @@ TestCluster::~TestCluster() {
   if (!state_dir_.empty()) run_command({source_path("scripts/cluster"), "down", state_dir_});
 }
 
+void TestCluster::stop_apiserver() const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-stop", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-stop failed:\n" + out.err);
+}
+
+void TestCluster::start_apiserver() const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-start", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-start failed:\n" + out.err);
+}
+
 CommandOutput TestCluster::kubectl(const std::vector<std::string>& args,
                                    const std::string& stdin_data) const {
   std::vector<std::string> argv = {"kubectl", "--kubeconfig", kubeconfig_};

@@ -34,6 +34,11 @@ class TestCluster {
   // Every audit event so far (one JSON object per line of audit.log).
   [[nodiscard]] std::vector<nlohmann::json> audit_events() const;
 
+  // Kills kube-apiserver / starts it again with its saved arguments (waits until ready); throws on failure.
+  // etcd, the controller-manager and the scheduler keep running, as in a control-plane restart.
+  void stop_apiserver() const;
+  void start_apiserver() const;
+
   // Creates ServiceAccount `name` in `ns`, binds it to ClusterRole `cluster_role` (and, if non-empty, the
   // namespaced Role `role` in `ns`), and writes a kubeconfig using its token. Returns the kubeconfig path.
   std::string service_account_kubeconfig(const std::string& ns, const std::string& name,

@@ -109,6 +109,37 @@ TEST(OperandsTest, RestorePatchWritesBackSnapshotValuesHealingCrashedPauses) {
   EXPECT_EQ(restore_patch(s, t), expected);
 }
 
+TEST(OperandsTest, RestoreLeavesAloneLabelsChangedDuringTheRun) {
+  const auto t = operand_table();
+  Json node = {{"metadata",
+                {{"labels",
+                  {{key("device-plugin"), "true"},
+                   {key("dcgm-exporter"), "true"},
+                   {key("dcgm"), "true"},
+                   {key("container-toolkit"), "true"}}}}}};
+  const Snapshot s = take_snapshot(node, t);
+  // During the run: device-plugin still paused by us, an admin turned dcgm-exporter off and deleted dcgm,
+  // container-toolkit is already back at its value.
+  node["metadata"]["labels"] = {{key("device-plugin"), "paused-for-driver-upgrade"},
+                                {key("dcgm-exporter"), "false"},
+                                {key("container-toolkit"), "true"}};
+  const RestorePlan plan = restore_patch_if_unchanged(s, t, node);
+  EXPECT_EQ(plan.patch,
+            Json::parse(R"({"metadata":{"labels":{"nvidia.com/gpu.deploy.device-plugin":"true"}}})"));
+  const std::vector<std::pair<std::string, std::string>> others = {{key("dcgm"), ""},
+                                                                   {key("dcgm-exporter"), "false"}};
+  EXPECT_EQ(plan.changed_by_others, others);
+}
+
+TEST(OperandsTest, RestoreHealsALabelLeftPausedByACrashedRun) {
+  const auto t = operand_table();
+  const Json node = {{"metadata", {{"labels", {{key("device-plugin"), "paused-for-driver-upgrade"}}}}}};
+  const RestorePlan plan = restore_patch_if_unchanged(take_snapshot(node, t), t, node);
+  EXPECT_EQ(plan.patch,
+            Json::parse(R"({"metadata":{"labels":{"nvidia.com/gpu.deploy.device-plugin":"true"}}})"));
+  EXPECT_TRUE(plan.changed_by_others.empty());
+}
+
 TEST(OperandsTest, DraNodeHasPluginBatchAndRestoresIt) {
   const auto t = operand_table();
   const Snapshot s = take_snapshot(fixture("node-dra"), t);

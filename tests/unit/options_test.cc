@@ -62,7 +62,7 @@ TEST(OptionsTest, DefaultsMatchUpstream) {
   EXPECT_EQ(s.driver_config_digest, std::nullopt);
   EXPECT_EQ(s.operand_wait_timeout, minutes(5));
   EXPECT_EQ(s.gpu_client_eviction_timeout, minutes(5));
-  EXPECT_EQ(s.gpu_client_taint, "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule");
+  EXPECT_EQ(s.gpu_client_taint, "nvidia.com/gpu:NoSchedule");
   EXPECT_EQ(s.mofed_wait_timeout, Duration::zero());
   EXPECT_FALSE(s.legacy_uncordon);
   EXPECT_EQ(s.sim_root, "");

@@ -423,6 +423,11 @@ TEST(PodRulesTest, GpuClientPipelineWithOperands) {
   auto reason = [&](const char* ref) { return decision_for(plan, ref).reason; };
   EXPECT_TRUE(contains(reason("monitoring/exporter-optout"), "opted out"));
   EXPECT_TRUE(contains(reason("monitoring/exporter-yes"), "\"yes\" is not a boolean"));
+  EXPECT_TRUE(contains(reason("monitoring/exporter-yes"), "accepted: true, false"));
+  // A malformed annotation is something to fix (a warning); a pod that is nobody's client is debug noise.
+  EXPECT_EQ(decision_for(plan, "monitoring/exporter-yes").notice, Notice::kWarning);
+  EXPECT_EQ(decision_for(plan, "default/web-1").notice, Notice::kQuiet);
+  EXPECT_EQ(decision_for(plan, "monitoring/exporter-optout").notice, Notice::kNormal);
   EXPECT_TRUE(contains(reason("nvsentinel/health-agent-annotated"), "nvidia.com/gpu.deploy.client"));
   EXPECT_TRUE(contains(reason("dra/gpu-dra-kubelet-plugin-m4"), "after the GPU workloads"));
   EXPECT_TRUE(contains(reason("dra/dra-no-client"), "without nvidia.com/gpu.client"));

@@ -60,7 +60,7 @@ TEST(TaintsTest, RejectsInvalidSpecsWithClearErrors) {
 }
 
 TEST(TaintsTest, AddAndRemoveKeepOtherTaints) {
-  const Taint ours = *parse_taint(kDefaultGpuClientTaint);
+  const Taint ours = *parse_taint("nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule");
   const Json existing = Json::parse(R"([{"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"},
                                         {"key":"node.kubernetes.io/unreachable","effect":"NoExecute"}])");
   const Json added = with_taint(existing, ours);

@@ -1,0 +1,53 @@
+#include "manager/undo.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace dm::manager {
+
+void UndoList::add(UndoAction action) {
+  if (contains(action.name)) return;
+  actions_.push_back(std::move(action));
+}
+
+bool UndoList::contains(const std::string& name) const {
+  return std::any_of(actions_.begin(), actions_.end(), [&](const UndoAction& a) { return a.name == name; });
+}
+
+std::vector<std::string> UndoList::names() const {
+  std::vector<std::string> out;
+  for (auto it = actions_.rbegin(); it != actions_.rend(); ++it) out.push_back(it->name);
+  return out;
+}
+
+Status UndoList::run_all() {
+  while (!actions_.empty()) {
+    auto s = actions_.back().run();
+    if (!s) {
+      if (actions_.back().required) return s;
+      spdlog::warn("Failed to {}: {}", actions_.back().name, s.error().message);
+    }
+    actions_.pop_back();
+  }
+  return ok_status();
+}
+
+std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Deadline& deadline) {
+  std::vector<std::string> left;
+  while (!actions_.empty()) {
+    UndoAction action = std::move(actions_.back());
+    actions_.pop_back();
+    if (deadline.passed(clock)) {
+      left.push_back(action.name);
+      continue;
+    }
+    if (auto s = action.run(); !s) {
+      spdlog::warn("Failed to {}: {}", action.name, s.error().message);
+      left.push_back(action.name);
+    }
+  }
+  return left;
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,44 @@
+// What a run changed on its node, each change with the action that undoes it. Every step that changes the
+// node (pausing operand labels, the gpu-client taint, the cordon) registers its undo right after the change;
+// every way a run ends - success, failure, SIGTERM - runs the list, newest first. See docs/ARCHITECTURE.md.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace dm::manager {
+
+struct UndoAction {
+  std::string name;  // what it does, for logs: "remove the GPU client taint nvidia.com/gpu:NoSchedule"
+  std::function<Status()> run;
+  bool required = true;  // on the success path a failure fails the run (false: only a warning)
+};
+
+class UndoList {
+ public:
+  // Registers the undo of a change just made (or adopted from an earlier run). An action whose name is
+  // already registered is not added again: each change is undone once.
+  void add(UndoAction action);
+  [[nodiscard]] bool empty() const { return actions_.empty(); }
+  [[nodiscard]] bool contains(const std::string& name) const;
+  [[nodiscard]] std::vector<std::string> names() const;  // newest first
+
+  // The success path: runs the actions newest first, removing each one that succeeds; a failing required
+  // action stops the run and is returned (it and the older ones stay registered for the cleanup); a failing
+  // optional one is logged as a warning and dropped.
+  Status run_all();
+
+  // Cleanup after a failure or SIGTERM: runs every action newest first, logging a failure as a warning and
+  // going on; stops starting actions once `deadline` has passed. Returns the names of the actions that
+  // failed or were not started: what is still left on the node.
+  std::vector<std::string> run_best_effort(const Clock& clock, const Deadline& deadline);
+
+ private:
+  std::vector<UndoAction> actions_;  // oldest first
+};
+
+}  // namespace dm::manager

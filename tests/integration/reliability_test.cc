@@ -1,0 +1,202 @@
+// Reliability on a real control plane + node-sim: a run killed in the middle and rerun at once (as the
+// kubelet restarts a crashed init container) heals without letting clients back in; two overlapping runs
+// do not heal each other; an operand label changed during a run is not overwritten by its restore; a
+// malformed client annotation is a warning.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <sstream>
+#include <thread>
+
+#include "fixtures/uninstall/fixture.h"
+
+namespace dm::test::uninstall {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kLeaseAnnotation = "nvidia.com/gpu-driver-manager.lease";
+
+class Reliability : public UninstallSuite {
+ protected:
+  // An annotated DaemonSet client that holds the GPU (recreated the moment a taint stops keeping it off).
+  static void deploy_daemonset_client(const Scenario& s, const std::string& name,
+                                      const std::string& gpu_client = "true", bool holds_gpu = true) {
+    cluster().apply("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: " + name + "\n  namespace: " +
+                    s.workload_ns() + "\nspec:\n  selector:\n    matchLabels:\n      app: " + name +
+                    "\n  template:\n    metadata:\n      labels:\n        app: " + name +
+                    "\n      annotations:\n        nvidia.com/gpu.client: \"" + gpu_client +
+                    "\"\n        node-sim/holds-gpu: \"" + (holds_gpu ? "true" : "false") +
+                    "\"\n        node-sim/terminate-after-seconds: \"0.3\"\n"
+                    "    spec:\n      terminationGracePeriodSeconds: 5\n      nodeSelector:\n        " +
+                    std::string(kNodeLabel) + ": " + s.node() +
+                    "\n      containers:\n      - name: main\n        image: example.com/gpu-agent:1\n");
+  }
+  static std::unique_ptr<BackgroundProcess> start(const Scenario& s, const std::string& log_name,
+                                                  const std::map<std::string, std::string>& extra) {
+    return std::make_unique<BackgroundProcess>(
+        std::vector<std::string>{bin_path("driver-manager"), "uninstall_driver"},
+        cluster().state_dir() + "/" + log_name + ".log", s.env(sa_kubeconfig(), extra));
+  }
+  static bool wait_log(BackgroundProcess& p, const std::string& needle, double timeout_s = 90) {
+    return eventually([&] { return p.log().find(needle) != std::string::npos; }, timeout_s);
+  }
+};
+
+// SIGKILL while the GPU workloads are being evicted (the gpu-client taint is on), then an immediate rerun of
+// the same pod: the rerun keeps the taint on until the driver is unloaded, so the DaemonSet client cannot
+// grab the GPU in between. Repeated: it must pass every time.
+TEST_F(Reliability, SigkillDuringWorkloadEvictionThenAnImmediateRerunHeals) {
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE("round " + std::to_string(i));
+    Scenario s(cluster(), "crash-" + std::to_string(i));
+    const auto ops = default_operands();
+    s.deploy_operands(ops);
+    deploy_daemonset_client(s, "node-agent");
+    s.deploy_gpu_workload("train");
+    s.wait_running(s.operator_ns(), ops.size());
+    s.wait_running(s.workload_ns(), 2);
+    // Slow the workload's termination so the kill lands inside the eviction wait.
+    kubectl_ok(cluster(), {"-n", s.workload_ns(), "annotate", "pods", "-l", "app=train", "--overwrite",
+                           "node-sim/terminate-after-seconds=4"});
+    const std::map<std::string, std::string> env = {
+        {"POD_NAME", "nvidia-driver-daemonset-x" + std::to_string(i)}};
+
+    auto first = start(s, "crash-first-" + std::to_string(i), env);
+    ASSERT_TRUE(wait_log(*first, "evicting pod " + s.workload_ns() + "/train-")) << first->log();
+    first->signal(SIGKILL);
+    first->wait(10);
+    ASSERT_TRUE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted")) << "the killed run left its taint";
+
+    auto rerun = s.run(sa_kubeconfig(), env);
+    EXPECT_EQ(rerun.exit_code, 0) << rerun.log;
+    EXPECT_THAT(rerun.log, HasSubstr("Taking over the lease on node " + s.node()));
+    EXPECT_THAT(rerun.log, HasSubstr("keeping it on until the driver is unloaded"));
+    EXPECT_THAT(rerun.log, Not(HasSubstr("driver is in use")));
+    EXPECT_FALSE(s.sim().refcnt().has_value()) << "unloaded";
+    EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+    EXPECT_FALSE(s.has_annotation(kLeaseAnnotation));
+    EXPECT_FALSE(s.unschedulable());
+    for (const auto& op : ops) EXPECT_EQ(s.label(deploy_label(op.label)), "true") << op.label;
+    if (HasFailure()) break;
+  }
+}
+
+// A second run started while the first one holds the node waits for it instead of taking the first run's
+// taint, cordon and paused labels for a crash's leftovers, then does its own run.
+TEST_F(Reliability, ASecondRunWaitsForTheFirstInsteadOfHealingIt) {
+  Scenario s(cluster(), "overlap");
+  const auto ops = default_operands();
+  s.deploy_operands(ops);
+  deploy_daemonset_client(s, "node-agent");
+  s.deploy_gpu_workload("train");
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 2);
+  kubectl_ok(cluster(), {"-n", s.workload_ns(), "annotate", "pods", "-l", "app=train", "--overwrite",
+                         "node-sim/terminate-after-seconds=6"});
+
+  auto first = start(s, "overlap-first", {});
+  ASSERT_TRUE(wait_log(*first, "evicting pod " + s.workload_ns() + "/train-")) << first->log();
+  auto second = start(s, "overlap-second", {});
+  ASSERT_TRUE(wait_log(*second, "Waiting for the run of driver-manager that holds node " + s.node()))
+      << second->log();
+  EXPECT_EQ(first->wait(120), 0) << first->log();
+  // The second run then finds no driver loaded (the first one unloaded it) and prepares the node again.
+  EXPECT_EQ(second->wait(120), 0) << second->log();
+  EXPECT_THAT(second->log(), Not(HasSubstr("left by an earlier run")));
+  EXPECT_THAT(first->log(), Not(HasSubstr("Lost the lease")));
+  EXPECT_FALSE(s.has_annotation(kLeaseAnnotation));
+  EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+  EXPECT_FALSE(s.unschedulable());
+  for (const auto& op : ops) EXPECT_EQ(s.label(deploy_label(op.label)), "true") << op.label;
+}
+
+// An operand label the operator or an admin changes while it is paused is theirs: the restore leaves it.
+TEST_F(Reliability, ALabelChangedDuringTheRunIsNotOverwrittenByTheRestore) {
+  Scenario s(cluster(), "relabel");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // holds the run in the operand wait
+  s.deploy_operands(ops);
+  s.wait_running(s.operator_ns(), ops.size());
+
+  auto dm = start(s, "relabel", {{"OPERAND_WAIT_TIMEOUT", "300s"}});
+  ASSERT_TRUE(wait_log(*dm, "Still waiting for GPU operand pods")) << dm->log();
+  ASSERT_EQ(s.label(deploy_label("dcgm-exporter")), "paused-for-driver-upgrade");
+  s.label_node({{deploy_label("dcgm-exporter"), "false"}});
+  // Let the stuck operand go so the run completes.
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "delete", "pods", "-l", "app=nvidia-dcgm", "--force",
+                         "--grace-period=0"});
+  ASSERT_EQ(dm->wait(120), 0) << dm->log();
+  EXPECT_THAT(dm->log(), HasSubstr("Not restoring node label \"" + deploy_label("dcgm-exporter") +
+                                   "\": it was changed to \"false\" during the run by someone else"));
+  EXPECT_EQ(s.label(deploy_label("dcgm-exporter")), "false");
+  EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
+  EXPECT_EQ(s.label(deploy_label("dcgm")), "true");
+}
+
+// A client annotation that is not a boolean is a warning at discovery, naming the accepted values.
+TEST_F(Reliability, AMalformedClientAnnotationIsAWarning) {
+  Scenario s(cluster(), "badann");
+  deploy_daemonset_client(s, "typo-agent", "yes", /*holds_gpu=*/false);
+  s.wait_running(s.workload_ns(), 1);
+  auto r = s.run(sa_kubeconfig());
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  std::string line;
+  std::istringstream in(r.log);
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("is not a boolean") != std::string::npos) line = l;
+  }
+  EXPECT_THAT(line, HasSubstr("level=warning")) << r.log;
+  EXPECT_THAT(line, HasSubstr("typo-agent"));
+  EXPECT_THAT(line, HasSubstr("accepted: true, false"));
+}
+
+// A control-plane restart in the middle of a step (the API server down for about 10 s): the step's
+// requests ride it out and the run completes.
+TEST_F(Reliability, EveryStepSurvivesAnApiServerRestart) {
+  struct Point {
+    std::string name;
+    std::string log_line;  // the API server is stopped when this line appears
+    bool hold_in_mofed_wait;
+  };
+  const std::vector<Point> points = {
+      {"taint-add", "Checking for GPU client pods to reset", false},
+      {"cordon", "Cordoning node", false},
+      {"taint-removal", "Waiting for MOFED to be installed", true},
+  };
+  for (const auto& p : points) {
+    SCOPED_TRACE(p.name);
+    Scenario s(cluster(), "restart-" + p.name);
+    s.deploy_operands(default_operands());
+    deploy_daemonset_client(s, "node-agent");
+    s.deploy_gpu_workload("train");
+    s.wait_running(s.operator_ns(), default_operands().size());
+    s.wait_running(s.workload_ns(), 2);
+    std::map<std::string, std::string> env;
+    if (p.hold_in_mofed_wait) {
+      run_command({"mkdir", "-p", s.sim_path("/sys/bus/pci/devices/0000:3b:00.0")});
+      run_command({"sh", "-c", "echo 0x15b3 > " + s.sim_path("/sys/bus/pci/devices/0000:3b:00.0/vendor")});
+      env["GPU_DIRECT_RDMA_ENABLED"] = "true";
+    }
+    auto dm = start(s, "restart-" + p.name, env);
+    ASSERT_TRUE(wait_log(*dm, p.log_line)) << dm->log();
+    cluster().stop_apiserver();
+    if (p.hold_in_mofed_wait) {
+      run_command({"mkdir", "-p", s.sim_path("/run/mellanox/drivers")});
+      run_command({"touch", s.sim_path("/run/mellanox/drivers/.driver-ready")});
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+    cluster().start_apiserver();
+    EXPECT_EQ(dm->wait(180), 0) << dm->log();
+    EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+    EXPECT_FALSE(s.unschedulable());
+    EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
+    if (HasFailure()) break;
+  }
+}
+
+}  // namespace
+}  // namespace dm::test::uninstall

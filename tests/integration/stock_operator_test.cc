@@ -1,0 +1,164 @@
+// Safe under a stock GPU Operator: the default gpu-client taint is one the operator's DaemonSets tolerate,
+// a run whose own pod would not tolerate the configured taint refuses before any write, the SIGTERM cleanup
+// is budgeted inside the own pod's grace period, and a leftover cordon of ours is not undone under the
+// upgrade controller's feet.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "fixtures/uninstall/fixture.h"
+
+namespace dm::test::uninstall {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kOwnerAnnotation = "nvidia.com/gpu-driver-manager.tainted";
+constexpr const char* kCordonAnnotation = "nvidia.com/gpu-driver-manager.cordoned";
+
+class StockOperator : public UninstallSuite {
+ protected:
+  // An annotated third-party client Deployment (one replica) on the scenario's node.
+  static void deploy_client(const Scenario& s, const std::string& name) {
+    cluster().apply("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: " + name +
+                    "\n  namespace: " + s.workload_ns() +
+                    "\nspec:\n  replicas: 1\n  selector:\n    matchLabels:\n      app: " + name +
+                    "\n  template:\n    metadata:\n      labels:\n        app: " + name +
+                    "\n      annotations:\n        nvidia.com/gpu.client: \"true\"\n"
+                    "        node-sim/terminate-after-seconds: \"0.5\"\n"
+                    "    spec:\n      terminationGracePeriodSeconds: 5\n      nodeSelector:\n        " +
+                    std::string(kNodeLabel) + ": " + s.node() +
+                    "\n      containers:\n      - name: main\n        image: example.com/gpu-agent:1\n");
+  }
+  // A Pod object standing for the driver pod driver-manager runs in (bound to no real node, so nothing
+  // runs it): its tolerations and grace period are what the run reads.
+  static void create_own_pod(const Scenario& s, const std::string& name, const std::string& tolerations_yaml,
+                             int grace_seconds) {
+    cluster().apply("apiVersion: v1\nkind: Pod\nmetadata:\n  name: " + name +
+                    "\n  namespace: " + s.operator_ns() + "\nspec:\n  nodeName: no-such-node-" + s.node() +
+                    "\n  terminationGracePeriodSeconds: " + std::to_string(grace_seconds) +
+                    "\n  tolerations:\n" + tolerations_yaml +
+                    "  containers:\n  - name: k8s-driver-manager\n    image: example.com/driver-manager:1\n");
+  }
+  static json taints(const Scenario& s) {
+    const auto n = s.node_json();
+    return n["spec"].contains("taints") ? n["spec"]["taints"] : json::array();
+  }
+};
+
+TEST_F(StockOperator, DefaultTaintIsTheOneTheOperatorsDaemonSetsTolerate) {
+  Scenario s(cluster(), "stock-default");
+  deploy_client(s, "agent");
+  s.wait_running(s.workload_ns(), 1);
+  const auto before = s.running_uids(s.workload_ns());
+  // Hold the run after the unload so the taint can be seen (MOFED wait, released below).
+  run_command({"mkdir", "-p", s.sim_path("/sys/bus/pci/devices/0000:3b:00.0")});
+  run_command({"sh", "-c", "echo 0x15b3 > " + s.sim_path("/sys/bus/pci/devices/0000:3b:00.0/vendor")});
+  BackgroundProcess dm({bin_path("driver-manager"), "uninstall_driver"},
+                       cluster().state_dir() + "/dm-stock-default.log",
+                       s.env(sa_kubeconfig(), {{"GPU_DIRECT_RDMA_ENABLED", "true"}}));
+  ASSERT_TRUE(
+      eventually([&] { return dm.log().find("Waiting for MOFED to be installed") != std::string::npos; }, 90))
+      << dm.log();
+  const json t = taints(s);
+  ASSERT_EQ(t.size(), 1U) << t.dump();
+  EXPECT_EQ(t[0].value("key", ""), "nvidia.com/gpu");
+  EXPECT_EQ(t[0].value("effect", ""), "NoSchedule");
+  EXPECT_FALSE(t[0].contains("value")) << t.dump();
+  EXPECT_TRUE(s.has_annotation(kOwnerAnnotation));
+  for (const auto& uid : before) EXPECT_EQ(s.running_uids(s.workload_ns()).count(uid), 0U) << "client reset";
+
+  run_command({"mkdir", "-p", s.sim_path("/run/mellanox/drivers")});
+  run_command({"touch", s.sim_path("/run/mellanox/drivers/.driver-ready")});
+  ASSERT_EQ(dm.wait(120), 0) << dm.log();
+  EXPECT_TRUE(taints(s).empty()) << taints(s).dump();
+  EXPECT_FALSE(s.has_annotation(kOwnerAnnotation));
+  s.wait_running(s.workload_ns(), 1);  // the client is back
+}
+
+TEST_F(StockOperator, OwnPodNotToleratingTheTaintIsRefusedBeforeAnyWrite) {
+  Scenario s(cluster(), "stock-guard");
+  s.deploy_operands(default_operands());
+  s.wait_running(s.operator_ns(), default_operands().size());
+  // The operator's stock toleration only: nvidia.com/gpu, not a dedicated key.
+  create_own_pod(s, "nvidia-driver-daemonset-abcde",
+                 "  - key: nvidia.com/gpu\n    operator: Exists\n    effect: NoSchedule\n", 30);
+  const size_t from = cluster().audit_events().size();
+
+  auto r = s.run(sa_kubeconfig(), {{"HOSTNAME", "nvidia-driver-daemonset-abcde"},
+                                   {"GPU_CLIENT_TAINT", "example.com/gpu-maintenance=driver:NoSchedule"}});
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("this pod (" + s.operator_ns() +
+                               "/nvidia-driver-daemonset-abcde) does not tolerate the GPU client taint "
+                               "example.com/gpu-maintenance=driver:NoSchedule"));
+  EXPECT_THAT(r.log, HasSubstr("keep nvidia.com/gpu in it"));
+  EXPECT_TRUE(write_requests(cluster(), sa_user(), from).empty()) << "nothing written, no Event";
+  EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
+}
+
+TEST_F(StockOperator, OwnPodToleratingADedicatedTaintRunsAndItsGracePeriodBudgetsTheCleanup) {
+  Scenario s(cluster(), "stock-grace");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // keeps the run in the operand wait
+  s.deploy_operands(ops);
+  s.wait_running(s.operator_ns(), ops.size());
+  create_own_pod(s, "driver-pod",
+                 "  - key: nvidia.com/gpu\n    operator: Exists\n    effect: NoSchedule\n"
+                 "  - key: example.com/gpu-maintenance\n    operator: Exists\n",
+                 12);
+  BackgroundProcess dm(
+      {bin_path("driver-manager"), "uninstall_driver"}, cluster().state_dir() + "/dm-grace.log",
+      s.env(sa_kubeconfig(), {{"POD_NAME", "driver-pod"},
+                              {"POD_NAMESPACE", s.operator_ns()},
+                              {"OPERAND_WAIT_TIMEOUT", "300s"},
+                              {"GPU_CLIENT_TAINT", "example.com/gpu-maintenance=driver:NoSchedule"}}));
+  ASSERT_TRUE(eventually(
+      [&] { return dm.log().find("Still waiting for GPU operand pods") != std::string::npos; }, 60))
+      << dm.log();
+  EXPECT_THAT(dm.log(),
+              HasSubstr("Running in pod " + s.operator_ns() +
+                        "/driver-pod (terminationGracePeriodSeconds 12): SIGTERM cleanup budget 7s"));
+  dm.signal(SIGTERM);
+  ASSERT_EQ(dm.wait(60), 143) << dm.log();
+  EXPECT_EQ(s.label(deploy_label("dcgm")), "true");
+  EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.lease")) << "the lease is released";
+}
+
+TEST_F(StockOperator, LeftoverCordonUnderTheUpgradePolicyKeepsTheCordonAndDropsOurClaim) {
+  Scenario s(cluster(), "stock-policy");
+  s.deploy_operands(default_operands());
+  s.wait_running(s.operator_ns(), default_operands().size());
+  // A crashed run of ours cordoned the node; now the upgrade controller runs the upgrade (and owns cordons).
+  kubectl_ok(cluster(), {"cordon", s.node()});
+  s.annotate_node(kCordonAnnotation, "true");
+  s.annotate_node("nvidia.com/gpu-driver-upgrade-enabled", "true");
+
+  auto r = s.run(sa_kubeconfig());
+
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("the GPU Operator's upgrade policy is on and owns the cordon"));
+  EXPECT_THAT(r.log, Not(HasSubstr("Uncordoning node")));
+  EXPECT_TRUE(s.unschedulable()) << "the upgrade controller's cordon stays";
+  EXPECT_FALSE(s.has_annotation(kCordonAnnotation));
+  EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
+}
+
+TEST_F(StockOperator, LeftoverCordonWithoutThePolicyIsAdoptedAndUndoneAtTheEnd) {
+  Scenario s(cluster(), "stock-nopolicy");
+  s.deploy_operands(default_operands());
+  s.wait_running(s.operator_ns(), default_operands().size());
+  kubectl_ok(cluster(), {"cordon", s.node()});
+  s.annotate_node(kCordonAnnotation, "true");
+
+  auto r = s.run(sa_kubeconfig());
+
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("was cordoned by an earlier run of driver-manager"));
+  EXPECT_FALSE(s.unschedulable());
+  EXPECT_FALSE(s.has_annotation(kCordonAnnotation));
+}
+
+}  // namespace
+}  // namespace dm::test::uninstall
