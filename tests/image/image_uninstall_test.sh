@@ -70,4 +70,13 @@ if ((patches >= 2)); then
 else
   fail "the node was patched from inside the image" "patches seen: $patches"
 fi
+
+# The deploy/ examples that are plain Kubernetes objects are accepted by the API server (server-side dry run).
+k create namespace gpu-tools >/dev/null && k create namespace gpu-operator >/dev/null
+for f in deploy/gpu-client-annotated.yaml deploy/gpu-client-daemonset.yaml deploy/gpu-operator/events-rbac.yaml \
+  deploy/clusterrole.yaml deploy/driver-daemonset-snippet.yaml; do
+  # The test control plane is Kubernetes 1.20: PodDisruptionBudget is policy/v1beta1 there, same fields.
+  if out=$(sed 's#^apiVersion: policy/v1$#apiVersion: policy/v1beta1#' "$SRC/$f" | k apply --dry-run=server -f - 2>&1)
+  then pass "$f is valid"; else fail "$f is valid" "$out"; fi
+done
 finish
