@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# The container image, built with scripts/image and checked from inside (buildah run, chroot isolation, on a
+# container made from the OCI archive itself) the way the GPU Operator runs it: the init container's
+# `driver-manager` command, the vfio-manager's shell command and preStop hook, the tools they need; then its
+# file list against tests/fixtures/image/manifest.txt and its configuration against the Containerfile.
+#
+# UPDATE_MANIFEST=1 rewrites the manifest from the image instead of comparing (review the diff).
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/image/lib.sh
+. "$SRC/tests/image/lib.sh"
+MANIFEST=$SRC/tests/fixtures/image/manifest.txt
+TAG=${DM_IMAGE_TAG:-localhost/driver-manager:dev}
+
+build_image
+container_from_archive
+work=$(mktemp -d /tmp/dm-image-test.XXXXXX)
+cleanup_hooks+=("rm -rf '$work'")
+
+# --- the archive -----------------------------------------------------------------------------------------
+index=$(tar -xOf "$ARCHIVE" index.json) || die "$ARCHIVE has no index.json"
+check_eq "the archive's index.json names the image" "$TAG" \
+  "$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' <<<"$index")"
+config=$(bah inspect --type container "$CTR" | jq '.OCIv1.config')
+
+# --- driver-manager, as the operator's init container runs it --------------------------------------------
+version=$(sed -n 's/^project(driver-manager VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+commit=$(git -C "$SRC" rev-parse --short HEAD)
+in_image -- driver-manager --version
+out=$OUT
+check_eq "driver-manager --version prints the version and commit" \
+  "0 driver-manager version $version, commit: $commit" "$RC $out"
+check_eq "label org.opencontainers.image.version" "$version" \
+  "$(jq -r '.Labels["org.opencontainers.image.version"]' <<<"$config")"
+check_eq "label org.opencontainers.image.revision" "$commit" \
+  "$(jq -r '.Labels["org.opencontainers.image.revision"]' <<<"$config")"
+
+# As in a pod, where the operator always sets NODE_NAME (required flags are checked before the sub-command).
+in_image --env NODE_NAME=node-1 -- driver-manager help
+out=$OUT
+check_eq "driver-manager help exits 0" 0 "$RC"
+check_has "driver-manager help lists uninstall_driver" "uninstall_driver" "$out"
+check_has "driver-manager help lists preflight_check" "preflight_check" "$out"
+
+# The operator's init container: command [driver-manager], args [uninstall_driver]. Without NODE_NAME it
+# must get as far as the flag check (the binary, its libraries and PATH all work) and refuse.
+in_image -- driver-manager uninstall_driver
+out=$OUT
+check_eq "driver-manager uninstall_driver without NODE_NAME exits 1" 1 "$RC"
+check_has "... and names the missing flag" 'Required flag "node-name" not set' "$out"
+
+# --- the tools the operator's commands use -----------------------------------------------------------------
+in_image -- vfio-manage --help
+out=$OUT
+check_eq "vfio-manage --help exits 0" 0 "$RC"
+check_has "vfio-manage --help shows bind" "bind" "$out"
+check_has "vfio-manage --help shows unbind" "unbind" "$out"
+
+in_image -- /bin/sh -c 'which sh sleep chroot driver-manager vfio-manage'
+out=$OUT
+check_eq "sh, sleep, chroot and both binaries are on PATH" \
+  "0 /usr/bin/sh /usr/bin/sleep /usr/bin/chroot /usr/bin/driver-manager /usr/bin/vfio-manage" \
+  "$RC $(tr '\n' ' ' <<<"$out" | sed 's/ $//')"
+# driver-manager and vfio-manage run `chroot /host ...`: chroot must really change root.
+in_image -- chroot / driver-manager --version
+out=$OUT
+check_eq "chroot / driver-manager --version" "0 driver-manager version $version, commit: $commit" "$RC $out"
+
+# --- the vfio-manager DaemonSet: its main container's shell command, then its preStop hook -----------------
+# The command never ends by design: it has worked when vfio-manage exited 0 and the shell went on to sleep,
+# i.e. a `sleep` process runs below it. Against a simulated PCI tree (DRIVER_MANAGER_SIM_ROOT), mounted at the
+# same path so its absolute driver links resolve.
+override() { tr -d '\n' <"$1/sys/bus/pci/devices/$2/driver_override"; }
+vfio_manager_command() {  # NAME COMMAND
+  local name=$1 cmd=$2 sim log pid i running='' comms
+  sim=$work/sim-$((++vfio_runs))
+  log=$work/vfio-$vfio_runs.log
+  sh "$SRC/tests/fixtures/host/fake-pci-tree.sh" "$sim"
+  in_image_bg "$log" -v "$sim:$sim" --env DRIVER_MANAGER_SIM_ROOT="$sim" --env HOST_ROOT=/host -- "$cmd"
+  pid=$BG_PID
+  for ((i = 0; i < 1200; i++)); do  # at most 2 minutes: a safety net, not a speed check
+    comms=$(descendants "$pid" | cut -d' ' -f2)
+    if grep -qx sleep <<<"$comms"; then running=1; break; fi
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if [[ -n $running ]]; then
+    pass "$name: vfio-manage exited 0 and the shell sleeps"
+  else
+    fail "$name: vfio-manage exited 0 and the shell sleeps" "output: $(cat "$log" "$log.relay")"
+  fi
+  check_eq "$name: GPUs and the VGA GPU's audio function bound to vfio-pci" "vfio-pci vfio-pci vfio-pci" \
+    "$(override "$sim" 0000:3b:00.0) $(override "$sim" 0000:86:00.0) $(override "$sim" 0000:86:00.1)"
+  check_eq "$name: the NVSwitch and the non-NVIDIA device untouched" "[] []" \
+    "[$(override "$sim" 0000:c1:00.0)] [$(override "$sim" 0000:04:00.0)]"
+  check_has "$name: logs the binding" "Binding device 0000:3b:00.0 to driver: vfio-pci" "$(cat "$log")"
+  stop_tree "$pid"
+  if [[ -z $(descendants "$pid") ]] && ! kill -0 "$pid" 2>/dev/null; then
+    pass "$name: stopped"
+  else
+    fail "$name: stopped" "still running: $(descendants "$pid" | tr '\n' ' ')"
+  fi
+  VFIO_SIM=$sim
+}
+vfio_runs=0
+vfio_manager_command "vfio-manager 'sleep inf'" 'vfio-manage bind --all && sleep inf'
+vfio_manager_command "vfio-manager (stock operator)" \
+  'vfio-manage bind --all && while true; do sleep 86400; done'
+
+# preStop: /bin/sh -c "vfio-manage unbind --all" on the tree the last run bound.
+in_image -v "$VFIO_SIM:$VFIO_SIM" --env DRIVER_MANAGER_SIM_ROOT="$VFIO_SIM" -- \
+  /bin/sh -c "vfio-manage unbind --all"
+out=$OUT
+check_eq "preStop 'vfio-manage unbind --all' exits 0" 0 "$RC"
+check_eq "preStop clears the driver overrides" "[] [] []" \
+  "[$(override "$VFIO_SIM" 0000:3b:00.0)] [$(override "$VFIO_SIM" 0000:86:00.0)] [$(override "$VFIO_SIM" 0000:86:00.1)]"
+
+# --- nothing else of the build machine: the layer's files against the manifest -----------------------------
+manifest=$(tar -xOf "$ARCHIVE" "blobs/sha256/$(jq -r '.manifests[0].digest | sub("sha256:"; "")' <<<"$index")")
+listing=$work/listing.txt
+: >"$listing"
+while read -r media digest; do
+  case $media in
+    *tar+gzip) decompress=(gzip -dc) ;;
+    *tar+zstd) decompress=(zstd -dc) ;;
+    *tar) decompress=(cat) ;;
+    *) die "unknown layer type $media" ;;
+  esac
+  # "mode owner/group path[ -> target]", the path from /
+  tar -xOf "$ARCHIVE" "blobs/sha256/${digest#sha256:}" | "${decompress[@]}" |
+    tar -tv --numeric-owner -f - |
+    awk '{ path = $6; sub(/^\.?\/?/, "/", path); if (path != "/") sub(/\/$/, "", path); if (path == "/") next
+           line = $1 " " $2 " " path; if ($7 == "->") line = line " -> " $8; print line }' >>"$listing"
+done < <(jq -r '.layers[] | "\(.mediaType) \(.digest)"' <<<"$manifest")
+sort -k3,3 -o "$listing" "$listing"
+if [[ ${UPDATE_MANIFEST:-} == 1 ]]; then
+  mkdir -p "$(dirname "$MANIFEST")" && cp "$listing" "$MANIFEST"
+  fail "manifest rewritten (UPDATE_MANIFEST=1): review and commit $MANIFEST"
+elif diff_out=$(diff -u "$MANIFEST" "$listing"); then
+  pass "the image's files are exactly tests/fixtures/image/manifest.txt ($(wc -l <"$listing") entries)"
+else
+  fail "the image's files are exactly tests/fixtures/image/manifest.txt" \
+    "diff (- expected, + image); if the change is intended: UPDATE_MANIFEST=1 $0" "$diff_out"
+fi
+
+# --- one recipe: the Containerfile configures the image as scripts/image does -------------------------------
+cf=$SRC/Containerfile
+check_eq "Containerfile ENTRYPOINT = the image's" "$(jq -c .Entrypoint <<<"$config")" \
+  "$(sed -n 's/^ENTRYPOINT //p' "$cf" | jq -c .)"
+check_eq "Containerfile PATH = the image's" "$(jq -r '.Env[] | select(startswith("PATH="))' <<<"$config")" \
+  "$(sed -n 's/^ENV //p' "$cf")"
+check_eq "Containerfile USER and WORKDIR = the image's" "$(jq -r '"\(.User) \(.WorkingDir)"' <<<"$config")" \
+  "$(sed -n 's/^USER //p' "$cf") $(sed -n 's/^WORKDIR //p' "$cf" | tail -n 1)"
+check_eq "Containerfile default VERSION = the project's" "$version" "$(sed -n 's/^ARG VERSION=//p' "$cf")"
+check_eq "Containerfile labels = the image's" "$(jq -r '.Labels | keys[]' <<<"$config" | sort | tr '\n' ' ')" \
+  "$(grep -o '^ *\(LABEL \)\{0,1\} *[a-z.]*=' "$cf" | sed 's/LABEL//; s/[ =]//g' | sort | tr '\n' ' ')"
+check_has "Containerfile stages with scripts/stage-image-rootfs" "./scripts/stage-image-rootfs /rootfs" "$(cat "$cf")"
+check_has "Containerfile's image is the staged tree on scratch" $'FROM scratch\nCOPY --from=build /rootfs/ /' \
+  "$(cat "$cf")"
+
+printf 'image %s: %s unpacked, archive %s bytes\n' "$TAG" "$(bah images --format '{{.Size}}' "$TAG")" \
+  "$(stat -c %s "$ARCHIVE")"
+finish
