@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "manager/label_selector.h"
 #include "manager/taints.h"
 
 namespace dm::manager {
@@ -58,29 +59,6 @@ enum class ClientDesignation {
 ClientDesignation gpu_client_designation(const Json& pod);
 // kGpuClientDraPluginAnnotation parses as Go-bool true.
 bool is_dra_plugin_client(const Json& pod);
-
-// --- Label selectors (DRAIN_POD_SELECTOR_LABEL) ---------------------------------------------------
-// A Kubernetes label selector: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`,
-// comma-separated (all must hold). Empty = matches everything.
-class LabelSelector {
- public:
-  LabelSelector() = default;
-  // Errors quote the selector and say what is wrong.
-  static Result<LabelSelector> parse(std::string_view text);
-  [[nodiscard]] bool matches(const Json& labels) const;  // labels: metadata.labels (object or null)
-  [[nodiscard]] bool empty() const { return requirements_.empty(); }
-  [[nodiscard]] const std::string& text() const { return text_; }
-
- private:
-  enum class Op { kEq, kNotEq, kIn, kNotIn, kExists, kNotExists };
-  struct Requirement {
-    std::string key;
-    Op op;
-    std::vector<std::string> values;
-  };
-  std::string text_;
-  std::vector<Requirement> requirements_;
-};
 
 // --- Filters and pipelines ------------------------------------------------------------------------
 enum class Verdict {
