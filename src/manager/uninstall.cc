@@ -67,13 +67,6 @@ std::string explain_node_get_error(const Error& e, const Settings& s, const kube
          "): " + e.message;
 }
 
-std::string trim(const std::string& s) {
-  const auto first = s.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) return {};
-  const auto last = s.find_last_not_of(" \t\r\n");
-  return s.substr(first, last - first + 1);
-}
-
 class Uninstall {
  public:
   Uninstall(const Settings& settings, kube::Client& client, host::Host& host, const Clock& clock,
@@ -513,7 +506,7 @@ bool Uninstall::skip_uninstall() {
     spdlog::info("No previous driver configuration found");
     return false;
   }
-  return trim(**state) == *settings_.driver_config_digest;
+  return host::driver_config_matches(*settings_.driver_config_digest, **state);
 }
 
 Status Uninstall::cordon() {
