@@ -55,7 +55,8 @@ class NodeOps {
   // annotation is left alone (logged), unless `legacy` (upstream: uncordon whatever cordoned it).
   Status uncordon(bool legacy);
 
-  // Best effort: records a core/v1 Event on the node (failures only logged at debug level).
+  // Best effort: records a core/v1 Event on the node (failures only logged at debug level). When Events are
+  // forbidden (403), says so once at info level with the RBAC rule to add, and stops trying.
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
 
  private:
@@ -66,6 +67,7 @@ class NodeOps {
   CancelToken cancel_;
   std::string node_;
   RetryPolicy retry_;
+  bool events_forbidden_ = false;
 };
 
 }  // namespace dm::manager
