@@ -1,4 +1,4 @@
-// driver-manager: the GPU Operator's driver-manager init container (spec sections 2 and 3).
+// driver-manager: the GPU Operator's driver-manager init container.
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
       std::fputs(parsed.out_text.c_str(), stdout);
       std::fflush(stdout);
     }
+    if (!parsed.err_text.empty()) std::fputs(parsed.err_text.c_str(), stderr);
     if (!parsed.error.empty()) {
       dm::setup_logging(parsed.log_format, "info");
       spdlog::critical("{}", parsed.error);
@@ -56,6 +57,10 @@ int main(int argc, char** argv) {
   }
   dm::setup_logging(parsed.log_format, parsed.log_level);
   for (const auto& w : parsed.warnings) spdlog::warn("{}", w);
+  if (!parsed.vfio_manage_given) {
+    parsed.settings.vfio_manage = dm::cli::default_vfio_manage(dm::cli::self_executable());
+  }
+  spdlog::debug("vfio-manage: {}", parsed.settings.vfio_manage);
 
   switch (parsed.command) {
     case dm::cli::Command::kPreflightCheck:

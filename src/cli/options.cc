@@ -1,12 +1,16 @@
 #include "cli/options.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
+#include <system_error>
+#include <utility>
 
 #include "manager/pod_rules.h"
 #include "manager/taints.h"
@@ -27,7 +31,9 @@ struct Flag {
   std::string env;   // "" = no environment variable
   Kind kind;
   std::string usage;
-  std::string default_text;  // shown in help
+  // The value held in a result, as help shows it: help shows a default-constructed result's, so every
+  // default is written once, where ParseResult / manager::Settings declare it.
+  std::function<std::string(const ParseResult& r)> shown;
   // Stores a string value (kString) or the parsed value (converted by the caller) into `out`.
   std::function<Status(ParseResult& out, const std::string& value)> set_string;
   std::function<void(ParseResult& out, bool value)> set_bool;
@@ -35,151 +41,159 @@ struct Flag {
   bool bare_seconds = false;  // duration also accepts a bare number of seconds (beyond upstream)
 };
 
-Flag str_flag(std::string name, std::string env, std::string usage, std::string def,
-              std::function<Status(ParseResult&, const std::string&)> set) {
-  Flag f{std::move(name),
-         std::move(env),
-         Kind::kString,
-         std::move(usage),
-         std::move(def),
-         std::move(set),
-         {},
-         {},
-         false};
+using manager::Settings;
+
+// Each kind of flag is built from a pointer to its Settings field: the value shown in help is that field's
+// default, and a kString `check` may validate or rewrite the value before it is stored.
+Flag str_flag(std::string name, std::string env, std::string usage, std::string Settings::*field,
+              std::function<Status(ParseResult&, const std::string&)> check = {}) {
+  Flag f{std::move(name), std::move(env), Kind::kString, std::move(usage), {}, {}, {}, {}, false};
+  f.shown = [field](const ParseResult& r) { return r.settings.*field; };
+  f.set_string = [field, check = std::move(check)](ParseResult& r, const std::string& v) -> Status {
+    if (check) return check(r, v);
+    r.settings.*field = v;
+    return {};
+  };
   return f;
 }
 
-Flag bool_flag(std::string name, std::string env, std::string usage, bool def,
-               std::function<void(ParseResult&, bool)> set) {
-  Flag f{std::move(name),
-         std::move(env),
-         Kind::kBool,
-         std::move(usage),
-         def ? "true" : "false",
-         {},
-         std::move(set),
-         {},
-         false};
+Flag bool_flag(std::string name, std::string env, std::string usage, bool Settings::*field) {
+  Flag f{std::move(name), std::move(env), Kind::kBool, std::move(usage), {}, {}, {}, {}, false};
+  f.shown = [field](const ParseResult& r) { return std::string(r.settings.*field ? "true" : "false"); };
+  f.set_bool = [field](ParseResult& r, bool v) { r.settings.*field = v; };
   return f;
 }
 
-Flag duration_flag(std::string name, std::string env, std::string usage, std::string def,
-                   std::function<void(ParseResult&, Duration)> set, bool bare_seconds = true) {
-  Flag f{std::move(name), std::move(env), Kind::kDuration, std::move(usage), std::move(def), {}, {},
-         std::move(set),  bare_seconds};
+Flag duration_flag(std::string name, std::string env, std::string usage, Duration Settings::*field,
+                   bool bare_seconds = true) {
+  Flag f{std::move(name), std::move(env), Kind::kDuration, std::move(usage), {}, {}, {}, {}, bare_seconds};
+  f.shown = [field](const ParseResult& r) { return go_duration_string(r.settings.*field); };
+  f.set_duration = [field](ParseResult& r, Duration v) { r.settings.*field = v; };
   return f;
-}
-
-Status keep_string(std::string& field, const std::string& v) {
-  field = v;
-  return {};
 }
 
 std::vector<Flag> flags() {
   std::vector<Flag> f;
-  // Upstream's flags, in upstream's order (spec 2.1).
+  // Upstream's flags, in upstream's order.
   f.push_back(
-      str_flag("node-name", "NODE_NAME", "the name of the node to manage (required)", "",
-               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.node_name, v); }));
+      str_flag("node-name", "NODE_NAME", "the name of the node to manage (required)", &Settings::node_name));
   f.push_back(bool_flag("drain-use-force", "DRAIN_USE_FORCE",
-                        "allow evicting pods that declare no controller (drain --force)", false,
-                        [](ParseResult& r, bool v) { r.settings.drain_use_force = v; }));
+                        "allow evicting pods that declare no controller (drain --force)",
+                        &Settings::drain_use_force));
   f.push_back(str_flag("drain-pod-selector-label", "DRAIN_POD_SELECTOR_LABEL",
-                       "label selector of the pods the full-node drain fallback evicts", "",
+                       "label selector of the pods the full-node drain fallback evicts",
+                       &Settings::drain_pod_selector_label,
                        [](ParseResult& r, const std::string& v) -> Status {
                          auto sel = manager::LabelSelector::parse(v);
                          if (!sel) return sel.error();
-                         return keep_string(r.settings.drain_pod_selector_label, v);
+                         r.settings.drain_pod_selector_label = v;
+                         return {};
                        }));
   f.push_back(
       duration_flag("drain-timeout-seconds", "DRAIN_TIMEOUT_SECONDS",
                     "deadline of GPU pod eviction and node drain (Go duration, or seconds; 0 = no limit)",
-                    "0s", [](ParseResult& r, Duration v) { r.settings.drain_timeout = v; }));
+                    &Settings::drain_timeout));
   f.push_back(bool_flag("drain-delete-emptydir-data", "DRAIN_DELETE_EMPTYDIR_DATA",
-                        "allow evicting pods with emptyDir volumes (their data is lost)", false,
-                        [](ParseResult& r, bool v) { r.settings.drain_delete_emptydir_data = v; }));
+                        "allow evicting pods with emptyDir volumes (their data is lost)",
+                        &Settings::drain_delete_emptydir_data));
   f.push_back(bool_flag("enable-auto-drain", "ENABLE_AUTO_DRAIN",
-                        "allow draining the whole node as a fallback", true,
-                        [](ParseResult& r, bool v) { r.settings.enable_auto_drain = v; }));
+                        "allow draining the whole node as a fallback", &Settings::enable_auto_drain));
   f.push_back(bool_flag("enable-gpu-pod-eviction", "ENABLE_GPU_POD_EVICTION",
-                        "cordon the node and evict GPU pods", true,
-                        [](ParseResult& r, bool v) { r.settings.enable_gpu_pod_eviction = v; }));
+                        "cordon the node and evict GPU pods", &Settings::enable_gpu_pod_eviction));
+  f.push_back(str_flag("operator-namespace", "OPERATOR_NAMESPACE",
+                       "namespace of the GPU Operator's operand pods", &Settings::operator_namespace));
   f.push_back(str_flag(
-      "operator-namespace", "OPERATOR_NAMESPACE", "namespace of the GPU Operator's operand pods",
-      "gpu-operator",
-      [](ParseResult& r, const std::string& v) { return keep_string(r.settings.operator_namespace, v); }));
-  f.push_back(
-      str_flag("node-label-for-gpu-pod-eviction", "NODE_LABEL_FOR_GPU_POD_EVICTION",
-               "extra node label key toggled like an operand label (DaemonSets selecting it are waited for)",
-               "", [](ParseResult& r, const std::string& v) -> Status {
-                 const auto eq = v.find('=');
-                 if (eq != std::string::npos) {
-                   // The shell version took "key=value"; only the key is meaningful.
-                   r.warnings.push_back(
-                       fmt::format("NODE_LABEL_FOR_GPU_POD_EVICTION={} holds a value; only the label key {} "
-                                   "is used, the value \"{}\" "
-                                   "is ignored",
-                                   quote(v), quote(v.substr(0, eq)), v.substr(eq + 1)));
-                 }
-                 return keep_string(r.settings.node_label_for_gpu_pod_eviction, v.substr(0, eq));
-               }));
+      "node-label-for-gpu-pod-eviction", "NODE_LABEL_FOR_GPU_POD_EVICTION",
+      "extra node label key toggled like an operand label (DaemonSets selecting it are waited for)",
+      &Settings::node_label_for_gpu_pod_eviction, [](ParseResult& r, const std::string& v) -> Status {
+        const auto eq = v.find('=');
+        if (eq != std::string::npos) {
+          // The shell version took "key=value"; only the key is meaningful.
+          r.warnings.push_back(
+              fmt::format("NODE_LABEL_FOR_GPU_POD_EVICTION={} holds a value; only the label key {} is used, "
+                          "the value \"{}\" "
+                          "is ignored",
+                          quote(v), quote(v.substr(0, eq)), v.substr(eq + 1)));
+        }
+        r.settings.node_label_for_gpu_pod_eviction = v.substr(0, eq);
+        return {};
+      }));
   f.push_back(bool_flag("gpu-direct-rdma-enabled", "GPU_DIRECT_RDMA_ENABLED",
-                        "wait for the MOFED driver when Mellanox devices are present", false,
-                        [](ParseResult& r, bool v) { r.settings.gpu_direct_rdma_enabled = v; }));
+                        "wait for the MOFED driver when Mellanox devices are present",
+                        &Settings::gpu_direct_rdma_enabled));
   f.push_back(bool_flag("use-host-mofed", "USE_HOST_MOFED",
-                        "MOFED is installed on the host (mlx5_core loaded)", false,
-                        [](ParseResult& r, bool v) { r.settings.use_host_mofed = v; }));
-  f.push_back(
-      str_flag("kubeconfig", "KUBECONFIG", "path to a kubeconfig file (empty: in-cluster configuration)", "",
-               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.kubeconfig, v); }));
+                        "MOFED is installed on the host (mlx5_core loaded)", &Settings::use_host_mofed));
+  f.push_back(str_flag("kubeconfig", "KUBECONFIG",
+                       "path to a kubeconfig file (empty: in-cluster configuration)", &Settings::kubeconfig));
   f.push_back(
       bool_flag("force-reinstall", "FORCE_REINSTALL",
                 "always reinstall the driver, even if the loaded one matches the desired configuration",
-                false, [](ParseResult& r, bool v) { r.settings.force_reinstall = v; }));
+                &Settings::force_reinstall));
   // Beyond upstream.
-  f.push_back(str_flag("log-format", "LOG_FORMAT", "log format: text (logrus style) or json", "text",
-                       [](ParseResult& r, const std::string& v) -> Status {
-                         auto fmt = parse_log_format(v);
-                         if (!fmt) return fmt.error();
-                         r.log_format = *fmt;
-                         return {};
-                       }));
-  f.push_back(str_flag("log-level", "LOG_LEVEL", "log level: debug, info, warning or error", "info",
-                       [](ParseResult& r, const std::string& v) -> Status {
-                         Status s = parse_log_level(v);
-                         if (!s) return s;
-                         return keep_string(r.log_level, v);
-                       }));
+  Flag log_format{
+      "log-format", "LOG_FORMAT", Kind::kString, "log format: text (logrus style) or json", {}, {},
+      {},           {},           false};
+  log_format.shown = [](const ParseResult& r) {
+    return std::string(r.log_format == LogFormat::kJson ? "json" : "text");
+  };
+  log_format.set_string = [](ParseResult& r, const std::string& v) -> Status {
+    auto fmt = parse_log_format(v);
+    if (!fmt) return fmt.error();
+    r.log_format = *fmt;
+    return {};
+  };
+  f.push_back(std::move(log_format));
+  Flag log_level{"log-level",
+                 "LOG_LEVEL",
+                 Kind::kString,
+                 "log level, as logrus names them: panic, fatal, error, warning (warn), info, debug or trace",
+                 {},
+                 {},
+                 {},
+                 {},
+                 false};
+  log_level.shown = [](const ParseResult& r) { return r.log_level; };
+  log_level.set_string = [](ParseResult& r, const std::string& v) -> Status {
+    auto level = parse_log_level(v);
+    if (!level) return level.error();
+    r.log_level = *level;
+    return {};
+  };
+  f.push_back(std::move(log_level));
   f.push_back(duration_flag("operand-wait-timeout", "OPERAND_WAIT_TIMEOUT",
                             "one deadline for all operand pods to go away after their labels were paused",
-                            "5m", [](ParseResult& r, Duration v) { r.settings.operand_wait_timeout = v; }));
+                            &Settings::operand_wait_timeout));
   f.push_back(duration_flag("gpu-client-eviction-timeout", "GPU_CLIENT_EVICTION_TIMEOUT",
-                            "deadline for evicting annotated GPU client pods and waiting for them", "5m",
-                            [](ParseResult& r, Duration v) { r.settings.gpu_client_eviction_timeout = v; }));
+                            "deadline for evicting annotated GPU client pods and waiting for them",
+                            &Settings::gpu_client_eviction_timeout));
   f.push_back(str_flag("gpu-client-taint", "GPU_CLIENT_TAINT",
                        "taint (key[=value]:effect) keeping evicted GPU client pods off the node",
-                       std::string(manager::kDefaultGpuClientTaint),
-                       [](ParseResult& r, const std::string& v) -> Status {
+                       &Settings::gpu_client_taint, [](ParseResult& r, const std::string& v) -> Status {
                          auto t = manager::parse_taint(v);
                          if (!t) return t.error();
-                         return keep_string(r.settings.gpu_client_taint, v);
+                         r.settings.gpu_client_taint = v;
+                         return {};
                        }));
   f.push_back(duration_flag("mofed-wait-timeout", "MOFED_WAIT_TIMEOUT",
-                            "deadline for the MOFED driver to become ready (0 = no limit)", "0s",
-                            [](ParseResult& r, Duration v) { r.settings.mofed_wait_timeout = v; }));
+                            "deadline for the MOFED driver to become ready (0 = no limit)",
+                            &Settings::mofed_wait_timeout));
   f.push_back(duration_flag("pre-installed-sleep", "PRE_INSTALLED_SLEEP",
-                            "wait before failing when a host driver is pre-installed (upstream: 60s)", "60s",
-                            [](ParseResult& r, Duration v) { r.settings.pre_installed_sleep = v; }));
+                            "wait before failing when a host driver is pre-installed (upstream: 60s)",
+                            &Settings::pre_installed_sleep));
   f.push_back(bool_flag("uncordon-always", "UNCORDON_ALWAYS",
                         "uncordon the node even if this program did not cordon it (upstream behaviour)",
-                        false, [](ParseResult& r, bool v) { r.settings.legacy_uncordon = v; }));
+                        &Settings::legacy_uncordon));
+  f.push_back(str_flag("sim-root", "DRIVER_MANAGER_SIM_ROOT",
+                       "act on a simulated host rooted at this directory (tests and demos)",
+                       &Settings::sim_root));
   f.push_back(
-      str_flag("sim-root", "DRIVER_MANAGER_SIM_ROOT",
-               "act on a simulated host rooted at this directory (tests and demos)", "",
-               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.sim_root, v); }));
-  f.push_back(
-      str_flag("vfio-manage", "VFIO_MANAGE_PATH", "the vfio-manage binary to run", "vfio-manage",
-               [](ParseResult& r, const std::string& v) { return keep_string(r.settings.vfio_manage, v); }));
+      str_flag("vfio-manage", "VFIO_MANAGE_PATH",
+               "the vfio-manage binary to run (default: the one beside this executable, else from PATH)",
+               &Settings::vfio_manage, [](ParseResult& r, const std::string& v) -> Status {
+                 r.settings.vfio_manage = v;
+                 r.vfio_manage_given = true;
+                 return {};
+               }));
   return f;
 }
 
@@ -224,6 +238,72 @@ bool is_digits(std::string_view s) {
 }
 
 }  // namespace
+
+std::vector<std::string> environment_variables() {
+  std::vector<std::string> names;
+  for (const auto& f : flags()) {
+    if (!f.env.empty()) names.push_back(f.env);
+  }
+  names.emplace_back("DRIVER_CONFIG_DIGEST");
+  return names;
+}
+
+std::string go_duration_string(Duration d) {
+  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
+  if (ns == 0) return "0s";
+  const bool neg = ns < 0;
+  auto u = static_cast<uint64_t>(neg ? -ns : ns);
+  // The digits of v / 10^prec with the fraction's trailing zeros (and a bare ".") dropped.
+  const auto frac = [](uint64_t v, int prec) {
+    std::string digits;
+    bool print = false;
+    for (int i = 0; i < prec; ++i) {
+      const auto digit = v % 10;
+      print = print || digit != 0;
+      if (print) digits.insert(digits.begin(), static_cast<char>('0' + digit));
+      v /= 10;
+    }
+    return std::make_pair(v, digits.empty() ? std::string() : "." + digits);
+  };
+  std::string out;
+  if (u < 1000000000ULL) {
+    // Below one second: a single unit (ns, µs or ms) with a fraction.
+    int prec = 0;
+    std::string unit = "ns";
+    if (u >= 1000000ULL) {
+      prec = 6;
+      unit = "ms";
+    } else if (u >= 1000ULL) {
+      prec = 3;
+      unit = "\u00b5s";
+    }
+    auto [whole, f] = frac(u, prec);
+    out = std::to_string(whole) + f + unit;
+  } else {
+    auto [secs, f] = frac(u, 9);
+    out = std::to_string(secs % 60) + f + "s";
+    const uint64_t mins = secs / 60;
+    if (mins > 0) {
+      out = std::to_string(mins % 60) + "m" + out;
+      if (mins / 60 > 0) out = std::to_string(mins / 60) + "h" + out;
+    }
+  }
+  return neg ? "-" + out : out;
+}
+
+std::string self_executable() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : p.string();
+}
+
+std::string default_vfio_manage(const std::string& self_exe) {
+  const std::string fallback = manager::Settings{}.vfio_manage;
+  if (self_exe.empty()) return fallback;
+  const auto beside = std::filesystem::path(self_exe).parent_path() / fallback;
+  if (::access(beside.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(beside)) return beside.string();
+  return fallback;
+}
 
 EnvLookup process_env() {
   return [](const std::string& name) -> std::optional<std::string> {
@@ -351,10 +431,15 @@ std::string help_text(const VersionInfo& version) {
   out += "   preflight_check   check that driver-manager can start (configuration and Kubernetes access)\n";
   out += "   help, h           Shows a list of commands or help for one command\n\n";
   out += "GLOBAL OPTIONS:\n";
+  const ParseResult defaults;
   for (const auto& f : flags()) {
     std::string left = "--" + f.name + (f.kind == Kind::kBool ? "" : " value");
     std::string right = f.usage;
-    if (!f.default_text.empty() && f.name != "node-name") right += " (default: " + f.default_text + ")";
+    // Like urfave/cli: a required flag and an empty string show no default.
+    if (const std::string def = f.shown(defaults);
+        !def.empty() && f.name != "node-name" && f.name != "vfio-manage") {
+      right += " (default: " + def + ")";
+    }
     if (!f.env.empty()) right += " [$" + f.env + "]";
     out += fmt::format("   {:<40} {}\n", left, right);
   }
@@ -372,6 +457,12 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     r.out_text = std::move(out_text);
     r.error = std::move(error);
     return r;
+  };
+  // urfave/cli prints this itself (no log line) and exits 3.
+  auto unknown = [&](const std::string& what) {
+    ParseResult u = exit_with(kExitUnknownCommand, "", "");
+    u.err_text = "No help topic for '" + what + "'\n";
+    return u;
   };
   const std::vector<Flag> table = flags();
 
@@ -463,9 +554,9 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     if (topic == "uninstall_driver" || topic == "preflight_check" || topic == "help" || topic == "h") {
       return exit_with(0, help_text(version), "");
     }
-    return exit_with(1, "", "No help topic for '" + topic + "'");
+    return unknown(topic);
   } else {
-    return exit_with(1, "", "No help topic for '" + cmd + "'");
+    return unknown(cmd);
   }
   return r;
 }

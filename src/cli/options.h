@@ -1,4 +1,4 @@
-// driver-manager's command line and environment (spec 2.1/2.2) with urfave/cli v2 semantics.
+// driver-manager's command line and environment, with urfave/cli v2 semantics.
 //
 // Why the environment layer is hand-written: CLI11's envname() ignores variables that are set but empty,
 // while urfave/cli treats an empty bool as false and an empty string as an override, and CLI11's bool and
@@ -31,14 +31,23 @@ struct ParseResult {
   Command command = Command::kNone;
   manager::Settings settings;
   LogFormat log_format = LogFormat::kText;  // --log-format / LOG_FORMAT
-  std::string log_level = "info";           // --log-level / LOG_LEVEL
-  std::vector<std::string> warnings;        // to log once logging is set up
+  std::string log_level = "info";           // --log-level / LOG_LEVEL (canonical logrus name)
+  bool vfio_manage_given = false;     // --vfio-manage / VFIO_MANAGE_PATH was set (see default_vfio_manage)
+  std::vector<std::string> warnings;  // to log once logging is set up
 
-  bool exit_now = false;  // print out_text to stdout, error (if any) as a fatal log line, exit exit_code
+  // Print out_text to stdout, err_text to stderr, error (if any) as a fatal log line, then exit exit_code.
+  bool exit_now = false;
   int exit_code = 0;
   std::string out_text;  // help / version text (stdout)
+  std::string err_text;  // printed as is (urfave/cli's own messages, e.g. "No help topic for 'x'")
   std::string error;     // e.g. `Required flag "node-name" not set` (logged at fatal level)
 };
+
+// Exit code of an unknown sub-command or help topic (urfave/cli's).
+inline constexpr int kExitUnknownCommand = 3;
+
+// Every environment variable driver-manager reads (the flags' and DRIVER_CONFIG_DIGEST).
+std::vector<std::string> environment_variables();
 
 // Looks up an environment variable; nullopt = unset (set-but-empty is "").
 using EnvLookup = std::function<std::optional<std::string>(const std::string& name)>;
@@ -62,6 +71,16 @@ Result<Duration> parse_go_duration(std::string_view s);
 Result<Duration> parse_duration_or_seconds(std::string_view s);
 // Go strconv.ParseBool with Go's error text (`strconv.ParseBool: parsing "x": invalid syntax`).
 Result<bool> parse_bool_value(std::string_view s);
+
+// Go's time.Duration.String(): "0s", "1.5s", "5m0s", "1h0m0s", "250ms".
+std::string go_duration_string(Duration d);
+
+// The vfio-manage to run when neither --vfio-manage nor VFIO_MANAGE_PATH names one: the executable
+// vfio-manage beside `self_exe` (the image installs both in /usr/bin, a build tree puts both in bin/), else
+// "vfio-manage" (looked up in PATH).
+std::string default_vfio_manage(const std::string& self_exe);
+// This program's own executable (/proc/self/exe), or "" when it cannot be read.
+std::string self_executable();
 
 // The help text (urfave/cli layout: NAME, USAGE, VERSION, COMMANDS, GLOBAL OPTIONS).
 std::string help_text(const VersionInfo& version);

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <memory>
@@ -64,9 +65,15 @@ Result<LogFormat> parse_log_format(std::string_view s) {
   return Error("invalid log format \"" + std::string(s) + "\" (want text or json)");
 }
 
-Status parse_log_level(std::string_view s) {
-  if (s == "debug" || s == "info" || s == "warning" || s == "warn" || s == "error") return {};
-  return Error("invalid log level \"" + std::string(s) + "\" (want debug, info, warning or error)");
+Result<std::string> parse_log_level(std::string_view s) {
+  std::string l(s);
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (l == "warn") return std::string("warning");
+  for (const char* name : {"panic", "fatal", "error", "warning", "info", "debug", "trace"}) {
+    if (l == name) return l;
+  }
+  return Error("invalid log level \"" + std::string(s) +
+               "\" (want panic, fatal, error, warning, info, debug or trace)");
 }
 
 std::string format_log_line(LogFormat format, std::string_view level, std::string_view time_rfc3339,
@@ -87,12 +94,19 @@ void setup_logging(LogFormat format, std::string_view level) {
   auto logger = std::make_shared<spdlog::logger>("driver-manager", sink);
   logger->set_formatter(std::make_unique<LogrusFormatter>(format));
   spdlog::level::level_enum l = spdlog::level::info;
-  if (level == "debug")
+  const auto name = parse_log_level(level);
+  const std::string canonical = name ? *name : "info";
+  if (canonical == "trace") {
+    l = spdlog::level::trace;
+  } else if (canonical == "debug") {
     l = spdlog::level::debug;
-  else if (level == "warning" || level == "warn")
+  } else if (canonical == "warning") {
     l = spdlog::level::warn;
-  else if (level == "error")
+  } else if (canonical == "error") {
     l = spdlog::level::err;
+  } else if (canonical == "fatal" || canonical == "panic") {
+    l = spdlog::level::critical;
+  }
   logger->set_level(l);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);

@@ -14,10 +14,13 @@ enum class LogFormat { kText, kJson };
 
 // Parses "text" / "json"; anything else is an error naming the value.
 Result<LogFormat> parse_log_format(std::string_view s);
-// Parses "debug", "info", "warning"/"warn", "error"; anything else is an error naming the value.
-Status parse_log_level(std::string_view s);
+// Parses a level like logrus does (case-insensitive: panic, fatal, error, warn, warning, info, debug, trace)
+// and returns its canonical name ("warn" is "warning"); anything else is an error naming the value.
+// "panic" shows fatal lines too: this program logs a fatal line where a Go program would panic.
+Result<std::string> parse_log_level(std::string_view s);
 
-// Installs the stderr logger with the given format and level ("debug", "info", ...). Idempotent.
+// Installs the stderr logger with the given format and level (as parse_log_level takes it; an invalid one
+// means "info"). Idempotent.
 void setup_logging(LogFormat format, std::string_view level = "info");
 
 // Formats one record the way setup_logging() writes it (exposed for tests).

@@ -1,18 +1,32 @@
 // Errors as values: Result<T> holds a T or an Error; Status is Result<void>.
 #pragma once
 
+#include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 namespace dm {
 
-// What failed, said so that an operator can act on it. Kubernetes errors also carry the HTTP status and
-// the API's machine-readable reason (NotFound, Forbidden, Conflict, TooManyRequests, ...).
+// One entry of a Kubernetes Status's details.causes: a machine-readable type (e.g. "DisruptionBudget" on a
+// refused eviction, "NamespaceTerminating" on a write into a namespace being deleted), its message, and the
+// field it concerns, if any.
+struct StatusCause {
+  std::string type;
+  std::string message;
+  std::string field;
+};
+
+// What failed, said so that an operator can act on it. Kubernetes errors also carry the HTTP status, the
+// API's machine-readable reason (NotFound, Forbidden, Conflict, TooManyRequests, ...) and causes: callers
+// classify on those, never on the message text, which is for people.
 struct Error {
   std::string message;
-  int http_status = 0;  // 0 when the error did not come from an HTTP response
-  std::string reason;   // Kubernetes Status.reason, if any
+  int http_status = 0;              // 0 when the error did not come from an HTTP response
+  std::string reason;               // Kubernetes Status.reason, if any
+  std::vector<StatusCause> causes;  // Kubernetes Status.details.causes, if any
 
   Error() = default;
   explicit Error(std::string msg, int status = 0, std::string why = {})
@@ -29,6 +43,10 @@ struct Error {
   [[nodiscard]] bool conflict() const { return http_status == 409; }
   [[nodiscard]] bool too_many_requests() const { return http_status == 429; }
   [[nodiscard]] bool gone() const { return http_status == 410; }
+  [[nodiscard]] bool unauthorized() const { return http_status == 401; }
+  [[nodiscard]] bool has_cause(std::string_view type) const {
+    return std::any_of(causes.begin(), causes.end(), [&](const StatusCause& c) { return c.type == type; });
+  }
 };
 
 template <class T>

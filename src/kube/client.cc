@@ -88,8 +88,10 @@ Result<Json> Client::Impl::send(const Call& call) {
   req.keep_going = [&cancel] { return !cancel.cancelled(); };
   const std::string what = call.method + " " + call.path;
 
+  bool renewed_token = false;  // one repeat after a 401 per token change is enough
   for (int attempt = 0;; ++attempt) {
     if (cancel.cancelled()) return Error(what + ": cancelled");
+    req.bearer_token = tokens->current();
     HttpResponse resp;
     {
       auto conn = acquire();
@@ -119,6 +121,12 @@ Result<Json> Client::Impl::send(const Call& call) {
       err = api_error(call.method, call.path, resp.status, resp.body);
     }
     spdlog::debug("{} -> {}", what, err.message);
+    // A rotated token: the file may already hold the next one. Repeating the request is not a retry.
+    if (err.unauthorized() && !renewed_token && tokens->renew_after_unauthorized(req.bearer_token)) {
+      renewed_token = true;
+      --attempt;
+      continue;
+    }
     if (!retryable_status(resp.status, call.retry_429)) return err;
     if (attempt >= retry.max_retries) {
       if (attempt == 0) return err;
@@ -212,6 +220,7 @@ Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptio
   im.options = std::move(options);
   im.clock = im.options.clock != nullptr ? im.options.clock : &im.system_clock;
   im.retry = RetryPolicy{im.options.max_retries, im.options.retry_base, im.options.retry_max};
+  im.tokens = std::make_unique<TokenSource>(config, *im.clock, im.options.token_refresh);
   im.idle.push_back(std::move(*conn));
   im.open_connections = 1;
   return c;

@@ -27,6 +27,9 @@ struct ClientOptions {
   std::string user_agent = "driver-manager";
   const Clock* clock = nullptr;  // nullptr: a SystemClock
   CancelToken cancel;            // aborts retries and watches
+  // How old a token read from a file (Config::token_file) may get before it is read again; a 401 re-reads
+  // it at once and repeats the request when the token changed.
+  std::chrono::milliseconds token_refresh{60000};
 };
 
 struct ListOptions {
@@ -103,9 +106,10 @@ class Client {
   [[nodiscard]] uint64_t request_count() const;
   [[nodiscard]] const Config& config() const;
 
+  struct Impl;  // internals shared by client.cc and watch.cc (client_impl.h), opaque to everyone else
+
  private:
   Client();
-  struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -13,6 +13,7 @@
 #include "kube/client.h"
 #include "kube/http.h"
 #include "kube/retry.h"
+#include "kube/token_source.h"
 
 namespace dm::kube {
 
@@ -22,6 +23,7 @@ struct Client::Impl {
   SystemClock system_clock;
   const Clock* clock = nullptr;
   RetryPolicy retry;
+  std::unique_ptr<TokenSource> tokens;
 
   // Keep-alive connections for ordinary requests. A request borrows an idle one; concurrent requests
   // (parallel evictions) open more, up to kMaxConnections, so they are not serialised behind one another.

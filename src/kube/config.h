@@ -15,8 +15,8 @@ struct Config {
   std::string client_cert_data;  // PEM
   std::string client_key_file;
   std::string client_key_data;  // PEM
-  std::string token;            // never logged
-  std::string token_file;       // re-read on each request is not needed; read once at load
+  std::string token;            // never logged; read from token_file at load when that is set
+  std::string token_file;       // rotated by the kubelet: the client re-reads it (see token_source.h)
   bool insecure_skip_tls_verify = false;
   std::string ns = "default";  // context namespace, or the pod's namespace in-cluster
   std::string source;          // "kubeconfig <path> (context <name>)" or "in-cluster", for messages

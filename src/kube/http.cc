@@ -39,7 +39,6 @@ std::string_view trim_view(std::string_view s) {
 struct HttpConnection::Impl {
   CURLM* multi = nullptr;
   CURL* easy = nullptr;
-  std::string auth_header;  // "Authorization: Bearer ..." (never logged)
   char errbuf[CURL_ERROR_SIZE] = {};
 
   // State of the transfer in progress.
@@ -161,7 +160,6 @@ Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const Config& con
   const long verify = config.insecure_skip_tls_verify ? 0L : 1L;
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, verify);
   curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, verify * 2L);
-  if (!config.token.empty()) im.auth_header = "Authorization: Bearer " + config.token;
   return c;
 }
 
@@ -184,7 +182,9 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
   curl_slist* headers = nullptr;
   headers = curl_slist_append(headers, "Accept: application/json");
   headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip for larger bodies
-  if (!im.auth_header.empty()) headers = curl_slist_append(headers, im.auth_header.c_str());
+  if (!request.bearer_token.empty()) {
+    headers = curl_slist_append(headers, ("Authorization: Bearer " + request.bearer_token).c_str());
+  }
   if (!request.content_type.empty()) {
     headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
   }

@@ -1,5 +1,6 @@
-// One HTTP connection to the API server over libcurl: TLS and credentials from a Config, keep-alive, and
-// transfers that the caller can abort between polls (cancellation, watch deadlines).
+// One HTTP connection to the API server over libcurl: TLS and client certificates from a Config, keep-alive,
+// and transfers that the caller can abort between polls (cancellation, watch deadlines). The bearer token
+// comes with each request: it can change while a connection lives (token rotation).
 #pragma once
 
 #include <chrono>
@@ -18,6 +19,7 @@ struct HttpRequest {
   std::string url;
   std::string body;                      // sent when non-empty (or when method is POST/PUT/PATCH)
   std::string content_type;              // of body
+  std::string bearer_token;              // "" = none (never logged)
   std::chrono::milliseconds timeout{0};  // whole transfer; 0 = none
   // When set, 2xx response bodies are handed over piece by piece instead of being buffered (error bodies are
   // still buffered). Returning false aborts the transfer.

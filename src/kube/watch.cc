@@ -1,5 +1,6 @@
 // Client::list_watch: list, then stream changes, resuming from the last resourceVersion and re-listing when
-// the server no longer has the history (410 Gone).
+// the server no longer has the history (410 Gone). Three steps, one per function of ListWatch: relist(),
+// stream() (one watch request), and retry_or_relist() (what to do after a stream that failed).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -20,186 +21,264 @@ bool is_2xx(long status) {
 
 // Why one watch request ended.
 enum class StreamEnd {
-  kClosed,      // the server ended the stream (timeoutSeconds) or the connection dropped
-  kDone,        // handlers.done() returned true
-  kStopped,     // cancelled or past the deadline
-  kGone,        // 410: the resourceVersion is too old, re-list
-  kErrorEvent,  // an ERROR event other than 410
-  kBadData,     // a line that is not a watch event
+  kClosed,        // the server ended the stream (timeoutSeconds) or the connection dropped
+  kDone,          // handlers.done() returned true
+  kStopped,       // cancelled or past the deadline
+  kGone,          // 410: the resourceVersion is too old, re-list
+  kErrorEvent,    // an ERROR event other than 410
+  kBadData,       // a line that is not a watch event
+  kUnauthorized,  // 401 and the token file holds a newer token: watch again with it
+};
+
+// What one watch request came to: how it ended, and the error when it failed.
+struct StreamResult {
+  StreamEnd end = StreamEnd::kClosed;
+  std::optional<Error> error;  // set when the stream failed (not for kClosed, kDone, kGone, kStopped)
+  bool got_event = false;      // at least one event arrived (the connection was healthy)
+  bool permanent = false;      // a response a retry cannot fix (e.g. 403)
+  std::optional<std::chrono::milliseconds> retry_after;  // of a 429
+};
+
+class ListWatch {
+ public:
+  ListWatch(Client::Impl& im, const std::string& path, const ListOptions& options,
+            const WatchHandlers& handlers, Deadline deadline)
+      : im_(im),
+        clock_(*im.clock),
+        cancel_(im.options.cancel),
+        path_(path),
+        options_(options),
+        handlers_(handlers),
+        deadline_(deadline),
+        what_("watch " + list_path(path, options)),
+        tick_(std::max(handlers.tick, std::chrono::milliseconds(1))) {}
+
+  Status run() {
+    bool need_list = true;
+    int failures = 0;  // consecutive failed watch requests
+    while (true) {
+      if (auto e = stop_error()) return *e;
+      if (need_list) {
+        if (auto st = relist(); !st || done()) return st;
+        need_list = false;
+        failures = 0;
+        continue;
+      }
+      StreamResult r = stream();
+      if (r.end == StreamEnd::kDone) return {};
+      if (auto e = stop_error()) return *e;
+      if (r.end == StreamEnd::kStopped) return Error(what_ + ": stopped");
+      if (r.got_event) failures = 0;
+      if (r.end == StreamEnd::kGone) {
+        spdlog::info("watch {}: resourceVersion {} is too old (410 Gone); listing again", path_,
+                     resource_version_);
+        need_list = true;
+        continue;
+      }
+      if (r.end == StreamEnd::kClosed || r.end == StreamEnd::kUnauthorized) continue;  // watch again now
+      if (r.permanent) return *r.error;
+      auto next = retry_or_relist(*r.error, ++failures, r.retry_after);
+      if (next.outcome) return *next.outcome;
+      if (next.relist) {
+        need_list = true;
+        failures = 0;
+      }
+    }
+  }
+
+ private:
+  // Lists everything, hands it to on_sync, and remembers where the watch resumes.
+  Status relist() {
+    ListOptions lo = options_;
+    lo.continue_token.clear();
+    lo.resource_version.clear();
+    lo.timeout_seconds = 0;
+    if (lo.limit <= 0) lo.limit = 500;
+    auto listed = im_.list_everything(path_, lo);
+    if (!listed) return listed.error().wrap("watch " + path_);
+    if (handlers_.on_sync) handlers_.on_sync(listed->first);
+    resource_version_ = listed->second;
+    return {};
+  }
+
+  // One watch request from resource_version_, handing events to on_event until it ends.
+  StreamResult stream() {
+    if (!conn_) {
+      auto c = HttpConnection::create(im_.config, im_.options.user_agent);
+      if (!c) return {StreamEnd::kErrorEvent, c.error(), false, true, std::nullopt};
+      conn_ = std::move(*c);
+    }
+    ListOptions wo = options_;
+    wo.resource_version = resource_version_;
+    if (wo.timeout_seconds <= 0) wo.timeout_seconds = 300 + static_cast<int64_t>(im_.random01() * 300);
+    const std::string wpath = list_path(path_, wo, /*watch=*/true);
+
+    StreamResult r;
+    std::string bad_line;
+    std::optional<StatusFields> error_status;
+    auto last_tick = clock_.now();
+    LineSplitter lines;
+    const auto on_line = [&](std::string_view line) -> bool {
+      auto ev = Json::parse(line, nullptr, false);
+      if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
+        r.end = StreamEnd::kBadData;
+        bad_line = std::string(line.substr(0, 200));
+        return false;
+      }
+      WatchEvent event{ev["type"].get<std::string>(),
+                       ev.contains("object") ? std::move(ev["object"]) : Json()};
+      if (event.type == "ERROR") {
+        error_status = parse_status(event.object);
+        if (!error_status) {  // not a proper Status: take what it has
+          const Json& o = event.object;
+          error_status = StatusFields{o.is_object() ? o.value("code", 0) : 0,
+                                      o.is_object() ? o.value("message", "") : "",
+                                      o.is_object() ? o.value("reason", "") : "",
+                                      {}};
+        }
+        r.end = error_status->code == 410 ? StreamEnd::kGone : StreamEnd::kErrorEvent;
+        return false;
+      }
+      r.got_event = true;
+      if (event.object.is_object() && event.object.contains("metadata")) {
+        const Json& md = event.object["metadata"];
+        if (md.is_object() && md.contains("resourceVersion") && md["resourceVersion"].is_string()) {
+          resource_version_ = md["resourceVersion"].get<std::string>();
+        }
+      }
+      if (event.type == "BOOKMARK") return true;
+      if (handlers_.on_event) handlers_.on_event(event);
+      if (done()) {
+        r.end = StreamEnd::kDone;
+        return false;
+      }
+      last_tick = clock_.now();
+      return true;
+    };
+
+    HttpRequest req;
+    req.method = "GET";
+    req.url = im_.url(wpath);
+    req.bearer_token = im_.tokens->current();
+    // No transfer timeout (the server ends the stream after timeoutSeconds); keep a generous cap in case the
+    // peer vanishes without closing the connection.
+    req.timeout = std::chrono::milliseconds((wo.timeout_seconds + 60) * 1000);
+    req.poll_interval = std::min(tick_, std::chrono::milliseconds(100));
+    req.on_body = [&](std::string_view chunk) { return lines.feed(chunk, on_line); };
+    req.keep_going = [&] {
+      if (stop_error()) {
+        r.end = StreamEnd::kStopped;
+        return false;
+      }
+      if (clock_.now() - last_tick >= tick_) {
+        last_tick = clock_.now();
+        if (done()) {
+          r.end = StreamEnd::kDone;
+          return false;
+        }
+      }
+      return true;
+    };
+    spdlog::debug("watch {} from resourceVersion {}", path_, resource_version_);
+    const HttpResponse resp = conn_->perform(req);
+    im_.requests.fetch_add(1, std::memory_order_relaxed);
+
+    switch (r.end) {
+      case StreamEnd::kDone:
+      case StreamEnd::kStopped:
+      case StreamEnd::kGone:
+        return r;
+      case StreamEnd::kErrorEvent: {
+        const StatusFields& st = *error_status;
+        Error e(fmt::format("GET {}: watch error: {} ({}{}{})", wpath, st.message, st.code,
+                            st.reason.empty() ? "" : " ", st.reason),
+                st.code, st.reason);
+        e.causes = st.causes;
+        r.error = std::move(e);
+        return r;
+      }
+      case StreamEnd::kBadData:
+        r.error = Error(fmt::format("GET {}: not a watch event: {}", wpath, bad_line));
+        return r;
+      case StreamEnd::kClosed:
+      case StreamEnd::kUnauthorized:
+        break;
+    }
+    if (!resp.transport_error.empty()) {
+      r.error = transport_error("GET", wpath, im_.config.server, resp.transport_error);
+    } else if (resp.status == 410) {
+      r.end = StreamEnd::kGone;
+    } else if (resp.status == 401 && im_.tokens->renew_after_unauthorized(req.bearer_token)) {
+      r.end = StreamEnd::kUnauthorized;
+    } else if (!is_2xx(resp.status)) {
+      r.error = api_error("GET", wpath, resp.status, resp.body);
+      r.permanent = !retryable_status(resp.status);  // e.g. 403: retrying will not help
+      if (resp.status == 429) r.retry_after = parse_retry_after(resp.retry_after);
+    }
+    // Otherwise the server ended the stream normally (timeoutSeconds): kClosed, resume at once.
+    if (r.error) r.end = StreamEnd::kErrorEvent;
+    return r;
+  }
+
+  struct Next {
+    std::optional<Status> outcome;  // list_watch ends with this
+    bool relist = false;            // start over with a fresh list
+  };
+
+  // After the `failures`-th failed stream in a row: wait with backoff and watch again, or, when the trouble
+  // persists, start over with a fresh list (which reports its own errors).
+  Next retry_or_relist(const Error& err, int failures, std::optional<std::chrono::milliseconds> retry_after) {
+    if (failures > im_.retry.max_retries) {
+      spdlog::warn("{}; listing again", err.message);
+      return {std::nullopt, true};
+    }
+    const auto delay = backoff_delay(im_.retry, failures - 1, im_.random01(), retry_after);
+    spdlog::warn("{}; watching again in {} ms", err.message, delay.count());
+    return {wait(delay), false};
+  }
+
+  [[nodiscard]] bool done() const { return handlers_.done && handlers_.done(); }
+
+  // Why the watch must stop now, if it must.
+  [[nodiscard]] std::optional<Error> stop_error() const {
+    if (cancel_.cancelled()) return Error(what_ + ": cancelled");
+    if (deadline_.passed(clock_)) return Error(what_ + ": timed out before the awaited condition was met");
+    return std::nullopt;
+  }
+
+  // Sleeps `d` in slices of at most `tick`, checking done() between them; a value when list_watch ends.
+  std::optional<Status> wait(std::chrono::milliseconds d) const {
+    const auto end = clock_.now() + d;
+    while (clock_.now() < end) {
+      const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock_.now());
+      auto slice = std::min(rest, tick_);
+      const auto left = deadline_.remaining(clock_);
+      if (left < slice) slice = std::chrono::duration_cast<std::chrono::milliseconds>(left);
+      if (!clock_.sleep_for(slice, cancel_)) return Status(Error(what_ + ": cancelled"));
+      if (auto e = stop_error()) return Status(*e);
+      if (done()) return Status();
+    }
+    return std::nullopt;
+  }
+
+  Client::Impl& im_;
+  const Clock& clock_;
+  const CancelToken cancel_;
+  const std::string& path_;
+  const ListOptions& options_;
+  const WatchHandlers& handlers_;
+  const Deadline deadline_;
+  const std::string what_;
+  const std::chrono::milliseconds tick_;
+  std::unique_ptr<HttpConnection> conn_;  // a connection of its own: a watch holds it for minutes
+  std::string resource_version_;
 };
 
 }  // namespace
 
 Status Client::list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
                           Deadline deadline) {
-  Impl& im = *impl_;
-  const Clock& clock = *im.clock;
-  const CancelToken cancel = im.options.cancel;
-  const std::string what = "watch " + list_path(path, options);
-  const auto done = [&] { return handlers.done && handlers.done(); };
-  // Why the watch must stop now, if it must.
-  const auto stop_error = [&]() -> std::optional<Error> {
-    if (cancel.cancelled()) return Error(what + ": cancelled");
-    if (deadline.passed(clock)) return Error(what + ": timed out before the awaited condition was met");
-    return std::nullopt;
-  };
-  const auto tick = std::max(handlers.tick, std::chrono::milliseconds(1));
-  // Sleeps `d` in slices of at most `tick`, checking done() between them.
-  const auto wait = [&](std::chrono::milliseconds d) -> std::optional<Status> {
-    const auto end = clock.now() + d;
-    while (clock.now() < end) {
-      const auto rest = std::chrono::duration_cast<std::chrono::milliseconds>(end - clock.now());
-      auto slice = std::min(rest, tick);
-      const auto left = deadline.remaining(clock);
-      if (left < slice) slice = std::chrono::duration_cast<std::chrono::milliseconds>(left);
-      if (!clock.sleep_for(slice, cancel)) return Status(Error(what + ": cancelled"));
-      if (auto e = stop_error()) return Status(*e);
-      if (done()) return Status();
-    }
-    return std::nullopt;
-  };
-
-  std::unique_ptr<HttpConnection> stream_conn;  // a connection of its own: a watch holds it for minutes
-  std::string resource_version;
-  bool need_list = true;
-  int failures = 0;  // consecutive failed watch attempts
-
-  while (true) {
-    if (auto e = stop_error()) return *e;
-    if (need_list) {
-      ListOptions lo = options;
-      lo.continue_token.clear();
-      lo.resource_version.clear();
-      lo.timeout_seconds = 0;
-      if (lo.limit <= 0) lo.limit = 500;
-      auto listed = im.list_everything(path, lo);
-      if (!listed) return listed.error().wrap("watch " + path);
-      if (handlers.on_sync) handlers.on_sync(listed->first);
-      if (done()) return {};
-      resource_version = listed->second;
-      need_list = false;
-      failures = 0;
-      continue;
-    }
-
-    if (!stream_conn) {
-      auto c = HttpConnection::create(im.config, im.options.user_agent);
-      if (!c) return c.error();
-      stream_conn = std::move(*c);
-    }
-    ListOptions wo = options;
-    wo.resource_version = resource_version;
-    if (wo.timeout_seconds <= 0) wo.timeout_seconds = 300 + static_cast<int64_t>(im.random01() * 300);
-    const std::string wpath = list_path(path, wo, /*watch=*/true);
-
-    StreamEnd end = StreamEnd::kClosed;
-    std::string error_message;
-    int error_code = 0;
-    std::string error_reason;
-    bool got_event = false;
-    auto last_tick = clock.now();
-    LineSplitter lines;
-
-    const auto on_line = [&](std::string_view line) -> bool {
-      auto ev = Json::parse(line, nullptr, false);
-      if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
-        end = StreamEnd::kBadData;
-        error_message = "not a watch event: " + std::string(line.substr(0, 200));
-        return false;
-      }
-      WatchEvent event{ev["type"].get<std::string>(),
-                       ev.contains("object") ? std::move(ev["object"]) : Json()};
-      if (event.type == "ERROR") {
-        const Json& st = event.object;
-        error_code = st.is_object() ? st.value("code", 0) : 0;
-        error_reason = st.is_object() ? st.value("reason", "") : "";
-        error_message = st.is_object() ? st.value("message", "") : "";
-        end = error_code == 410 ? StreamEnd::kGone : StreamEnd::kErrorEvent;
-        return false;
-      }
-      got_event = true;
-      if (event.object.is_object() && event.object.contains("metadata")) {
-        const Json& md = event.object["metadata"];
-        if (md.is_object() && md.contains("resourceVersion") && md["resourceVersion"].is_string()) {
-          resource_version = md["resourceVersion"].get<std::string>();
-        }
-      }
-      if (event.type == "BOOKMARK") return true;
-      if (handlers.on_event) handlers.on_event(event);
-      if (done()) {
-        end = StreamEnd::kDone;
-        return false;
-      }
-      last_tick = clock.now();
-      return true;
-    };
-
-    HttpRequest req;
-    req.method = "GET";
-    req.url = im.url(wpath);
-    // No transfer timeout (the server ends the stream after timeoutSeconds); keep a generous cap in case the
-    // peer vanishes without closing the connection.
-    req.timeout = std::chrono::milliseconds((wo.timeout_seconds + 60) * 1000);
-    req.poll_interval = std::min(tick, std::chrono::milliseconds(100));
-    req.on_body = [&](std::string_view chunk) { return lines.feed(chunk, on_line); };
-    req.keep_going = [&] {
-      if (stop_error()) {
-        end = StreamEnd::kStopped;
-        return false;
-      }
-      if (clock.now() - last_tick >= tick) {
-        last_tick = clock.now();
-        if (done()) {
-          end = StreamEnd::kDone;
-          return false;
-        }
-      }
-      return true;
-    };
-    spdlog::debug("watch {} from resourceVersion {}", path, resource_version);
-    const HttpResponse resp = stream_conn->perform(req);
-    im.requests.fetch_add(1, std::memory_order_relaxed);
-
-    if (end == StreamEnd::kDone) return {};
-    if (auto e = stop_error()) return *e;
-    if (got_event) failures = 0;
-    if (end == StreamEnd::kStopped) return Error(what + ": stopped");
-
-    if (end == StreamEnd::kGone || (resp.status == 410 && resp.transport_error.empty())) {
-      spdlog::info("watch {}: resourceVersion {} is too old (410 Gone); listing again", path,
-                   resource_version);
-      need_list = true;
-      continue;
-    }
-    Error err;
-    if (end == StreamEnd::kErrorEvent) {
-      err = Error(fmt::format("GET {}: watch error: {} ({}{}{})", wpath, error_message, error_code,
-                              error_reason.empty() ? "" : " ", error_reason),
-                  error_code, error_reason);
-    } else if (end == StreamEnd::kBadData) {
-      err = Error(fmt::format("GET {}: {}", wpath, error_message));
-    } else if (!resp.transport_error.empty()) {
-      err = transport_error("GET", wpath, im.config.server, resp.transport_error);
-    } else if (!is_2xx(resp.status)) {
-      err = api_error("GET", wpath, resp.status, resp.body);
-      if (!retryable_status(resp.status)) return err;  // e.g. 403: retrying will not help
-    } else {
-      // The server ended the stream normally (timeoutSeconds): resume at once.
-      continue;
-    }
-
-    if (++failures > im.retry.max_retries) {
-      // Persistent trouble: start over with a fresh list (which reports its own errors).
-      spdlog::warn("{}; listing again", err.message);
-      need_list = true;
-      failures = 0;
-      continue;
-    }
-    const auto delay = backoff_delay(im.retry, failures - 1, im.random01(),
-                                     resp.status == 429 ? parse_retry_after(resp.retry_after) : std::nullopt);
-    spdlog::warn("{}; watching again in {} ms", err.message, delay.count());
-    if (auto st = wait(delay)) return *st;
-  }
+  return ListWatch(*impl_, path, options, handlers, deadline).run();
 }
 
 }  // namespace dm::kube

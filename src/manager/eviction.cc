@@ -19,7 +19,8 @@ enum class State { kEvicting, kBlocked, kAccepted, kGone, kFailed };
 
 struct PodProgress {
   State state = State::kEvicting;
-  std::string message;  // last refusal / failure
+  std::string message;              // last refusal / failure
+  std::vector<StatusCause> causes;  // of the last refusal (e.g. DisruptionBudget)
 };
 
 // Shared between the per-pod workers and the waiting thread.
@@ -32,14 +33,18 @@ bool transient(const Error& e) {
   return e.http_status == 0 || e.http_status >= 500;
 }
 
+// An eviction in a namespace being deleted is refused (403) until the pod is gone: wait, as kubectl drain
+// does.
 bool namespace_terminating(const Error& e) {
-  return e.forbidden() && e.message.find("being terminated") != std::string::npos;
+  return e.forbidden() && e.has_cause("NamespaceTerminating");
 }
 
-void set_state(Shared& shared, size_t i, State s, std::string message = {}) {
+void set_state(Shared& shared, size_t i, State s, std::string message = {},
+               std::vector<StatusCause> causes = {}) {
   std::lock_guard lk(shared.mu);
   shared.pods[i].state = s;
   shared.pods[i].message = std::move(message);
+  shared.pods[i].causes = std::move(causes);
 }
 
 void evict_one(kube::Client& client, const PodWatch& watch, const Clock& clock, const EvictionTarget& t,
@@ -65,7 +70,7 @@ void evict_one(kube::Client& client, const PodWatch& watch, const Clock& clock, 
       return;
     }
     if (e.too_many_requests() || namespace_terminating(e) || transient(e)) {
-      set_state(shared, index, State::kBlocked, e.message);
+      set_state(shared, index, State::kBlocked, e.message, e.causes);
       const auto now = clock.now();
       if (now >= next_blocked_log) {
         // Upstream's (kubectl drain's) wording, with the real retry interval.
@@ -134,7 +139,15 @@ Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& cloc
   auto s = watch.wait_until(options.what + " to be evicted", check, deadline, cancel);
   stop.cancel();
   for (auto& w : workers) w.join();
-  if (!s) return s.error();
+  if (!s) {
+    // The causes of the refusals still in force travel with the error, so that callers can tell e.g. a
+    // PodDisruptionBudget from a slow pod without reading the message.
+    Error e = s.error();
+    for (const auto& pr : shared->pods) {
+      if (pr.state == State::kBlocked) e.causes.insert(e.causes.end(), pr.causes.begin(), pr.causes.end());
+    }
+    return e;
+  }
   spdlog::info("All {} are gone", options.what);
   return ok_status();
 }

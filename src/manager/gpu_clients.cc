@@ -237,7 +237,7 @@ Status GpuClientReset::reset(GpuClientPhase phase) {
   if (!s) {
     if (cancel_.cancelled()) return s.error();
     std::string hint;
-    if (s.error().message.find("disruption budget") != std::string::npos) {
+    if (s.error().has_cause("DisruptionBudget")) {
       hint =
           "; a PodDisruptionBudget named above blocks the eviction: raise its allowance or scale the "
           "workload, "

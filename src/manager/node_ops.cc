@@ -135,7 +135,17 @@ Status NodeOps::drop_cordon_annotation() {
 
 void NodeOps::event(const std::string& reason, const std::string& message, const std::string& type) {
   Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}};
+  if (events_forbidden_) return;
   auto s = client_.create_event(involved, reason, message, type);
+  if (!s && s.error().forbidden()) {
+    // The GPU Operator's stock role for the driver has no `events create`: say so once, then stop trying.
+    events_forbidden_ = true;
+    spdlog::info(
+        "Not recording Kubernetes Events on node {}: the service account may not create them; to have them, "
+        "add this rule to its (Cluster)Role: {{apiGroups: [\"\"], resources: [events], verbs: [create]}}",
+        node_);
+    return;
+  }
   if (!s) spdlog::debug("Could not record event {} on node {}: {}", reason, node_, s.error().message);
 }
 

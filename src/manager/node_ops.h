@@ -58,7 +58,8 @@ class NodeOps {
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
   Status drop_cordon_annotation();
 
-  // Best effort: records a core/v1 Event on the node (failures only logged at debug level).
+  // Best effort: records a core/v1 Event on the node (failures only logged at debug level). When Events are
+  // forbidden (403), says so once at info level with the RBAC rule to add, and stops trying.
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
 
  private:
@@ -69,6 +70,7 @@ class NodeOps {
   CancelToken cancel_;
   std::string node_;
   RetryPolicy retry_;
+  bool events_forbidden_ = false;
 };
 
 }  // namespace dm::manager

@@ -286,6 +286,8 @@ TEST_F(GpuClients, PdbBlockedClientFailsAtTheDeadlineNamingTheBudgetAndTheNodeIs
   ASSERT_EQ(r.exit_code, 1) << r.log;
   EXPECT_THAT(r.log, HasSubstr("guarded-budget"));
   EXPECT_THAT(r.log, HasSubstr("GPU_CLIENT_EVICTION_TIMEOUT=8s"));
+  // Told from the refusal's DisruptionBudget cause, not from its text.
+  EXPECT_THAT(r.log, HasSubstr("a PodDisruptionBudget named above blocks the eviction"));
   EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
   // The blocked pod survived; the other client was reset in parallel.
   EXPECT_EQ(s.running_uids(s.workload_ns(), "app=guarded"), std::set<std::string>{guarded_uid});

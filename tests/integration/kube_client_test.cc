@@ -17,7 +17,9 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/objects.h"
+#include "manager/node_ops.h"
 #include "support/cluster.h"
+#include "support/doubles.h"
 #include "support/process.h"
 
 namespace dm::kube {
@@ -141,6 +143,45 @@ class KubeClientTest : public ::testing::Test {
                                 {"type":"Ready","status":"True"},{"type":"ContainersReady","status":"True"}]}})"));
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_TRUE(pod_ready(*r));
+  }
+
+  // Two service accounts that may read config maps in `ns`; returns their tokens.
+  static std::pair<std::string, std::string> two_tokens(const std::string& ns) {
+    std::vector<std::string> tokens;
+    for (const std::string sa : {"old", "new"}) {
+      auto cfg = load_kubeconfig(cluster_->service_account_kubeconfig(ns, sa, "view"));
+      if (!cfg.ok()) throw std::runtime_error(cfg.error().message);
+      tokens.push_back(cfg->token);
+    }
+    return {tokens[0], tokens[1]};
+  }
+  // The configuration a pod gets: the token read at start, and the file it came from.
+  [[nodiscard]] Config file_token_config(const std::string& file, const std::string& token) const {
+    Config c = config_;
+    c.client_cert_data.clear();
+    c.client_key_data.clear();
+    c.client_cert_file.clear();
+    c.client_key_file.clear();
+    c.token = token;
+    c.token_file = file;
+    test::write_file(file, token + "\n");
+    return c;
+  }
+  // Revokes a legacy service-account token by deleting its Secret (the API server looks it up).
+  static void revoke(const std::string& ns, const std::string& sa) {
+    auto secret =
+        cluster_->kubectl({"-n", ns, "get", "serviceaccount", sa, "-o", "jsonpath={.secrets[0].name}"});
+    ASSERT_EQ(secret.exit_code, 0) << secret.err;
+    auto del = cluster_->kubectl({"-n", ns, "delete", "secret", secret.out});
+    ASSERT_EQ(del.exit_code, 0) << del.err;
+  }
+  // The user of the audited `list` requests of config maps in `ns` ("" for rejected ones).
+  static std::vector<std::string> list_users(const std::string& ns) {
+    std::vector<std::string> users;
+    for (const auto& e : audit("list", cm_path(ns))) {
+      users.push_back(e.contains("user") ? e["user"].value("username", "") : "");
+    }
+    return users;
   }
 
   static test::TestCluster* cluster_;
@@ -343,6 +384,110 @@ TEST_F(KubeClientTest, FileBasedCredentialsAndTokenFile) {
   }
 }
 
+// ---- token rotation: the kubelet rewrites a pod's service-account token file while the program runs ----
+
+TEST_F(KubeClientTest, TokenRotationA401ReReadsTheTokenFileAndRepeatsTheRequestOnce) {
+  const std::string ns = make_namespace("token-401");
+  const auto [old_token, new_token] = two_tokens(ns);
+  const std::string file = cluster_->state_dir() + "/token-401";
+  ClientOptions opts;
+  opts.token_refresh = 24h;  // only a 401 makes it read the file again
+  auto c = make_client(file_token_config(file, old_token), opts);
+  ASSERT_TRUE(c->list(cm_path(ns)).ok());
+
+  // The old token stops working and the file does not have a new one yet: the 401 is returned, once.
+  revoke(ns, "old");
+  ASSERT_TRUE(test::eventually([&] {
+    auto r = c->list(cm_path(ns));
+    return !r.ok() && r.error().unauthorized();
+  }));
+  uint64_t before = c->request_count();
+  auto refused = c->list(cm_path(ns));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(refused.error().unauthorized()) << refused.error().message;
+  EXPECT_EQ(c->request_count() - before, 1U) << "an unchanged token file is no reason to repeat";
+
+  // The kubelet rotates the file: the next request is rejected, re-reads it and goes through.
+  test::write_file(file, new_token + "\n");
+  before = c->request_count();
+  auto listed = c->list(cm_path(ns));
+  ASSERT_TRUE(listed.ok()) << listed.error().message;
+  EXPECT_EQ(c->request_count() - before, 2U) << "one rejected request, one repeated with the new token";
+  ASSERT_TRUE(test::eventually([&] {
+    const auto users = list_users(ns);
+    return !users.empty() && users.back() == "system:serviceaccount:" + ns + ":new";
+  }));
+}
+
+TEST_F(KubeClientTest, TokenRotationTheTokenFileIsReadAgainPeriodically) {
+  const std::string ns = make_namespace("token-period");
+  const auto [old_token, new_token] = two_tokens(ns);
+  const std::string file = cluster_->state_dir() + "/token-period";
+  ClientOptions opts;
+  opts.token_refresh = 0ms;  // due at every request
+  auto c = make_client(file_token_config(file, old_token), opts);
+  ASSERT_TRUE(c->list(cm_path(ns)).ok());
+  test::write_file(file, new_token + "\n");
+  const uint64_t before = c->request_count();
+  ASSERT_TRUE(c->list(cm_path(ns)).ok());
+  EXPECT_EQ(c->request_count() - before, 1U) << "no 401 needed: the new token was picked up before sending";
+  ASSERT_TRUE(test::eventually([&] { return list_users(ns).size() == 2; }));
+  EXPECT_THAT(list_users(ns),
+              ElementsAre("system:serviceaccount:" + ns + ":old", "system:serviceaccount:" + ns + ":new"));
+}
+
+TEST_F(KubeClientTest, TokenRotationAWatchOutlivesItsToken) {
+  const std::string ns = make_namespace("token-watch");
+  const auto [old_token, new_token] = two_tokens(ns);
+  const std::string file = cluster_->state_dir() + "/token-watch";
+  ClientOptions opts;
+  opts.token_refresh = 24h;
+  auto c = make_client(file_token_config(file, old_token), opts);
+  std::vector<std::string> seen;
+  bool rotated = false;
+  WatchHandlers h;
+  h.on_sync = [&](const std::vector<Json>&) {
+    // Mid-run: the old token is revoked and the file rotated; the next watch request (each lasts 1 s) is
+    // rejected, re-reads the file and goes on with the new token.
+    revoke(ns, "old");
+    test::write_file(file, new_token + "\n");
+    rotated = true;
+  };
+  h.on_event = [&](const WatchEvent& e) { seen.push_back(e.type + " " + name(e.object)); };
+  std::thread creator;
+  h.done = [&] {
+    if (rotated && !creator.joinable()) {
+      creator = std::thread([&] {
+        // The API server caches a token's success for a few seconds: wait until the old one is refused, and
+        // then for a renewal of the watch (each request lasts 1 s), before the change it must see.
+        Config fixed = file_token_config(file + ".probe", old_token);
+        fixed.token_file.clear();
+        auto probe = make_client(fixed, retrying(0));
+        EXPECT_TRUE(test::eventually([&] {
+          auto r = probe->list(cm_path(ns));
+          return !r.ok() && r.error().unauthorized();
+        }));
+        std::this_thread::sleep_for(1500ms);
+        EXPECT_TRUE(client_->create(cm_path(ns), configmap("after-rotation")).ok());
+      });
+    }
+    return !seen.empty();
+  };
+  h.tick = 100ms;
+  ListOptions o;
+  o.timeout_seconds = 1;
+  auto st = c->list_watch(cm_path(ns), o, h, Deadline::after(SystemClock(), 60s));
+  if (creator.joinable()) creator.join();
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_THAT(seen, ElementsAre("ADDED after-rotation"));
+  std::vector<Json> watches;
+  ASSERT_TRUE(test::eventually([&] {
+    watches = audit("watch", cm_path(ns));
+    return !watches.empty() &&
+           watches.back()["user"].value("username", "") == "system:serviceaccount:" + ns + ":new";
+  }));
+}
+
 TEST_F(KubeClientTest, TlsVerification) {
   Config unverified = config_;
   unverified.ca_data.clear();  // only the system's trust anchors, which do not include the cluster's CA
@@ -519,6 +664,7 @@ TEST_F(KubeClientTest, BudgetBlocksEvictionWith429AndNoRetry) {
   EXPECT_THAT(st.error().message,
               AllOf(HasSubstr("POST /api/v1/namespaces/evict-pdb/pods/g1/eviction: "),
                     HasSubstr("disruption budget"), HasSubstr("guard"), HasSubstr("(429 TooManyRequests)")));
+  EXPECT_TRUE(st.error().has_cause("DisruptionBudget")) << "callers classify on the cause, not the text";
   EXPECT_EQ(c->request_count() - before, 2U) << "discovery + one POST: a PDB 429 is the caller's to retry";
   auto pod = client_->get(paths::pod(ns, "g1"));
   ASSERT_TRUE(pod.ok());
@@ -555,6 +701,52 @@ TEST_F(KubeClientTest, EventsGoToTheObjectsNamespaceOrDefault) {
   EXPECT_EQ((*pod_events)[0]["type"], "Normal");
   EXPECT_EQ((*pod_events)[0]["involvedObject"]["namespace"], ns);
   EXPECT_EQ((*pod_events)[0]["involvedObject"]["kind"], "Pod");
+}
+
+TEST_F(KubeClientTest, ForbiddenEventsAreReportedOnceWithTheRuleToAddThenNotTried) {
+  // The GPU Operator's stock role for the driver cannot create Events: the node's writer says so once.
+  const std::string ns = make_namespace("events-rbac");
+  create_node("events-rbac-node");
+  auto cfg = load_kubeconfig(cluster_->service_account_kubeconfig(ns, "no-events", "view"));
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  auto sa = make_client(*cfg);
+  const SystemClock clock;
+  manager::NodeOps node(*sa, clock, CancelToken{}, "events-rbac-node");
+  test::LogCapture log;
+  node.event("DriverUninstallFailed", "first", "Warning");
+  node.event("DriverUninstallFailed", "second", "Warning");
+  const std::string text = log.text();
+  const std::string line =
+      "info Not recording Kubernetes Events on node events-rbac-node: the service account may not create "
+      "them; to have them, add this rule to its (Cluster)Role: {apiGroups: [\"\"], resources: [events], "
+      "verbs: [create]}";
+  EXPECT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_EQ(text.find(line), text.rfind(line)) << "said once: " << text;
+  std::vector<Json> posts;
+  ASSERT_TRUE(test::eventually([&] {
+    posts.clear();
+    for (const auto& e : audit("create", "/api/v1/namespaces/default/events")) {
+      if (e.contains("user") &&
+          e["user"].value("username", "") == "system:serviceaccount:" + ns + ":no-events")
+        posts.push_back(e);
+    }
+    return !posts.empty();
+  }));
+  EXPECT_EQ(posts.size(), 1U) << "no second attempt after the 403";
+  EXPECT_EQ(posts[0]["responseStatus"].value("code", 0), 403);
+}
+
+TEST_F(KubeClientTest, EvictionInATerminatingNamespaceIsForbiddenWithItsCause) {
+  const std::string ns = make_namespace("evict-ns-gone");
+  create_node("evict-node-3");
+  create_pod(ns, "stays", "evict-node-3");  // no kubelet finishes it: the namespace stays Terminating
+  auto del = cluster_->kubectl({"delete", "namespace", ns, "--wait=false"});
+  ASSERT_EQ(del.exit_code, 0) << del.err;
+  auto st = client_->evict(ns, "stays");
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.error().forbidden()) << st.error().message;
+  EXPECT_TRUE(st.error().has_cause("NamespaceTerminating")) << st.error().message;
+  EXPECT_FALSE(st.error().has_cause("DisruptionBudget"));
 }
 
 // ---- list_watch ----

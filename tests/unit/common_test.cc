@@ -1,7 +1,11 @@
 // Result/Status, Deadline and the logrus/JSON log line format.
 #include <gtest/gtest.h>
+#include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -97,6 +101,45 @@ TEST(LogFormat, ParsesKnownFormatsAndRejectsOthers) {
   EXPECT_NE(bad.error().message.find("\"yaml\""), std::string::npos);
   EXPECT_TRUE(parse_log_level("warning").ok());
   EXPECT_FALSE(parse_log_level("loud").ok());
+}
+
+TEST(LogLevel, ParsedLikeLogrus) {
+  // Case-insensitive; every logrus level name; "warn" is "warning".
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"panic", "panic"}, {"FATAL", "fatal"}, {"Error", "error"}, {"warn", "warning"}, {"WARNING", "warning"},
+      {"info", "info"},   {"Debug", "debug"}, {"trace", "trace"}, {"TrAcE", "trace"}};
+  for (const auto& [in, canonical] : cases) {
+    auto l = parse_log_level(in);
+    ASSERT_TRUE(l.ok()) << in << ": " << l.error().message;
+    EXPECT_EQ(*l, canonical) << in;
+  }
+  for (const char* bad : {"", "verbose", "warnings", " info"}) {
+    auto l = parse_log_level(bad);
+    ASSERT_FALSE(l.ok()) << bad;
+    EXPECT_EQ(l.error().message, "invalid log level \"" + std::string(bad) +
+                                     "\" (want panic, fatal, error, warning, info, debug or trace)");
+  }
+}
+
+TEST(LogLevel, TheLevelDecidesWhichLinesAreWritten) {
+  const auto shown = [](const char* level) {
+    setup_logging(LogFormat::kText, level);
+    const auto* logger = spdlog::default_logger_raw();
+    std::string out;
+    for (auto l : {spdlog::level::trace, spdlog::level::debug, spdlog::level::info, spdlog::level::warn,
+                   spdlog::level::err, spdlog::level::critical}) {
+      out += logger->should_log(l) ? "1" : "0";
+    }
+    return out;
+  };
+  EXPECT_EQ(shown("TRACE"), "111111");
+  EXPECT_EQ(shown("debug"), "011111");
+  EXPECT_EQ(shown("Info"), "001111");
+  EXPECT_EQ(shown("warn"), "000111");
+  EXPECT_EQ(shown("error"), "000011");
+  EXPECT_EQ(shown("fatal"), "000001");
+  EXPECT_EQ(shown("panic"), "000001");
+  setup_logging(LogFormat::kText, "info");
 }
 
 }  // namespace

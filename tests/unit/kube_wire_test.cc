@@ -82,6 +82,40 @@ TEST(ApiErrorTest, CausesNameTheDisruptionBudget) {
       "POST /api/v1/namespaces/a/pods/p/eviction: Cannot evict pod as it would violate the pod's disruption "
       "budget.: The disruption budget pdb-a needs 2 healthy pods and has 2 currently (429 TooManyRequests)");
   EXPECT_TRUE(e.too_many_requests());
+  // Code classifies on the cause type, not on the message.
+  ASSERT_EQ(e.causes.size(), 1U);
+  EXPECT_EQ(e.causes[0].type, "DisruptionBudget");
+  EXPECT_EQ(e.causes[0].message, "The disruption budget pdb-a needs 2 healthy pods and has 2 currently");
+  EXPECT_TRUE(e.has_cause("DisruptionBudget"));
+  EXPECT_FALSE(e.has_cause("NamespaceTerminating"));
+}
+
+TEST(ApiErrorTest, CausesAreKeptWithTheirFieldAndSurviveWrap) {
+  const auto e = api_error("POST", "/api/v1/namespaces/gone/pods/p/eviction", 403,
+                           R"({"kind":"Status","status":"Failure",
+                               "message":"pods \"p\" is forbidden: unable to create new content in namespace gone because it is being terminated",
+                               "reason":"Forbidden",
+                               "details":{"name":"p","kind":"pods","causes":[{"reason":"NamespaceTerminating",
+                                 "message":"namespace gone is being terminated","field":"metadata.namespace"}]},
+                               "code":403})");
+  EXPECT_TRUE(e.forbidden());
+  ASSERT_EQ(e.causes.size(), 1U);
+  EXPECT_EQ(e.causes[0].field, "metadata.namespace");
+  const Error wrapped = e.wrap("failed to evict pod gone/p");
+  EXPECT_TRUE(wrapped.has_cause("NamespaceTerminating"));
+  EXPECT_EQ(wrapped.reason, "Forbidden");
+}
+
+TEST(ApiErrorTest, StatusOfAWatchErrorEvent) {
+  const auto st = parse_status(Json::parse(
+      R"j({"kind":"Status","code":410,"reason":"Expired","message":"too old resource version: 1 (5)"})j"));
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->code, 410);
+  EXPECT_EQ(st->reason, "Expired");
+  EXPECT_EQ(st->message, "too old resource version: 1 (5)");
+  EXPECT_TRUE(st->causes.empty());
+  EXPECT_FALSE(parse_status(Json::parse(R"({"kind":"Pod"})")).has_value());
+  EXPECT_FALSE(parse_status(Json::parse("[1]")).has_value());
 }
 
 TEST(ApiErrorTest, NonStatusBodyIsQuoted) {

@@ -1,8 +1,15 @@
 #include "cli/options.h"
 
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace dm::cli {
 namespace {
@@ -301,7 +308,9 @@ TEST(OptionsTest, InvalidValuesOfOurSettings) {
       {"GPU_CLIENT_TAINT", "", "for flag gpu-client-taint: invalid taint \"\""},
       {"LOG_FORMAT", "xml",
        "from environment variable \"LOG_FORMAT\" for flag log-format: invalid log format"},
-      {"LOG_LEVEL", "loud", "for flag log-level: invalid log level \"loud\""},
+      {"LOG_LEVEL", "loud",
+       "for flag log-level: invalid log level \"loud\" (want panic, fatal, error, warning, info, debug or "
+       "trace)"},
       {"DRAIN_POD_SELECTOR_LABEL", "app in web",
        "for flag drain-pod-selector-label: invalid label selector \"app in web\""},
   };
@@ -377,13 +386,16 @@ TEST(OptionsTest, SubCommandsHelpAndVersion) {
     EXPECT_TRUE(contains(r.out_text, "uninstall_driver")) << r.out_text;
     EXPECT_TRUE(contains(r.out_text, "[$NODE_NAME]"));
   }
+  // urfave/cli: an unknown command or help topic prints its own line (no log line) and exits 3.
   ParseResult r = parse_with_node({}, {"frobnicate"});
   EXPECT_TRUE(r.exit_now);
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.error, "No help topic for 'frobnicate'");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.err_text, "No help topic for 'frobnicate'\n");
+  EXPECT_EQ(r.error, "");
+  EXPECT_EQ(r.out_text, "");
   r = parse_with_node({}, {"help", "frobnicate"});
-  EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.error, "No help topic for 'frobnicate'");
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.err_text, "No help topic for 'frobnicate'\n");
 
   // Help and version come before the required-flag check.
   for (const char* v : {"-v", "--version"}) {
@@ -408,6 +420,7 @@ TEST(OptionsTest, EnvironmentErrorsComeFirst) {
 
 TEST(OptionsTest, HelpListsEveryVariable) {
   const std::string h = help_text(kVersion);
+  const std::vector<std::string> vars = environment_variables();
   for (const char* v : {"NODE_NAME",
                         "DRAIN_USE_FORCE",
                         "DRAIN_POD_SELECTOR_LABEL",
@@ -427,12 +440,116 @@ TEST(OptionsTest, HelpListsEveryVariable) {
                         "GPU_CLIENT_EVICTION_TIMEOUT",
                         "GPU_CLIENT_TAINT",
                         "MOFED_WAIT_TIMEOUT",
+                        "PRE_INSTALLED_SLEEP",
                         "UNCORDON_ALWAYS",
                         "DRIVER_MANAGER_SIM_ROOT",
                         "VFIO_MANAGE_PATH"}) {
     EXPECT_TRUE(contains(h, std::string("[$") + v + "]")) << v;
+    EXPECT_NE(std::find(vars.begin(), vars.end(), v), vars.end()) << v;
   }
+  // Every variable help lists is exported (tests clear them all), plus the one that is not a flag.
+  for (const auto& v : vars) {
+    if (v != "DRIVER_CONFIG_DIGEST") {
+      EXPECT_TRUE(contains(h, "[$" + v + "]")) << v;
+    }
+  }
+  EXPECT_NE(std::find(vars.begin(), vars.end(), "DRIVER_CONFIG_DIGEST"), vars.end());
   EXPECT_TRUE(contains(h, "v1.2.3"));
+}
+
+TEST(OptionsTest, HelpShowsTheDefaultsTheSettingsHold) {
+  // The defaults are written once (manager::Settings, ParseResult); help derives its text from them.
+  const std::string h = help_text(kVersion);
+  const manager::Settings d;
+  EXPECT_TRUE(contains(h, "(default: " + d.operator_namespace + ") [$OPERATOR_NAMESPACE]")) << h;
+  EXPECT_TRUE(contains(h, "(default: " + d.gpu_client_taint + ") [$GPU_CLIENT_TAINT]")) << h;
+  EXPECT_TRUE(
+      contains(h, "(default: " + go_duration_string(d.operand_wait_timeout) + ") [$OPERAND_WAIT_TIMEOUT]"))
+      << h;
+  EXPECT_TRUE(
+      contains(h, "(default: " + go_duration_string(d.pre_installed_sleep) + ") [$PRE_INSTALLED_SLEEP]"))
+      << h;
+  EXPECT_TRUE(contains(h, "(default: 0s) [$DRAIN_TIMEOUT_SECONDS]")) << h;
+  EXPECT_TRUE(contains(h, "(default: true) [$ENABLE_AUTO_DRAIN]")) << h;
+  EXPECT_TRUE(contains(h, "(default: false) [$DRAIN_USE_FORCE]")) << h;
+  EXPECT_TRUE(contains(h, "(default: info) [$LOG_LEVEL]")) << h;
+  EXPECT_TRUE(contains(h, "(default: text) [$LOG_FORMAT]")) << h;
+  // Empty strings and the required flag show none, like urfave/cli.
+  EXPECT_FALSE(contains(h, "(default: ) ")) << h;
+  EXPECT_FALSE(contains(h, "(default: ) [$NODE_NAME]")) << h;
+
+  // What a parse without any setting yields is exactly what help advertises.
+  const ParseResult r = parse_with_node({});
+  EXPECT_EQ(r.settings.operator_namespace, d.operator_namespace);
+  EXPECT_EQ(r.settings.operand_wait_timeout, d.operand_wait_timeout);
+  EXPECT_EQ(r.log_level, "info");
+}
+
+TEST(OptionsTest, GoDurationString) {
+  EXPECT_EQ(go_duration_string(Duration::zero()), "0s");
+  EXPECT_EQ(go_duration_string(minutes(5)), "5m0s");
+  EXPECT_EQ(go_duration_string(seconds(60)), "1m0s");
+  EXPECT_EQ(go_duration_string(seconds(90)), "1m30s");
+  EXPECT_EQ(go_duration_string(hours(1)), "1h0m0s");
+  EXPECT_EQ(go_duration_string(hours(1) + minutes(2) + milliseconds(3500)), "1h2m3.5s");
+  EXPECT_EQ(go_duration_string(milliseconds(1500)), "1.5s");
+  EXPECT_EQ(go_duration_string(milliseconds(250)), "250ms");
+  EXPECT_EQ(go_duration_string(std::chrono::microseconds(1500)), "1.5ms");
+  EXPECT_EQ(go_duration_string(std::chrono::microseconds(2)), "2\u00b5s");
+  EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(7)), "7ns");
+  EXPECT_EQ(go_duration_string(-seconds(2)), "-2s");
+  // It round-trips through the parser.
+  for (Duration d : {Duration(minutes(5)), Duration(seconds(61)), Duration(milliseconds(1234))}) {
+    auto back = parse_go_duration(go_duration_string(d));
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, d);
+  }
+}
+
+TEST(OptionsTest, LogLevelIsParsedLikeLogrus) {
+  for (const auto& [in, canonical] : std::vector<std::pair<std::string, std::string>>{{"WARN", "warning"},
+                                                                                      {"Trace", "trace"},
+                                                                                      {"panic", "panic"},
+                                                                                      {"FATAL", "fatal"},
+                                                                                      {"Info", "info"}}) {
+    const ParseResult r = parse_with_node({{"LOG_LEVEL", in}});
+    ASSERT_FALSE(r.exit_now) << in << ": " << r.error;
+    EXPECT_EQ(r.log_level, canonical) << in;
+  }
+  const ParseResult flag = parse_with_node({}, {"--log-level=DEBUG", "uninstall_driver"});
+  ASSERT_FALSE(flag.exit_now) << flag.error;
+  EXPECT_EQ(flag.log_level, "debug");
+}
+
+TEST(OptionsTest, VfioManageBesideTheExecutableUnlessConfigured) {
+  const std::string dir = std::filesystem::temp_directory_path() / "dm-vfio-beside-XXXXXX";
+  std::string tmpl = dir;
+  ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+  const std::string bin = tmpl;
+  const std::string self = bin + "/driver-manager";
+  // Nothing beside it: PATH decides.
+  EXPECT_EQ(default_vfio_manage(self), "vfio-manage");
+  EXPECT_EQ(default_vfio_manage(""), "vfio-manage");
+  // A file that is not executable does not count.
+  { std::ofstream(bin + "/vfio-manage") << "#!/bin/sh\n"; }
+  EXPECT_EQ(default_vfio_manage(self), "vfio-manage");
+  std::filesystem::permissions(bin + "/vfio-manage", std::filesystem::perms::owner_exec,
+                               std::filesystem::perm_options::add);
+  EXPECT_EQ(default_vfio_manage(self), bin + "/vfio-manage");
+  std::filesystem::remove_all(bin);
+
+  // Only a configured path counts as given; an unset one leaves the choice to default_vfio_manage.
+  EXPECT_FALSE(parse_with_node({}).vfio_manage_given);
+  const ParseResult env = parse_with_node({{"VFIO_MANAGE_PATH", "/opt/vfio-manage"}});
+  EXPECT_TRUE(env.vfio_manage_given);
+  EXPECT_EQ(env.settings.vfio_manage, "/opt/vfio-manage");
+  const ParseResult flag = parse_with_node({}, {"--vfio-manage", "/x/vfio-manage", "uninstall_driver"});
+  EXPECT_TRUE(flag.vfio_manage_given);
+  EXPECT_EQ(flag.settings.vfio_manage, "/x/vfio-manage");
+}
+
+TEST(OptionsTest, SelfExecutableIsThisTest) {
+  EXPECT_TRUE(self_executable().ends_with("/options_test")) << self_executable();
 }
 
 }  // namespace
