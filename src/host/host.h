@@ -12,6 +12,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "host/process.h"
 
 namespace dm::host {
 
@@ -33,12 +34,9 @@ struct ModuleState {
   std::vector<std::string> users;    // other known users (e.g. processes / pods), for messages
 };
 
-struct CommandResult {
-  int exit_code = -1;  // -1: could not be started
-  std::string output;  // stdout + stderr, interleaved
-};
-
-class Host {
+// The node. It is also the CommandRunner of real child processes (the runner is its own interface so a
+// test that only intercepts commands substitutes just that).
+class Host : public CommandRunner {
  public:
   virtual ~Host() = default;
 
@@ -75,9 +73,6 @@ class Host {
   [[nodiscard]] virtual std::optional<std::string> first_mellanox_device() const = 0;
   // MOFED ready: mlx5_core in /proc/modules (use_host_mofed) or kMofedReadyFile exists.
   [[nodiscard]] virtual bool mofed_ready(bool use_host_mofed) const = 0;
-
-  // Runs a child process (no shell), capturing its output.
-  virtual CommandResult run(const std::vector<std::string>& argv) = 0;
 };
 
 // "" = the real machine; otherwise the simulated host rooted at sim_root.
