@@ -76,9 +76,11 @@ std::vector<HolderProcess> find_holder_processes(const std::string& proc_root, c
     auto fds = list_dir(dir + "/fd");
     if (!fds) continue;  // gone, or not ours to inspect
     std::set<std::string> modules;
+    const std::string fd_dir = dir + "/fd/";
     for (const auto& fd : *fds) {
       struct stat st {};
-      if (::stat((dir + "/fd/" + fd).c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
+      const std::string link = fd_dir + fd;
+      if (::stat(link.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
       if (auto m = devices.module_of(st.st_rdev); !m.empty()) modules.insert(std::move(m));
     }
     if (modules.empty()) continue;

@@ -41,7 +41,7 @@ struct ModuleState {
 // test that only intercepts commands substitutes just that).
 class Host : public CommandRunner {
  public:
-  virtual ~Host() = default;
+  ~Host() override = default;
 
   // The real path of an absolute host path ("/run/nvidia" -> "<root>/run/nvidia").
   [[nodiscard]] virtual std::string path(std::string_view host_path) const = 0;

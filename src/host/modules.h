@@ -91,6 +91,6 @@ class ModuleBackend {
 std::unique_ptr<ModuleBackend> make_kmod_backend(std::string proc_root = "/proc",
                                                  std::string sys_root = "/sys");
 // The simulated kernel of docs/simulated-host.md rooted at `root`.
-std::unique_ptr<ModuleBackend> make_sim_module_backend(std::string root);
+std::unique_ptr<ModuleBackend> make_sim_module_backend(const std::string& root);
 
 }  // namespace dm::host

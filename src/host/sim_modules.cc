@@ -55,17 +55,18 @@ class SimModuleBackend final : public ModuleBackend {
   // <m>/pins/<target> holds the number of references <m> holds on <target> without a holders link.
   [[nodiscard]] Result<std::vector<std::pair<std::string, int>>> read_pins(std::string_view name) const {
     std::vector<std::pair<std::string, int>> pins;
-    const std::string dir = module_dir(name) + "/pins";
+    const std::string dir = module_dir(name) + "/pins/";
     auto targets = list_dir(dir);
     if (!targets) return targets.error();
     for (const auto& t : *targets) {
-      auto text = read_text_file(dir + "/" + t);
+      const std::string file = dir + t;
+      auto text = read_text_file(file);
       if (!text) return text.error();
       const std::string_view v = trim(*text);
       int n = 0;
       const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
       if (ec != std::errc() || end != v.data() + v.size() || n < 0)
-        return Error("cannot parse " + dir + "/" + t + ": \"" + std::string(v) + "\" is not a count");
+        return Error("cannot parse " + file + ": \"" + std::string(v) + "\" is not a count");
       pins.emplace_back(t, n);
     }
     return pins;
@@ -117,7 +118,7 @@ class SimModuleBackend final : public ModuleBackend {
 
 }  // namespace
 
-std::unique_ptr<ModuleBackend> make_sim_module_backend(std::string root) {
+std::unique_ptr<ModuleBackend> make_sim_module_backend(const std::string& root) {
   return std::make_unique<SimModuleBackend>(root);
 }
 
