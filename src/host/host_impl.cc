@@ -41,7 +41,7 @@ class HostImpl final : public Host {
   }
 
   [[nodiscard]] Status can_unload_nvidia() const override {
-    auto stack = read_stack();
+    auto stack = read_stack(/*with_users=*/false);
     if (!stack) return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules");
     return check_stack_unloadable(*stack);
   }
@@ -54,9 +54,10 @@ class HostImpl final : public Host {
                              : fmt::format("NVIDIA driver partially unloaded (already removed: {})",
                                            fmt::join(removed, ", "));
     };
-    // Each round re-reads the stack: removing a module releases the references it held on the others.
+    // Each round re-reads the stack: removing a module releases the references it held on the others. The
+    // /proc scan runs once, before anything is removed; later an open file shows in the counts.
     for (size_t round = 0;; ++round) {
-      auto stack = read_stack();
+      auto stack = read_stack(/*with_users=*/round == 0);
       if (!stack)
         return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules, " + partially());
       if (stack->empty()) break;
@@ -180,16 +181,16 @@ class HostImpl final : public Host {
   CommandResult run(const std::vector<std::string>& argv) override { return run_process(argv); }
 
  private:
-  // The loaded (or built-in) members of kNvidiaModules, in that order, each with the processes that have
-  // its device files open.
-  [[nodiscard]] Result<std::vector<ModuleState>> read_stack() const {
+  // The loaded (or built-in) members of kNvidiaModules, in that order, each (if `with_users`) with the
+  // processes that have its device files open.
+  [[nodiscard]] Result<std::vector<ModuleState>> read_stack(bool with_users) const {
     std::vector<ModuleState> stack;
     for (const auto name : kNvidiaModules) {
       auto st = modules_->state(name);
       if (!st) return st.error().wrap("cannot inspect kernel module " + std::string(name));
       if (st->loaded || st->builtin) stack.push_back(std::move(st).value());
     }
-    if (stack.empty()) return stack;
+    if (stack.empty() || !with_users) return stack;
     for (const auto& p : modules_->holder_processes()) {
       for (auto& m : stack) {
         if (std::find(p.modules.begin(), p.modules.end(), m.name) != p.modules.end())

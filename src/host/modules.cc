@@ -233,8 +233,12 @@ Status ModuleBackend::check_removable(std::string_view name) const {
   if (st->builtin) return Error(what + ": it is built into the kernel");
   if (!st->loaded) return Error(what + ": module is not loaded (ENOENT)");
   if (!st->unloadable) return Error(what + ": the kernel was built without module unloading");
-  if (st->refcount > 0)
-    return Error(what + ": module is in use (EBUSY): " + describe_module_blocker(*st, {}));
+  if (st->refcount > 0) {
+    std::string busy =
+        fmt::format("{}: module is in use (EBUSY): {}: refcount {}", what, st->name, st->refcount);
+    if (!st->holders.empty()) busy += fmt::format(", used by {}", fmt::join(st->holders, ", "));
+    return Error(busy);
+  }
   return {};
 }
 

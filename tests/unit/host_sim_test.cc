@@ -236,7 +236,7 @@ TEST_F(SimHostTest, NouveauRefusedWhileReferencedThenUnloadedAtZero) {
     const Status st = host_->unload_module("nouveau");
     ASSERT_FALSE(st.ok());
     EXPECT_THAT(st.error().message, HasSubstr("in use (EBUSY)"));
-    EXPECT_THAT(st.error().message, HasSubstr("1 other reference(s)"));
+    EXPECT_THAT(st.error().message, HasSubstr("in use (EBUSY): nouveau: refcount 1"));
     EXPECT_TRUE(present("nouveau"));
     EXPECT_THAT(logs.text(), HasSubstr("info Unloading nouveau driver"));
   }
