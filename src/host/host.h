@@ -1,7 +1,7 @@
 // The node itself - kernel modules, the driver root mount, state files, PCI devices, child processes -
 // behind one interface, knowing nothing of Kubernetes. make_host("") is the real machine;
 // make_host(DIR) the simulated one used by tests and the demo (every host path under DIR, modules
-// simulated by DIR/sys/module/<m>/refcnt files; mounts under DIR are real).
+// simulated by files under DIR/sys/module and DIR/proc; mounts under DIR are real).
 #pragma once
 
 #include <memory>
@@ -12,6 +12,8 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "host/devices.h"
+#include "host/process.h"
 
 namespace dm::host {
 
@@ -27,34 +29,40 @@ inline constexpr std::string_view kMofedReadyFile = "/run/mellanox/drivers/.driv
 
 struct ModuleState {
   std::string name;
-  bool loaded = false;
+  bool loaded = false;     // a loaded module: listed in /proc/modules (or has /sys/module/<m>/initstate)
+  bool builtin = false;    // compiled into the kernel (/sys/module/<m> without initstate): never removable
+  bool unloadable = true;  // false when the kernel keeps no reference count (built without module unloading)
   int refcount = 0;
   std::vector<std::string> holders;  // modules using it (/sys/module/<m>/holders)
-  std::vector<std::string> users;    // other known users (e.g. processes / pods), for messages
+  std::vector<std::string> users;    // processes with its device files open ("pid 42 (x)"), for messages
 };
 
-struct CommandResult {
-  int exit_code = -1;  // -1: could not be started
-  std::string output;  // stdout + stderr, interleaved
-};
-
-class Host {
+// The node. It is also the CommandRunner of real child processes (the runner is its own interface so a
+// test that only intercepts commands substitutes just that).
+class Host : public CommandRunner {
  public:
-  virtual ~Host() = default;
+  ~Host() override = default;
 
   // The real path of an absolute host path ("/run/nvidia" -> "<root>/run/nvidia").
   [[nodiscard]] virtual std::string path(std::string_view host_path) const = 0;
 
-  // Loaded iff /sys/module/<name>/refcnt exists.
+  // Loaded iff /proc/modules lists it (or /sys/module/<name>/initstate exists); a built-in module is not.
   [[nodiscard]] virtual bool module_loaded(std::string_view name) const = 0;
   [[nodiscard]] virtual Result<ModuleState> module_state(std::string_view name) const = 0;
 
-  // Unloads the loaded modules of kNvidiaModules, in that order, all or nothing: refcounts and holders
-  // are checked first, and if anything outside the stack holds it nothing is removed and the error
-  // names what holds which module. Logs "Unloading NVIDIA driver kernel modules" and each removal; on
-  // refusal it also logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the
-  // nvidia_modules_table() itself (callers need not log them again).
+  // Error when the loaded NVIDIA stack can never be unloaded here - a member built into the kernel, or a
+  // kernel built without module unloading - saying what the node needs; ok when nothing is loaded.
+  [[nodiscard]] virtual Status can_unload_nvidia() const = 0;
+
+  // Unloads the loaded modules of kNvidiaModules, holders first, all or nothing: refcounts, holders (links
+  // and kUnlinkedReferences pins) and processes with NVIDIA device files open are checked first, and if
+  // anything outside the stack holds it nothing is removed and the error names what holds which module.
+  // Each refcount is re-read after each removal. Logs "Unloading NVIDIA driver kernel modules" and each
+  // removal; on refusal it also logs "Could not unload NVIDIA driver kernel modules, driver is in use" and
+  // the nvidia_modules_table() itself (callers need not log them again).
   virtual Status unload_nvidia_modules() = 0;
+  // The processes with NVIDIA device files open (found by device number), each with its pod UID.
+  [[nodiscard]] virtual std::vector<HolderProcess> nvidia_holder_processes() const = 0;
   // "Module Size Ref Count Used by" table of /proc/modules lines containing "nvidia" (for the log).
   [[nodiscard]] virtual std::string nvidia_modules_table() const = 0;
   // Removes one module (nouveau). Error names the holders when it is in use.
@@ -75,9 +83,6 @@ class Host {
   [[nodiscard]] virtual std::optional<std::string> first_mellanox_device() const = 0;
   // MOFED ready: mlx5_core in /proc/modules (use_host_mofed) or kMofedReadyFile exists.
   [[nodiscard]] virtual bool mofed_ready(bool use_host_mofed) const = 0;
-
-  // Runs a child process (no shell), capturing its output.
-  virtual CommandResult run(const std::vector<std::string>& argv) = 0;
 };
 
 // "" = the real machine; otherwise the simulated host rooted at sim_root.

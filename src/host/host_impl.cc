@@ -4,9 +4,11 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <filesystem>
+#include <iterator>
 
 #include "host/fs_util.h"
 #include "host/host.h"
@@ -38,45 +40,56 @@ class HostImpl final : public Host {
     return modules_->state(name);
   }
 
+  [[nodiscard]] Status can_unload_nvidia() const override {
+    auto stack = read_stack(/*with_users=*/false);
+    if (!stack) return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules");
+    return check_stack_unloadable(*stack);
+  }
+
   Status unload_nvidia_modules() override {
     spdlog::info("Unloading NVIDIA driver kernel modules");
-    std::vector<ModuleState> loaded;
-    for (const auto name : kNvidiaModules) {
-      if (!modules_->loaded(name)) continue;
-      auto st = modules_->state(name);
-      if (!st)
-        return st.error().wrap("cannot inspect kernel module " + std::string(name) +
-                               ", nothing was unloaded");
-      if (st->loaded) loaded.push_back(std::move(st).value());
-    }
-    if (loaded.empty()) {
-      spdlog::info("No NVIDIA driver kernel modules are loaded");
-      return {};
-    }
-    const UnloadPlan plan = plan_nvidia_unload(loaded);
-    if (!plan.allowed()) {
-      spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
-      spdlog::error("{}", nvidia_modules_table());
-      return Error("NVIDIA driver kernel modules are in use, none was unloaded: " +
-                   fmt::format("{}", fmt::join(plan.blockers, "; ")) +
-                   ". Stop the listed processes/pods (or unload the listed modules) and retry");
-    }
     std::vector<std::string> removed;
-    for (const auto& name : plan.order) {
-      auto st = modules_->remove(name);
-      if (!st) {
+    const auto partially = [&removed] {
+      return removed.empty() ? std::string("none was unloaded")
+                             : fmt::format("NVIDIA driver partially unloaded (already removed: {})",
+                                           fmt::join(removed, ", "));
+    };
+    // Each round re-reads the stack: removing a module releases the references it held on the others. The
+    // /proc scan runs once, before anything is removed; later an open file shows in the counts.
+    for (size_t round = 0;; ++round) {
+      auto stack = read_stack(/*with_users=*/round == 0);
+      if (!stack)
+        return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules, " + partially());
+      if (stack->empty()) break;
+      if (auto never = check_stack_unloadable(*stack); !never) return never;
+      const UnloadPlan plan = plan_nvidia_unload(*stack);
+      if (!plan.allowed() || round > std::size(kNvidiaModules)) {
+        spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
+        spdlog::error("{}", nvidia_modules_table());
+        const std::string blockers = plan.allowed()
+                                         ? std::string("the stack is still loaded after every removal")
+                                         : fmt::format("{}", fmt::join(plan.blockers, "; "));
+        return Error("NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
+                     ". Stop the listed processes/pods (or unload the listed modules) and retry");
+      }
+      const std::string& name = plan.order.front();
+      if (auto st = modules_->remove(name); !st) {
         // Something took a reference between the check and the removal.
         spdlog::error("Failed to unload kernel module {}: {}", name, st.error().message);
         spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
         spdlog::error("{}", nvidia_modules_table());
         return st.error().wrap(removed.empty() ? std::string("NVIDIA driver kernel modules were not unloaded")
-                                               : "NVIDIA driver partially unloaded (already removed: " +
-                                                     fmt::format("{}", fmt::join(removed, ", ")) + ")");
+                                               : partially());
       }
       spdlog::info("Unloaded kernel module {}", name);
       removed.push_back(name);
     }
+    if (removed.empty()) spdlog::info("No NVIDIA driver kernel modules are loaded");
     return {};
+  }
+
+  [[nodiscard]] std::vector<HolderProcess> nvidia_holder_processes() const override {
+    return modules_->holder_processes();
   }
 
   [[nodiscard]] std::string nvidia_modules_table() const override {
@@ -168,6 +181,25 @@ class HostImpl final : public Host {
   CommandResult run(const std::vector<std::string>& argv) override { return run_process(argv); }
 
  private:
+  // The loaded (or built-in) members of kNvidiaModules, in that order, each (if `with_users`) with the
+  // processes that have its device files open.
+  [[nodiscard]] Result<std::vector<ModuleState>> read_stack(bool with_users) const {
+    std::vector<ModuleState> stack;
+    for (const auto name : kNvidiaModules) {
+      auto st = modules_->state(name);
+      if (!st) return st.error().wrap("cannot inspect kernel module " + std::string(name));
+      if (st->loaded || st->builtin) stack.push_back(std::move(st).value());
+    }
+    if (stack.empty() || !with_users) return stack;
+    for (const auto& p : modules_->holder_processes()) {
+      for (auto& m : stack) {
+        if (std::find(p.modules.begin(), p.modules.end(), m.name) != p.modules.end())
+          m.users.push_back(p.label());
+      }
+    }
+    return stack;
+  }
+
   std::string root_;
   std::unique_ptr<ModuleBackend> modules_;
 };

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <sstream>
 
 #include "host/fs_util.h"
@@ -14,31 +15,54 @@ bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
 }
 
+// How many references on `m` the other modules of `stack` may hold: one per holders link, plus the pins
+// of kUnlinkedReferences (a link from the same holder counts as one of its pins).
+int references_from_stack(const ModuleState& m, const std::vector<std::string>& stack) {
+  int n = 0;
+  for (const auto& h : m.holders) {
+    if (contains(stack, h)) ++n;
+  }
+  for (const auto& u : kUnlinkedReferences) {
+    if (u.target != m.name || !contains(stack, u.holder)) continue;
+    n += u.count - (contains(m.holders, u.holder) ? 1 : 0);
+  }
+  return n;
+}
+
+// Whether `a` must be removed before `b`: it holds `b` through a link or a pin.
+bool holds(const ModuleState& a, const ModuleState& b) {
+  if (contains(b.holders, a.name)) return true;
+  return std::any_of(std::begin(kUnlinkedReferences), std::end(kUnlinkedReferences),
+                     [&](const UnlinkedReference& u) { return u.holder == a.name && u.target == b.name; });
+}
+
+Result<int> parse_count(std::string_view text, const std::string& what) {
+  int n = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end != text.data() + text.size() || n < 0)
+    return Error("cannot parse " + what + ": \"" + std::string(text) + "\" is not a reference count");
+  return n;
+}
+
 }  // namespace
 
 std::string describe_module_blocker(const ModuleState& m, const std::vector<std::string>& stack) {
   std::vector<std::string> outside;
-  int in_stack = 0;
   for (const auto& h : m.holders) {
-    if (contains(stack, h)) {
-      ++in_stack;
-    } else {
-      outside.push_back(h);
-    }
+    if (!contains(stack, h)) outside.push_back(h);
   }
-  if (m.refcount - in_stack <= 0) return {};
+  const int others = m.refcount - references_from_stack(m, stack) - static_cast<int>(outside.size());
+  if (outside.empty() && others <= 0 && m.users.empty()) return {};
 
   std::string out = fmt::format("{}: refcount {}", m.name, m.refcount);
   if (!outside.empty())
-    out += ", held by module(s) outside the NVIDIA stack: " + fmt::format("{}", fmt::join(outside, ", "));
-  // References not explained by holder modules come from open device files (processes, pods).
-  const int others = m.refcount - static_cast<int>(m.holders.size());
-  if (others > 0) {
-    out += fmt::format(", used by {} process(es)/pod(s)", others);
-    out += m.users.empty() ? std::string(" (not identified)")
-                           : ": " + fmt::format("{}", fmt::join(m.users, ", "));
-  } else if (!m.users.empty() && outside.empty()) {
-    out += ", used by: " + fmt::format("{}", fmt::join(m.users, ", "));
+    out += fmt::format(", held by module(s) outside the NVIDIA stack: {}", fmt::join(outside, ", "));
+  // References not explained by modules come from open device files (processes) or other kernel users.
+  if (others > 0) out += fmt::format(", {} other reference(s)", others);
+  if (!m.users.empty()) {
+    out += fmt::format(", device files open in {}", fmt::join(m.users, ", "));
+  } else if (others > 0) {
+    out += " (no process has its device files open: a kernel user)";
   }
   return out;
 }
@@ -61,9 +85,8 @@ UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded) {
   for (const auto& m : loaded) remaining.push_back(&m);
   while (!remaining.empty()) {
     auto next = std::find_if(remaining.begin(), remaining.end(), [&](const ModuleState* m) {
-      return std::none_of(remaining.begin(), remaining.end(), [&](const ModuleState* other) {
-        return other != m && contains(m->holders, other->name);
-      });
+      return std::none_of(remaining.begin(), remaining.end(),
+                          [&](const ModuleState* other) { return other != m && holds(*other, *m); });
     });
     if (next == remaining.end())
       next = remaining.begin();  // a holder cycle cannot happen; do not loop forever
@@ -71,6 +94,34 @@ UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded) {
     remaining.erase(next);
   }
   return plan;
+}
+
+Status check_stack_unloadable(const std::vector<ModuleState>& stack) {
+  std::vector<std::string> builtin;
+  std::vector<std::string> uncounted;
+  for (const auto& m : stack) {
+    if (m.builtin) {
+      builtin.push_back(m.name);
+    } else if (m.loaded && !m.unloadable) {
+      uncounted.push_back(m.name);
+    }
+  }
+  if (!builtin.empty()) {
+    return Error(fmt::format(
+        "the NVIDIA driver cannot be replaced on this node: {} is built into the kernel, which can never "
+        "unload it; boot a kernel that has the NVIDIA driver as loadable modules (nothing was changed)",
+        fmt::join(builtin, ", ")));
+  }
+  if (!uncounted.empty()) {
+    return Error(fmt::format(
+        "the NVIDIA driver cannot be unloaded on this node: {} {} loaded, but the kernel was built without "
+        "module "
+        "unloading (/proc/modules shows \"-\" for their reference counts and /sys/module/<m>/refcnt does not "
+        "exist); reboot the node without the driver loaded, or use a kernel with module unloading "
+        "(CONFIG_MODULE_UNLOAD), then retry (nothing was changed)",
+        fmt::join(uncounted, ", "), uncounted.size() == 1 ? "is" : "are"));
+  }
+  return {};
 }
 
 std::string format_modules_table(std::string_view proc_modules) {
@@ -87,20 +138,108 @@ std::string format_modules_table(std::string_view proc_modules) {
   return out;
 }
 
-Status ModuleBackend::check_removable(std::string_view name) const {
-  const std::string what = "failed to unload kernel module " + std::string(name);
-  auto st = state(name);
-  if (!st) return st.error().wrap(what);
-  if (!st->loaded) return Error(what + ": module is not loaded (ENOENT)");
-  if (st->refcount > 0)
-    return Error(what + ": module is in use (EBUSY): " + describe_module_blocker(*st, {}));
-  return {};
-}
-
 std::string proc_modules_line(const ModuleState& m) {
   // /proc/modules lists holders as "a,b," and "-" for none.
   if (m.holders.empty()) return fmt::format("{} 0 {} - Live 0x0000000000000000\n", m.name, m.refcount);
   return fmt::format("{} 0 {} {}, Live 0x0000000000000000\n", m.name, m.refcount, fmt::join(m.holders, ","));
+}
+
+Result<ModuleState> read_module_state(std::string_view proc_modules, const std::string& sys_module_dir,
+                                      std::string_view name) {
+  ModuleState m;
+  m.name = std::string(name);
+  const std::string dir = sys_module_dir + "/" + m.name;
+
+  // "name size refcnt holders state address": refcnt and holders are "-" without module unloading.
+  bool listed = false;
+  std::string proc_refs;
+  std::string proc_holders;
+  for (const auto& line : split_lines(proc_modules)) {
+    std::istringstream in(line);
+    std::string n, size;
+    in >> n;
+    if (n != name) continue;
+    in >> size >> proc_refs >> proc_holders;
+    listed = true;
+    break;
+  }
+
+  auto refcnt = read_text_file_if_exists(dir + "/refcnt");
+  if (!refcnt) return refcnt.error();
+  m.loaded = listed || refcnt->has_value() || path_exists(dir + "/initstate");
+  if (!m.loaded) {
+    m.builtin = path_exists(dir);
+    m.unloadable = false;
+    return m;
+  }
+  if (refcnt->has_value()) {
+    auto n = parse_count(trim(**refcnt), dir + "/refcnt");
+    if (!n) return n.error();
+    m.refcount = *n;
+  } else if (listed && proc_refs != "-") {
+    auto n = parse_count(proc_refs, "the reference count of " + m.name + " in /proc/modules");
+    if (!n) return n.error();
+    m.refcount = *n;
+  } else {
+    m.unloadable = false;  // the kernel keeps no reference count: it cannot unload modules
+  }
+
+  auto holders = list_dir(dir + "/holders");
+  if (!holders) return holders.error();
+  m.holders = std::move(holders).value();
+  if (m.holders.empty() && proc_holders != "-") {
+    std::istringstream in(proc_holders);
+    for (std::string h; std::getline(in, h, ',');) {
+      if (!h.empty()) m.holders.push_back(h);
+    }
+  }
+  return m;
+}
+
+ModuleBackend::ModuleBackend(std::string proc_root, std::string sys_root)
+    : proc_root_(std::move(proc_root)), sys_root_(std::move(sys_root)) {}
+
+std::string ModuleBackend::module_dir(std::string_view name) const {
+  return sys_root_ + "/module/" + std::string(name);
+}
+
+Result<ModuleState> ModuleBackend::state(std::string_view name) const {
+  auto text = proc_modules();
+  if (!text) return text.error();
+  return read_module_state(*text, sys_root_ + "/module", name);
+}
+
+bool ModuleBackend::loaded(std::string_view name) const {
+  auto st = state(name);
+  return st && st->loaded;
+}
+
+Result<std::string> ModuleBackend::proc_modules() const {
+  auto text = read_text_file_if_exists(proc_root_ + "/modules");
+  if (!text) return text.error();
+  return text->value_or("");
+}
+
+std::vector<HolderProcess> ModuleBackend::holder_processes() const {
+  auto devices = read_text_file_if_exists(proc_root_ + "/devices");
+  if (!devices || !devices->has_value()) return {};
+  return find_holder_processes(proc_root_, NvidiaDevices::parse(**devices));
+}
+
+Status ModuleBackend::check_removable(std::string_view name) const {
+  const std::string what = "failed to unload kernel module " + std::string(name);
+  auto st = state(name);
+  if (!st) return st.error().wrap(what);
+  if (st->builtin) return Error(what + ": it is built into the kernel");
+  if (!st->loaded) return Error(what + ": module is not loaded (ENOENT)");
+  if (!st->unloadable) return Error(what + ": the kernel was built without module unloading");
+  if (st->refcount > 0) {
+    std::string busy =
+        fmt::format("{}: module is in use (EBUSY): {}: refcount {}", what, st->name, st->refcount);
+    if (!st->holders.empty()) busy += fmt::format(", used by {}", fmt::join(st->holders, ", "));
+    return Error(busy);
+  }
+  return {};
 }
 
 }  // namespace dm::host

@@ -1,5 +1,6 @@
-// Kernel-module logic shared by the real and the simulated host: the all-or-nothing unload decision,
-// the /proc/modules table, and the backend that reads and removes modules.
+// Kernel-module logic shared by the real and the simulated host: reading a module's state from /proc/modules
+// and /sys/module, the all-or-nothing unload decision, the /proc/modules table, and the backend that removes
+// modules.
 #pragma once
 
 #include <memory>
@@ -8,9 +9,20 @@
 #include <vector>
 
 #include "common/result.h"
+#include "host/devices.h"
 #include "host/host.h"
 
 namespace dm::host {
+
+// References a member of the NVIDIA stack holds on another without a holders link (so "Used by" does not
+// show them): nvidia_vgpu_vfio pins `nvidia` twice on a vGPU host. `count` is the most it holds; a holders
+// link, if there is one, is one of them.
+struct UnlinkedReference {
+  std::string_view holder;
+  std::string_view target;
+  int count;
+};
+inline constexpr UnlinkedReference kUnlinkedReferences[] = {{"nvidia_vgpu_vfio", "nvidia", 2}};
 
 // What unload_nvidia_modules() will do: remove `order` (holders before the modules they hold), or, if
 // `blockers` is non-empty, nothing at all. Each blocker line names one module and what holds it.
@@ -21,12 +33,17 @@ struct UnloadPlan {
 };
 
 // Decides the unload from the states of the loaded modules of the stack (in kNvidiaModules order): every
-// reference to a module must come from another module of the stack, otherwise nothing is removed.
+// reference to a module must come from another module of the stack (a holders link or a
+// kUnlinkedReferences pin) and no process may have its device files open, otherwise nothing is removed.
 UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded);
 
-// "nvidia: refcount 3, used by 2 process(es)/pod(s): ns/a, ns/b" for one module, or "" if it is free
-// apart from the holders in `stack`.
+// "nvidia: refcount 3, 2 other reference(s), device files open in pid 42 (x)" for one module, or "" if it
+// is free apart from the references of the modules in `stack`.
 std::string describe_module_blocker(const ModuleState& m, const std::vector<std::string>& stack);
+
+// Why the kernel can never unload this stack - a member built into the kernel, or a kernel without module
+// unloading - with what the node needs; ok otherwise.
+Status check_stack_unloadable(const std::vector<ModuleState>& stack);
 
 // The "Module Size Ref Count Used by" table of the /proc/modules lines containing "nvidia".
 std::string format_modules_table(std::string_view proc_modules);
@@ -34,30 +51,46 @@ std::string format_modules_table(std::string_view proc_modules);
 // A /proc/modules line ("name size refcnt holders, Live 0x0") for a simulated module.
 std::string proc_modules_line(const ModuleState& m);
 
-// Reads and removes kernel modules: libkmod on the real machine, files under a root in simulation.
+// The state of one module (users not filled in) from the text of /proc/modules and the directory
+// <sys_module_dir>/<name>: loaded iff /proc/modules lists it or it has an initstate or refcnt file; built in
+// iff its directory exists otherwise; refcount from refcnt, else from /proc/modules, where "-" means the
+// kernel cannot unload modules; holders from holders/, else from /proc/modules.
+Result<ModuleState> read_module_state(std::string_view proc_modules, const std::string& sys_module_dir,
+                                      std::string_view name);
+
+// Reads and removes kernel modules: libkmod on the real machine, files under a root in simulation. Both read
+// <proc_root>/modules, <sys_root>/module/<m> and the processes of <proc_root>.
 class ModuleBackend {
  public:
+  ModuleBackend(std::string proc_root, std::string sys_root);
   virtual ~ModuleBackend() = default;
-  // Loaded iff <sysfs>/module/<name>/refcnt exists.
-  [[nodiscard]] virtual bool loaded(std::string_view name) const = 0;
-  [[nodiscard]] virtual Result<ModuleState> state(std::string_view name) const = 0;
+  ModuleBackend(const ModuleBackend&) = delete;
+  ModuleBackend& operator=(const ModuleBackend&) = delete;
+
+  [[nodiscard]] Result<ModuleState> state(std::string_view name) const;
+  [[nodiscard]] bool loaded(std::string_view name) const;
   // Removes one module without forcing; an in-use module is an error naming what holds it.
   virtual Status remove(std::string_view name) = 0;
   // The text of /proc/modules.
-  [[nodiscard]] virtual Result<std::string> proc_modules() const = 0;
+  [[nodiscard]] virtual Result<std::string> proc_modules() const;
+  // The processes with NVIDIA device files open (majors from <proc_root>/devices).
+  [[nodiscard]] std::vector<HolderProcess> holder_processes() const;
 
  protected:
-  // Why `name` cannot be removed now (not loaded, in use - naming the holders), or ok.
+  // Why `name` cannot be removed now (not loaded, built in, no module unloading, in use), or ok.
   [[nodiscard]] Status check_removable(std::string_view name) const;
+  [[nodiscard]] const std::string& proc_root() const { return proc_root_; }
+  [[nodiscard]] std::string module_dir(std::string_view name) const;
+
+ private:
+  std::string proc_root_;
+  std::string sys_root_;
 };
 
-// The real kernel through libkmod; users of nvidia* modules are found by scanning `proc_root`/*/fd.
-std::unique_ptr<ModuleBackend> make_kmod_backend(std::string proc_root = "/proc");
+// The real kernel: state from /proc and /sys (roots replaceable for tests), removal through libkmod.
+std::unique_ptr<ModuleBackend> make_kmod_backend(std::string proc_root = "/proc",
+                                                 std::string sys_root = "/sys");
 // The simulated kernel of docs/simulated-host.md rooted at `root`.
-std::unique_ptr<ModuleBackend> make_sim_module_backend(std::string root);
-
-// Processes with an open file on a device node of `module` ("pid 42 (nvidia-smi)"), found through
-// <proc_root>/<pid>/fd; only nvidia, nvidia_uvm and nvidia_modeset have known device nodes.
-std::vector<std::string> processes_using_module(const std::string& proc_root, std::string_view module);
+std::unique_ptr<ModuleBackend> make_sim_module_backend(const std::string& root);
 
 }  // namespace dm::host

@@ -1,6 +1,7 @@
-// The simulated kernel (docs/simulated-host.md): a module is loaded iff <root>/sys/module/<m>/refcnt exists;
-// its holders are the entries of <root>/sys/module/<m>/holders and its users the lines of
-// <root>/sys/module/<m>/users (written by node-sim). Removal behaves like delete_module(2) without force.
+// The simulated kernel (docs/simulated-host.md): state is read from files under the root exactly as on the
+// real machine (<root>/proc/modules if it exists, else synthesised from <root>/sys/module/*/refcnt);
+// removal behaves like delete_module(2) without force and, like the kernel, releases the references the
+// removed module held - its holders links and the pins listed in <root>/sys/module/<m>/pins/<target>.
 #include <charconv>
 #include <filesystem>
 #include <system_error>
@@ -15,72 +16,77 @@ namespace fs = std::filesystem;
 
 class SimModuleBackend final : public ModuleBackend {
  public:
-  explicit SimModuleBackend(std::string root) : root_(std::move(root)) {}
-
-  [[nodiscard]] bool loaded(std::string_view name) const override {
-    return path_exists(module_dir(name) + "/refcnt");
-  }
-
-  [[nodiscard]] Result<ModuleState> state(std::string_view name) const override {
-    ModuleState m;
-    m.name = std::string(name);
-    const std::string dir = module_dir(name);
-    auto refcnt = read_text_file_if_exists(dir + "/refcnt");
-    if (!refcnt) return refcnt.error();
-    if (!refcnt->has_value()) return m;
-    m.loaded = true;
-    const std::string_view text = trim(**refcnt);
-    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), m.refcount);
-    if (ec != std::errc() || end != text.data() + text.size() || m.refcount < 0) {
-      return Error("cannot parse " + dir + "/refcnt: \"" + std::string(text) +
-                   "\" is not a reference count (the simulated kernel expects a decimal number)");
-    }
-    auto holders = list_dir(dir + "/holders");
-    if (!holders) return holders.error();
-    m.holders = std::move(holders).value();
-    auto users = read_text_file_if_exists(dir + "/users");
-    if (!users) return users.error();
-    if (users->has_value()) {
-      for (const auto& line : split_lines(**users)) {
-        const auto u = trim(line);
-        if (!u.empty()) m.users.emplace_back(u);
-      }
-    }
-    return m;
-  }
+  explicit SimModuleBackend(const std::string& root)
+      : ModuleBackend(root + "/proc", root + "/sys"), root_(root) {}
 
   Status remove(std::string_view name) override {
     if (auto ok = check_removable(name); !ok) return ok;
+    auto pins = read_pins(name);
+    if (!pins) return pins.error().wrap("failed to unload kernel module " + std::string(name));
     std::error_code ec;
     fs::remove_all(module_dir(name), ec);
     if (ec) {
       return Error("failed to unload kernel module " + std::string(name) + ": cannot remove " +
                    module_dir(name) + ": " + ec.message());
     }
-    return release_references_of(name);
+    if (auto st = drop_proc_modules_line(name); !st) return st;
+    if (auto st = release_links_of(name); !st) return st;
+    for (const auto& [target, count] : *pins) {
+      if (auto st = release(target, count, name); !st) return st;
+    }
+    return {};
   }
 
   [[nodiscard]] Result<std::string> proc_modules() const override {
-    auto file = read_text_file_if_exists(root_ + "/proc/modules");
+    auto file = read_text_file_if_exists(proc_root() + "/modules");
     if (!file) return file.error();
     if (file->has_value()) return std::move(**file);
     auto names = list_dir(root_ + "/sys/module");
     if (!names) return names.error();
     std::string text;
     for (const auto& n : *names) {
-      auto st = state(n);
+      auto st = read_module_state("", root_ + "/sys/module", n);
       if (st && st->loaded) text += proc_modules_line(*st);
     }
     return text;
   }
 
  private:
-  [[nodiscard]] std::string module_dir(std::string_view name) const {
-    return root_ + "/sys/module/" + std::string(name);
+  // <m>/pins/<target> holds the number of references <m> holds on <target> without a holders link.
+  [[nodiscard]] Result<std::vector<std::pair<std::string, int>>> read_pins(std::string_view name) const {
+    std::vector<std::pair<std::string, int>> pins;
+    const std::string dir = module_dir(name) + "/pins/";
+    auto targets = list_dir(dir);
+    if (!targets) return targets.error();
+    for (const auto& t : *targets) {
+      const std::string file = dir + t;
+      auto text = read_text_file(file);
+      if (!text) return text.error();
+      const std::string_view v = trim(*text);
+      int n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 0)
+        return Error("cannot parse " + file + ": \"" + std::string(v) + "\" is not a count");
+      pins.emplace_back(t, n);
+    }
+    return pins;
+  }
+
+  // A /proc/modules file under the root (a test's fixture) loses the removed module's line.
+  Status drop_proc_modules_line(std::string_view name) {
+    const std::string file = proc_root() + "/modules";
+    auto text = read_text_file_if_exists(file);
+    if (!text) return text.error();
+    if (!text->has_value()) return {};
+    std::string kept;
+    for (const auto& line : split_lines(**text)) {
+      if (line.substr(0, line.find(' ')) != name) kept += line + "\n";
+    }
+    return write_existing_file(file, kept);
   }
 
   // Like the kernel: a removed module drops the reference it held on each module it depended on.
-  Status release_references_of(std::string_view removed) {
+  Status release_links_of(std::string_view removed) {
     auto names = list_dir(root_ + "/sys/module");
     if (!names) return names.error();
     for (const auto& n : *names) {
@@ -88,13 +94,22 @@ class SimModuleBackend final : public ModuleBackend {
       std::error_code ec;
       if (!fs::exists(fs::symlink_status(link, ec))) continue;
       fs::remove(link, ec);
-      auto st = state(n);
-      if (!st || !st->loaded) continue;
-      const int refs = st->refcount > 0 ? st->refcount - 1 : 0;
-      auto written = write_existing_file(module_dir(n) + "/refcnt", std::to_string(refs) + "\n");
-      if (!written)
-        return written.error().wrap("failed to release " + n + " after unloading " + std::string(removed));
+      if (auto st = release(n, 1, removed); !st) return st;
     }
+    return {};
+  }
+
+  Status release(const std::string& target, int count, std::string_view removed) {
+    auto refcnt = read_text_file_if_exists(module_dir(target) + "/refcnt");
+    if (!refcnt) return refcnt.error();
+    if (!refcnt->has_value()) return {};  // not loaded, or a kernel that keeps no count
+    int refs = 0;
+    const std::string_view v = trim(**refcnt);
+    std::from_chars(v.data(), v.data() + v.size(), refs);
+    refs = refs > count ? refs - count : 0;
+    auto written = write_existing_file(module_dir(target) + "/refcnt", std::to_string(refs) + "\n");
+    if (!written)
+      return written.error().wrap("failed to release " + target + " after unloading " + std::string(removed));
     return {};
   }
 
@@ -103,8 +118,8 @@ class SimModuleBackend final : public ModuleBackend {
 
 }  // namespace
 
-std::unique_ptr<ModuleBackend> make_sim_module_backend(std::string root) {
-  return std::make_unique<SimModuleBackend>(std::move(root));
+std::unique_ptr<ModuleBackend> make_sim_module_backend(const std::string& root) {
+  return std::make_unique<SimModuleBackend>(root);
 }
 
 }  // namespace dm::host

@@ -18,6 +18,7 @@
 #include "manager/drain.h"
 #include "manager/flow.h"
 #include "manager/gpu_clients.h"
+#include "manager/holders.h"
 #include "manager/lease.h"
 #include "manager/operands.h"
 #include "manager/own_pod.h"
@@ -161,6 +162,8 @@ int Uninstall::run(const kube::Config& config) {
 
   // S1: a driver installed on the host itself makes the containerized driver unnecessary.
   if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
+  // A driver the kernel can never unload (built in, no module unloading) fails before any write.
+  if (auto u = host_.can_unload_nvidia(); !u) return fail(u.error());
 
   // Everything knowable up front is checked before the first write (the lease).
   if (auto p = preflight(); !p) {
@@ -545,7 +548,8 @@ Status Uninstall::drain_dra_plugin() {
 Status Uninstall::cleanup_driver() {
   // The host logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the module table.
   if (auto u = host_.unload_nvidia_modules(); !u) {
-    return u.error().wrap("failed to unload NVIDIA driver kernel modules");
+    return name_driver_holders(u.error(), host_.nvidia_holder_processes(), pods_.pods())
+        .wrap("failed to unload NVIDIA driver kernel modules");
   }
   spdlog::info("Unmounting NVIDIA driver rootfs");
   if (auto m = host_.unmount_driver_root(); !m)

@@ -123,7 +123,7 @@ int vfio_manage_main(int argc, const char* const* argv) {
   config.include_nvswitches = o.nvswitches;
   config.simulated = !sim_root.empty();
   config.kernel_release = kernel_release();
-  VfioManager manager(*host, config);
+  VfioManager manager(*host, *host, config);
   const std::optional<std::string> device =
       o.device_id.empty() ? std::nullopt : std::optional<std::string>(o.device_id);
   return manager.run(is_bind ? Action::kBind : Action::kUnbind, device);

@@ -16,7 +16,8 @@ std::string_view verb(Action a) {
 
 }  // namespace
 
-VfioManager::VfioManager(host::Host& host, VfioConfig config) : host_(host), config_(std::move(config)) {}
+VfioManager::VfioManager(const host::Host& host, host::CommandRunner& runner, VfioConfig config)
+    : host_(host), runner_(runner), config_(std::move(config)) {}
 
 std::string VfioManager::devices_dir() const {
   return host_.path("/sys/bus/pci/devices");
@@ -59,7 +60,7 @@ Status VfioManager::load_module(const std::string& module) {
   } else {
     argv = {"chroot", config_.host_root, "modprobe", module};
   }
-  const host::CommandResult r = host_.run(argv);
+  const host::CommandResult r = runner_.run(argv);
   if (r.exit_code != 0) {
     std::string cmd;
     for (const auto& a : argv) cmd += (cmd.empty() ? "" : " ") + a;

@@ -22,7 +22,8 @@ struct VfioConfig {
 
 class VfioManager {
  public:
-  VfioManager(host::Host& host, VfioConfig config);
+  // Files go through `host`; modprobe runs through `runner` (usually the same host).
+  VfioManager(const host::Host& host, host::CommandRunner& runner, VfioConfig config);
 
   // The whole command: every GPU (--all, device_id empty) or one device; returns the exit code and logs
   // every decision. With --all per-device failures are warnings (exit 0); with a device id they exit 1.
@@ -44,7 +45,8 @@ class VfioManager {
   Status unbind_one(const PciDevice& dev);
   int run_one(Action action, const std::string& bdf);
 
-  host::Host& host_;
+  const host::Host& host_;
+  host::CommandRunner& runner_;
   VfioConfig config_;
 };
 

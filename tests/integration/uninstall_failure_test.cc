@@ -1,5 +1,6 @@
 // uninstall_driver's failure and ownership paths on a real control plane + node-sim: a PDB-blocked GPU pod,
-// an admin's cordon, the full-drain fallback, SIGTERM in the middle of the operand wait.
+// an admin's cordon, the full-drain fallback, SIGTERM in the middle of the operand wait, an unload refused
+// because a GPU pod's process holds the driver (named by pod).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -53,6 +54,33 @@ TEST_F(UninstallFailure, PdbBlockedGpuPodFailsAtTheDrainTimeoutAndRestoresTheNod
     }
   }
   EXPECT_TRUE(recorded) << events.dump(2);
+}
+
+TEST_F(UninstallFailure, RefusedUnloadNamesThePodWhoseProcessHoldsTheDriver) {
+  // The upgrade policy owns eviction, so the workload keeps running and its (simulated) process keeps
+  // /dev/nvidia0 open: the unload is refused and the message names the pod, found through the process's
+  // cgroup and the node's pods.
+  Scenario s(cluster(), "holder");
+  const auto ops = default_operands();
+  s.deploy_operands(ops);
+  s.deploy_gpu_workload("trainer");
+  s.annotate_node("nvidia.com/gpu-driver-upgrade-enabled", "true");
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 1);
+
+  auto r = s.run(sa_kubeconfig());
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  const std::string held =
+      "nvidia: held by pid [0-9]+ \\(gpu-workload\\) in pod " + s.workload_ns() + "/trainer-";
+  EXPECT_THAT(r.log, ::testing::ContainsRegex("level=error msg=" + held)) << r.log;
+  EXPECT_THAT(r.log,
+              ::testing::ContainsRegex("level=fatal msg=failed to unload NVIDIA driver kernel modules: "
+                                       ".*none was unloaded.*" +
+                                       held));
+  EXPECT_THAT(r.log, Not(HasSubstr("a host process, not a pod")));
+  EXPECT_TRUE(s.sim().refcnt().has_value()) << "module must stay loaded (all or nothing)";
+  expect_labels(s, ops, "true");
 }
 
 TEST_F(UninstallFailure, AnAdminsCordonSurvivesASuccessfulRun) {

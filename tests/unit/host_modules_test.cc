@@ -1,10 +1,11 @@
-// The kernel-module rules: the all-or-nothing unload decision, the blocker messages, the /proc/modules table
-// and the /proc scan that names the processes holding the NVIDIA device nodes.
+// The kernel-module rules: the all-or-nothing unload decision (with vGPU pins), the blocker messages, the
+// /proc/modules table, and reading a module's state - including a real kernel without module unloading.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
+#include "fixtures/host/fake_proc.h"
 #include "host/modules.h"
 #include "support/process.h"
 
@@ -43,12 +44,14 @@ TEST(UnloadPlan, ModuleOrderFollowsKNvidiaModules) {
                                       "nvidia_fs", "nvidia_vgpu_vfio", "gdrdrv", "nvidia"));
 }
 
-TEST(UnloadPlan, BusyNvidiaBlocksEverythingAndNamesTheUsers) {
+TEST(UnloadPlan, BusyNvidiaBlocksEverythingAndNamesTheProcesses) {
   const auto plan = plan_nvidia_unload({mod("nvidia_modeset", 0), mod("nvidia_uvm", 0),
-                                        mod("nvidia", 3, {"nvidia_modeset"}, {"ns/a", "ns/b"})});
+                                        mod("nvidia", 3, {"nvidia_modeset"}, {"pid 4 (a)", "pid 5 (b)"})});
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(plan.order, IsEmpty());
-  EXPECT_THAT(plan.blockers, ElementsAre("nvidia: refcount 3, used by 2 process(es)/pod(s): ns/a, ns/b"));
+  EXPECT_THAT(
+      plan.blockers,
+      ElementsAre("nvidia: refcount 3, 2 other reference(s), device files open in pid 4 (a), pid 5 (b)"));
 }
 
 TEST(UnloadPlan, HolderOutsideTheStackBlocks) {
@@ -63,9 +66,39 @@ TEST(UnloadPlan, UnidentifiedReferencesAreCountedAndEveryBusyModuleIsListed) {
   const auto plan =
       plan_nvidia_unload({mod("nvidia_uvm", 1), mod("nvidia", 2, {"nvidia_uvm"}, {"pid 7 (x)"})});
   EXPECT_FALSE(plan.allowed());
-  EXPECT_THAT(plan.blockers,
-              ElementsAre("nvidia_uvm: refcount 1, used by 1 process(es)/pod(s) (not identified)",
-                          "nvidia: refcount 2, used by 1 process(es)/pod(s): pid 7 (x)"));
+  EXPECT_THAT(
+      plan.blockers,
+      ElementsAre("nvidia_uvm: refcount 1, 1 other reference(s) (no process has its device files open: "
+                  "a kernel user)",
+                  "nvidia: refcount 2, 1 other reference(s), device files open in pid 7 (x)"));
+}
+
+TEST(UnloadPlan, AnOpenDeviceFileBlocksEvenWhenTheCountLooksFree) {
+  // The refcount was read before the process opened the device: the scan still refuses.
+  const auto plan = plan_nvidia_unload({mod("nvidia", 0, {}, {"pid 9 (nvidia-smi)"})});
+  EXPECT_FALSE(plan.allowed());
+  EXPECT_THAT(plan.blockers, ElementsAre("nvidia: refcount 0, device files open in pid 9 (nvidia-smi)"));
+}
+
+TEST(UnloadPlan, VgpuStackPinningNvidiaWithoutAHoldersLinkIsRemovedVgpuFirst) {
+  // A vGPU host: "Used by" of nvidia is empty, yet nvidia_vgpu_vfio holds two references on it.
+  const auto plan = plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2)});
+  ASSERT_TRUE(plan.allowed()) << plan.blockers.front();
+  EXPECT_THAT(plan.order, ElementsAre("nvidia_vgpu_vfio", "nvidia"));
+  // With a link as well, the link is one of the two pins.
+  const auto linked =
+      plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2, {"nvidia_vgpu_vfio"})});
+  EXPECT_TRUE(linked.allowed());
+}
+
+TEST(UnloadPlan, VgpuPinsDoNotExcuseOtherUsers) {
+  EXPECT_THAT(plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 3)}).blockers,
+              ElementsAre(HasSubstr("nvidia: refcount 3, 1 other reference(s)")));
+  EXPECT_THAT(
+      plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2, {}, {"pid 3 (qemu)"})}).blockers,
+      ElementsAre("nvidia: refcount 2, device files open in pid 3 (qemu)"));
+  // Without nvidia_vgpu_vfio loaded the two references are unexplained.
+  EXPECT_FALSE(plan_nvidia_unload({mod("nvidia", 2)}).allowed());
 }
 
 TEST(UnloadPlan, AHolderListedAfterTheModuleItHoldsIsMovedBeforeIt) {
@@ -96,29 +129,71 @@ TEST(ModulesTable, SimulatedLineHasProcModulesShape) {
   EXPECT_EQ(proc_modules_line(mod("nvidia_uvm", 0)), "nvidia_uvm 0 0 - Live 0x0000000000000000\n");
 }
 
-TEST(ProcessesUsingModule, FindsOpenNvidiaDeviceNodesPerModule) {
+TEST(ModuleStateReader, RealKernelWithoutModuleUnloadingIsLoadedButCannotUnload) {
   namespace fs = std::filesystem;
-  const std::string proc = test::make_temp_dir("dm-host-proc");
-  const auto fd = [&](const std::string& pid, const std::string& n, const std::string& target) {
-    fs::create_directories(proc + "/" + pid + "/fd");
-    fs::create_symlink(target, proc + "/" + pid + "/fd/" + n);
-  };
-  fd("100", "3", "/dev/nvidia0");
-  fd("100", "4", "/dev/nvidiactl");
-  test::write_file(proc + "/100/comm", "python3\n");
-  fd("200", "1", "/dev/null");
-  fd("200", "2", "/dev/nvidia-modeset");
-  test::write_file(proc + "/200/comm", "Xorg\n");
-  fd("300", "5", "/dev/nvidia-uvm");
-  test::write_file(proc + "/300/comm", "cuda-app\n");
-  fd("400", "0", "/dev/nvidia-fake");  // not a GPU node: "nvidia" + non-digits
-  test::write_file(proc + "/self", "not a pid\n");
+  const std::string sys = test::make_temp_dir("dm-host-sys");
+  // As on the real host: the module directories exist (with initstate), refcnt does not.
+  for (const auto* m : {"nvidia", "nvidia_uvm"}) test::write_file(sys + "/" + m + "/initstate", "live\n");
+  const std::string proc = test::fake_proc::real_proc_modules();
+  ASSERT_THAT(proc, HasSubstr("nvidia 14299136 - - Live"));
 
-  EXPECT_THAT(processes_using_module(proc, "nvidia"), ElementsAre("pid 100 (python3)"));
-  EXPECT_THAT(processes_using_module(proc, "nvidia_uvm"), ElementsAre("pid 300 (cuda-app)"));
-  EXPECT_THAT(processes_using_module(proc, "nvidia_modeset"), ElementsAre("pid 200 (Xorg)"));
-  EXPECT_THAT(processes_using_module(proc, "gdrdrv"), IsEmpty());
-  fs::remove_all(proc);
+  auto nvidia = read_module_state(proc, sys, "nvidia");
+  ASSERT_TRUE(nvidia.ok()) << nvidia.error().message;
+  EXPECT_TRUE(nvidia->loaded);
+  EXPECT_FALSE(nvidia->builtin);
+  EXPECT_FALSE(nvidia->unloadable);
+  EXPECT_THAT(nvidia->holders, IsEmpty());
+  auto uvm = read_module_state(proc, sys, "nvidia_uvm");
+  ASSERT_TRUE(uvm.ok());
+  EXPECT_TRUE(uvm->loaded);
+  auto modeset = read_module_state(proc, sys, "nvidia_modeset");
+  ASSERT_TRUE(modeset.ok());
+  EXPECT_FALSE(modeset->loaded);
+  EXPECT_FALSE(modeset->builtin);
+
+  const Status never = check_stack_unloadable({*uvm, *nvidia});
+  ASSERT_FALSE(never.ok());
+  EXPECT_THAT(never.error().message,
+              HasSubstr("nvidia_uvm, nvidia are loaded, but the kernel was built without "
+                        "module unloading"));
+  EXPECT_THAT(never.error().message, HasSubstr("reboot the node"));
+  // /proc/modules alone (no /sys) is enough to know the module is loaded.
+  auto bare = read_module_state(proc, sys + "/none", "nvidia");
+  ASSERT_TRUE(bare.ok());
+  EXPECT_TRUE(bare->loaded);
+  EXPECT_FALSE(bare->unloadable);
+  fs::remove_all(sys);
+}
+
+TEST(ModuleStateReader, CountsAndHoldersFromProcModulesWhenSysHasNone) {
+  const std::string proc = "nvidia 56537088 2 nvidia_uvm,nvidia_modeset, Live 0x0 (POE)\n";
+  auto st = read_module_state(proc, "/nonexistent-sys", "nvidia");
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->loaded);
+  EXPECT_TRUE(st->unloadable);
+  EXPECT_EQ(st->refcount, 2);
+  EXPECT_THAT(st->holders, ElementsAre("nvidia_uvm", "nvidia_modeset"));
+}
+
+TEST(ModuleStateReader, BuiltInNvidiaIsNotLoadedAndCanNeverBeUnloaded) {
+  namespace fs = std::filesystem;
+  const std::string sys = test::make_temp_dir("dm-host-sys");
+  test::write_file(sys + "/nvidia/parameters/NVreg_EnableGpuFirmware", "18\n");  // built in: no initstate
+  auto st = read_module_state("", sys, "nvidia");
+  ASSERT_TRUE(st.ok());
+  EXPECT_FALSE(st->loaded);
+  EXPECT_TRUE(st->builtin);
+  const Status never = check_stack_unloadable({*st});
+  ASSERT_FALSE(never.ok());
+  EXPECT_THAT(never.error().message, HasSubstr("nvidia is built into the kernel"));
+  fs::remove_all(sys);
+}
+
+TEST(ModuleStateReader, MalformedCountsAreErrorsNamingTheSource) {
+  auto st = read_module_state("nvidia 1 lots - Live 0x0\n", "/nonexistent-sys", "nvidia");
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message, HasSubstr("lots"));
+  EXPECT_THAT(st.error().message, HasSubstr("/proc/modules"));
 }
 
 }  // namespace

@@ -27,36 +27,14 @@ using ::testing::HasSubstr;
 constexpr const char* kRelease = "6.1.0-test";
 constexpr const char* kUntouched = "untouched";
 
-// A host that delegates to the simulated one but records the commands it is asked to run.
-class RecordingHost final : public host::Host {
+// Records the commands it is asked to run instead of running them.
+class RecordingRunner final : public host::CommandRunner {
  public:
-  explicit RecordingHost(host::Host& inner) : inner_(inner) {}
-  [[nodiscard]] std::string path(std::string_view p) const override { return inner_.path(p); }
-  [[nodiscard]] bool module_loaded(std::string_view n) const override { return inner_.module_loaded(n); }
-  [[nodiscard]] Result<host::ModuleState> module_state(std::string_view n) const override {
-    return inner_.module_state(n);
-  }
-  Status unload_nvidia_modules() override { return inner_.unload_nvidia_modules(); }
-  [[nodiscard]] std::string nvidia_modules_table() const override { return inner_.nvidia_modules_table(); }
-  Status unload_module(std::string_view n) override { return inner_.unload_module(n); }
-  Status unmount_driver_root() override { return inner_.unmount_driver_root(); }
-  void remove_pid_file() override { inner_.remove_pid_file(); }
-  [[nodiscard]] Result<std::optional<std::string>> read_driver_state() const override {
-    return inner_.read_driver_state();
-  }
-  std::optional<std::string> host_driver_version() override { return inner_.host_driver_version(); }
-  [[nodiscard]] std::optional<std::string> first_mellanox_device() const override {
-    return inner_.first_mellanox_device();
-  }
-  [[nodiscard]] bool mofed_ready(bool h) const override { return inner_.mofed_ready(h); }
   host::CommandResult run(const std::vector<std::string>& argv) override {
     commands.push_back(argv);
     return host::CommandResult{0, ""};
   }
   std::vector<std::vector<std::string>> commands;
-
- private:
-  host::Host& inner_;
 };
 
 class VfioTest : public ::testing::Test {
@@ -118,7 +96,7 @@ class VfioTest : public ::testing::Test {
     cfg.include_nvswitches = nvswitches;
     cfg.simulated = true;
     cfg.kernel_release = kRelease;
-    VfioManager m(*host_, cfg);
+    VfioManager m(*host_, *host_, cfg);
     return m.run(action, bdf);
   }
 
@@ -192,11 +170,11 @@ TEST_F(VfioTest, BindLeavesADeviceAlreadyOnTheChosenDriverAlone) {
 }
 
 TEST_F(VfioTest, BindOnTheRealHostLoadsTheModuleThroughChroot) {
-  RecordingHost recording(*host_);
+  RecordingRunner recording;
   VfioConfig cfg;
   cfg.host_root = "/host";
   cfg.kernel_release = kRelease;
-  VfioManager m(recording, cfg);
+  VfioManager m(*host_, recording, cfg);
   EXPECT_EQ(m.run(Action::kBind, "0000:02:00.0"), 0);
   EXPECT_THAT(recording.commands, ElementsAre(ElementsAre("chroot", "/host", "modprobe", "vfio-pci")));
 }

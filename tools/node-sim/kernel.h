@@ -1,9 +1,13 @@
 // The simulated kernel of one node: DIR/sys/module/<m>/refcnt (decimal + newline) and
-// DIR/sys/module/<m>/users ("ns/name" per line) for the NVIDIA modules. The simulated host of driver-manager
-// reads these files; unloading a module there removes its directory, which node-sim then never recreates.
+// DIR/sys/module/<m>/users ("ns/name" per line) for the NVIDIA modules, the NVIDIA device nodes
+// (DIR/dev/nvidia0, DIR/dev/nvidiactl, majors in DIR/proc/devices) and, for each pod holding the GPU, a
+// process DIR/proc/<pid>/{comm,cgroup,fd/*} with those devices open and the pod's kubelet cgroup. The
+// simulated host of driver-manager reads these files; unloading a module there removes its directory, which
+// node-sim then never recreates.
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,24 +18,38 @@ namespace nodesim {
 // The modules node-sim creates; only "nvidia" is held by pods (the others stay at refcount 0).
 inline constexpr const char* kHeldModule = "nvidia";
 
+// A pod holding the GPU: "ns/name" (for the users file) and its UID (for its process's cgroup).
+struct SimHolder {
+  std::string key;
+  std::string uid;
+  bool operator==(const SimHolder&) const = default;
+};
+
 class SimKernel {
  public:
   explicit SimKernel(std::filesystem::path sim_root);
 
-  // Creates sys/module/{nvidia,nvidia_uvm,nvidia_modeset}/{refcnt,users} with refcount 0 ("driver loaded").
+  // Creates sys/module/{nvidia,nvidia_uvm,nvidia_modeset}/{refcnt,users} with refcount 0 ("driver loaded"),
+  // proc/devices and the device nodes (a warning if they cannot be created: holders are then not found).
   dm::Status load_driver();
 
-  // Sets the nvidia module's refcount to holders.size() and its users file to the holders (sorted
-  // "ns/name"). Does nothing if they did not change, and nothing (logging once) if the module's directory
-  // is gone. Returns an error if a file could not be written.
-  dm::Status set_holders(std::vector<std::string> holders);
+  // Sets the nvidia module's refcount to holders.size(), its users file to the holders (sorted "ns/name")
+  // and one process per holder (created before the count goes up, removed after it goes down). Does nothing
+  // if they did not change; if the module's directory is gone it only removes the processes (logging once).
+  // Returns an error if a file could not be written.
+  dm::Status set_holders(std::vector<SimHolder> holders);
 
   [[nodiscard]] std::filesystem::path module_dir(const std::string& module) const;
 
  private:
+  dm::Status add_process(const SimHolder& holder);
+  void remove_process(const SimHolder& holder);
+
   std::filesystem::path root_;
   bool known_ = false;  // holders_ reflects what is on disk
-  std::vector<std::string> holders_;
+  std::vector<SimHolder> holders_;
+  std::map<std::string, int> pid_of_uid_;  // the simulated process of each holding pod
+  int next_pid_ = 40000;
   bool gone_logged_ = false;
 };
 

@@ -265,11 +265,11 @@ void Simulator::finish_pod(TrackedPod& t) {
 
 void Simulator::update_kernel() {
   if (clock_.now() < next_kernel_attempt_) return;
-  std::vector<std::string> holders;
+  std::vector<SimHolder> holders;
   for (const auto& [uid, t] : pods_) {
     // A terminating pod still holds the device until node-sim has finished it (its process exited).
     if (!t.finished && !t.exited && (t.started || is_running(t.pod)) && holds_gpu(t.pod))
-      holders.push_back(pod_key(t.pod));
+      holders.push_back({pod_key(t.pod), uid});
   }
   if (auto st = kernel_.set_holders(std::move(holders)); !st) {
     spdlog::error("kernel: cannot update the nvidia refcount: {} (retrying)", st.error().message);
