@@ -94,7 +94,7 @@ Result<NodeLease::Attempt> NodeLease::try_take() {
   auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
   if (!r) {
     // The node changed since the GET (maybe another run took the lease): look again.
-    if (r.error().conflict()) return Attempt{current.value_or(LeaseRecord{"(changing)", now, {}}), {}};
+    if (r.error().conflict()) return Attempt{std::nullopt, {}, true};
     return r.error().wrap("failed to take the lease on node " + node_);
   }
   return Attempt{std::nullopt, std::move(*r)};
@@ -104,9 +104,13 @@ Result<Json> NodeLease::acquire(const CancelToken& cancel) {
   const Deadline deadline = Deadline::after(clock_, options_.wait_at_most);
   TimePoint next_log = clock_.now();
   Json taken;
+  int conflicts = 0;
   for (;;) {
     auto t = try_take();
     if (!t) return t.error();
+    // Node status updates change the resourceVersion all the time: a conflict alone is no other holder.
+    if (t->conflict && ++conflicts < 20) continue;
+    if (t->conflict) t->other = LeaseRecord{"(the node keeps changing)", SysClock::now(), {}};
     if (!t->other) {
       taken = std::move(t->node);
       break;
@@ -127,6 +131,7 @@ Result<Json> NodeLease::acquire(const CancelToken& cancel) {
       next_log = clock_.now() + options_.log_every;
     }
     if (!clock_.sleep_for(std::chrono::seconds(2), cancel)) return Error("terminated by SIGTERM");
+    conflicts = 0;
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -66,6 +66,7 @@ class NodeLease {
   struct Attempt {
     std::optional<LeaseRecord> other;
     nlohmann::json node;
+    bool conflict = false;  // the node changed between the GET and the PATCH (a heartbeat): look again now
   };
   Result<Attempt> try_take();
   Result<bool> renew_once();  // false: someone else holds it now
