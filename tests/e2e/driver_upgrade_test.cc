@@ -115,7 +115,13 @@ class DriverUpgrade : public ::testing::Test {
   static void apply_driver(const std::string& digest,
                            const std::map<std::string, std::string>& extra_env = {}) {
     std::string env;
-    for (const auto& [k, v] : extra_env) env += "        - name: " + k + "\n          value: \"" + v + "\"\n";
+    for (const auto& [k, v] : extra_env) {
+      env += "        - name: ";
+      env += k;
+      env += "\n          value: \"";
+      env += v;
+      env += "\"\n";
+    }
     if (!env.empty()) env.pop_back();
     std::string yaml = read_file(source_path("tests/fixtures/e2e/driver-daemonset.yaml"));
     yaml = replace_all(yaml, "@EXTRA_ENV@", env);
@@ -430,17 +436,21 @@ TEST_F(DriverUpgrade, TaintTheDriverPodDoesNotTolerateIsRefusedBeforeAnyWrite) {
 
   // The init container fails (and the kubelet keeps restarting it); nothing on the node changed.
   std::optional<json> pod;
+  std::optional<int> exit_code;
   ASSERT_TRUE(eventually(
       [&] {
         pod = driver_pod();
         if (!pod || uid(*pod) == uid(old)) return false;
         const json s = init_status(*pod);
-        return !s.is_null() &&
-               (init_exit_code(*pod) == 1 ||
-                s["lastState"].value("terminated", json::object()).value("exitCode", -1) == 1);
+        if (s.is_null()) return false;
+        const json last = s.value("lastState", json::object());
+        if (last.contains("terminated")) exit_code = last["terminated"].value("exitCode", -1);
+        if (auto now = init_exit_code(*pod)) exit_code = now;
+        return exit_code.has_value();
       },
       120))
       << debug();
+  EXPECT_EQ(exit_code, 1) << debug();
   const std::string log = init_log(*pod);
   EXPECT_THAT(log, HasSubstr("nvidia.com/gpu-driver-update")) << log;
   EXPECT_TRUE(sa_requests(audit_from, true).empty()) << sa_requests(audit_from, true).front().dump();
