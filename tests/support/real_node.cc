@@ -1,5 +1,7 @@
 #include "support/real_node.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -38,8 +40,14 @@ RealNode::RealNode(const TestCluster& cluster, std::string node, std::string sim
   }
   std::map<std::string, std::string> e = env;
   if (e.count("NODE_SIM_BIN") == 0) e["NODE_SIM_BIN"] = bin_path("node-sim");
+  // The node goes down by itself if this test process dies without running the destructor.
+  e["NODE_WATCH_PID"] = std::to_string(::getpid());
   auto out = run_command({source_path("scripts/node"), "up", cluster.kubeconfig(), node_, sim_root_}, {}, e);
   if (out.exit_code != 0) {
+    if (owns_sim_root_) {
+      std::error_code ec;
+      std::filesystem::remove_all(sim_root_, ec);
+    }
     throw std::runtime_error("scripts/node up failed (" + std::to_string(out.exit_code) + "):\n" + out.err);
   }
   state_dir_ = chomp(out.out);
