@@ -13,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <set>
 
@@ -210,10 +212,12 @@ class DriverUpgrade : public ::testing::Test {
   }
 
   // The init container's log for run `restart` (the kubelet's own file on the node).
+  static std::string init_log_path(const json& pod, int restart) {
+    return node().env("NODE_POD_LOGS") + "/" + kOperatorNs + "_" + pod["metadata"].value("name", "") + "_" +
+           uid(pod) + "/" + kInit + "/" + std::to_string(restart) + ".log";
+  }
   static std::string init_log(const json& pod, int restart = 0) {
-    const std::string path = node().env("NODE_POD_LOGS") + "/" + kOperatorNs + "_" +
-                             pod["metadata"].value("name", "") + "_" + uid(pod) + "/" + kInit + "/" +
-                             std::to_string(restart) + ".log";
+    const std::string path = init_log_path(pod, restart);
     return std::filesystem::exists(path) ? read_file(path) : std::string();
   }
 
@@ -390,12 +394,15 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
       },
       120))
       << debug();
+  // The kubelet removes a dead container's log file soon after it exits, before the pod object goes: keep
+  // the file open (it stays readable) to read the end of the run.
+  std::ifstream log_file(init_log_path(*doomed, 0));
+  ASSERT_TRUE(log_file.good()) << init_log_path(*doomed, 0);
   delete_driver_pod(*doomed);
 
   // The kubelet sent SIGTERM; driver-manager restored the node and exited before the 30 s grace period ran
   // out: its log ends with the end of the cleanup (a SIGKILL would have cut it short).
   std::optional<json> terminated;
-  std::string log;  // read while the pod exists: the kubelet removes its logs with it
   eventually(
       [&] {
         bool present = false;
@@ -404,11 +411,11 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
           present = true;
           const json st = init_status(p).value("state", json::object());
           if (st.contains("terminated")) terminated = st["terminated"];
-          if (auto l = init_log(p); !l.empty()) log = l;
         }
         return !present;
       },
       60);
+  const std::string log{std::istreambuf_iterator<char>(log_file), std::istreambuf_iterator<char>()};
   EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
   EXPECT_THAT(log, HasSubstr("Removing taint"));
   EXPECT_THAT(log, HasSubstr("Rescheduling all GPU clients on the current node"));
