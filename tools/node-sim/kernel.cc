@@ -78,6 +78,21 @@ std::filesystem::path SimKernel::module_dir(const std::string& module) const {
   return root_ / "sys" / "module" / module;
 }
 
+bool SimKernel::driver_loaded() const {
+  std::error_code ec;
+  return std::filesystem::is_directory(module_dir(kHeldModule), ec);
+}
+
+dm::Status SimKernel::write_driver_state(const std::string& digest) {
+  const auto dir = root_ / "run" / "nvidia";
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return dm::Error("cannot create " + dir.string() + ": " + ec.message());
+  if (auto st = write_file_atomic(dir / "nvidia-driver.state", digest + "\n"); !st) return st;
+  spdlog::info("kernel: driver state {} written ({})", (dir / "nvidia-driver.state").string(), digest);
+  return dm::ok_status();
+}
+
 dm::Status SimKernel::load_driver() {
   for (const char* m : kModules) {
     std::error_code ec;

@@ -39,6 +39,13 @@ class SimKernel {
   // Returns an error if a file could not be written.
   dm::Status set_holders(std::vector<SimHolder> holders);
 
+  // The nvidia module is loaded (its directory exists).
+  [[nodiscard]] bool driver_loaded() const;
+
+  // Writes DIR/run/nvidia/nvidia-driver.state (the driver configuration digest the loaded driver was
+  // installed with), creating DIR/run/nvidia if needed.
+  dm::Status write_driver_state(const std::string& digest);
+
   [[nodiscard]] std::filesystem::path module_dir(const std::string& module) const;
 
  private:

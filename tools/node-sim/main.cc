@@ -48,6 +48,10 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-driver", no_driver, "do not create the NVIDIA module files (driver not loaded)");
+  app.add_flag(
+      "--kernel-only", opt.kernel_only,
+      "a real kubelet runs the node: only publish nvidia.com/gpu, keep the simulated kernel and load "
+      "the driver for pods annotated node-sim/loads-driver");
   app.add_option("--heartbeat-seconds", heartbeat_s, "interval of node status and lease renewals")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -82,8 +86,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   nodesim::Simulator sim(opt, std::move(*watch_client), std::move(*client), clock, cancel);
-  spdlog::info("node-sim: node {}, sim root {}, {} GPU(s){}", opt.node, opt.sim_root, opt.gpus,
-               opt.driver ? "" : ", no driver");
+  spdlog::info("node-sim: node {}, sim root {}, {} GPU(s){}{}", opt.node, opt.sim_root, opt.gpus,
+               opt.driver ? "" : ", no driver",
+               opt.kernel_only ? ", kernel only (a real kubelet runs the node)" : "");
   if (auto st = sim.run(); !st) {
     spdlog::critical("node-sim for node {}: {}", opt.node, st.error().message);
     return 1;

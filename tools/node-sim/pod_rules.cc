@@ -79,6 +79,57 @@ bool holds_gpu(const Json& pod) {
   return false;
 }
 
+bool loads_driver(const Json& pod) {
+  return go_true(annotation(pod, kLoadsDriverAnnotation));
+}
+
+namespace {
+bool container_running(const Json& status) {
+  const auto& state = status.value("state", Json::object());
+  return state.contains("running") && state["running"].is_object();
+}
+}  // namespace
+
+bool has_running_container(const Json& pod) {
+  const auto& status = pod.value("status", Json::object());
+  const std::string phase = status.value("phase", "");
+  if (phase == "Succeeded" || phase == "Failed") return false;
+  for (const auto& c : status.value("containerStatuses", Json::array())) {
+    if (container_running(c)) return true;
+  }
+  return false;
+}
+
+bool all_containers_running(const Json& pod) {
+  const auto& spec = pod.value("spec", Json::object());
+  const auto& statuses = pod.value("status", Json::object()).value("containerStatuses", Json::array());
+  const auto& containers = spec.value("containers", Json::array());
+  if (containers.empty()) return false;
+  for (const auto& c : containers) {
+    const std::string name = c.value("name", "");
+    bool running = false;
+    for (const auto& s : statuses) {
+      if (s.value("name", "") == name) running = container_running(s);
+    }
+    if (!running) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> driver_config_digest(const Json& pod) {
+  const auto& spec = pod.value("spec", Json::object());
+  for (const char* list : {"containers", "initContainers"}) {
+    for (const auto& c : spec.value(list, Json::array())) {
+      for (const auto& e : c.value("env", Json::array())) {
+        if (e.value("name", "") == "DRIVER_CONFIG_DIGEST" && e.contains("value") && e["value"].is_string()) {
+          return e["value"].get<std::string>();
+        }
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 bool is_terminating(const Json& pod) {
   const auto& meta = pod.value("metadata", Json::object());
   auto it = meta.find("deletionTimestamp");

@@ -17,6 +17,8 @@ inline constexpr const char* kTerminateAfterAnnotation = "node-sim/terminate-aft
 inline constexpr const char* kStuckAnnotation = "node-sim/stuck-terminating";
 // Annotation: "true" => the pod holds the GPU without requesting it.
 inline constexpr const char* kHoldsGpuAnnotation = "node-sim/holds-gpu";
+// Annotation: "true" => once the pod runs, the simulated kernel "loads the driver" (kernel-only mode).
+inline constexpr const char* kLoadsDriverAnnotation = "node-sim/loads-driver";
 // Annotation of third-party GPU clients (driver-manager's own contract).
 inline constexpr const char* kGpuClientAnnotation = "nvidia.com/gpu.client";
 
@@ -35,6 +37,20 @@ bool is_terminating(const Json& pod);
 
 // status.phase == "Running".
 bool is_running(const Json& pod);
+
+// The pod is annotated node-sim/loads-driver with a true value.
+bool loads_driver(const Json& pod);
+
+// Some container of the pod is running, as a kubelet reports it (status.containerStatuses[].state.running),
+// and the pod is not Succeeded or Failed: its processes may hold the device.
+bool has_running_container(const Json& pod);
+
+// Every container of spec.containers is reported running (init containers are done).
+bool all_containers_running(const Json& pod);
+
+// The literal value of the first DRIVER_CONFIG_DIGEST environment variable of the pod's containers
+// (then its init containers), as the driver container records it in the driver state file.
+std::optional<std::string> driver_config_digest(const Json& pod);
 
 // Not terminating, not finished, and not yet Running with Ready=True: a kubelet would (re)start it.
 bool needs_start(const Json& pod);

@@ -137,6 +137,48 @@ dm::Status Simulator::register_node() {
   return dm::ok_status();
 }
 
+dm::Status Simulator::publish_capacity() {
+  auto node = client_->get(paths::node(opt_.node));
+  if (!node) return node.error().wrap("reading node " + opt_.node);
+  const std::string want = std::to_string(opt_.gpus);
+  const Json& status = node->value("status", Json::object());
+  const auto has = [&](const char* list) {
+    const Json& m = status.value(list, Json::object());
+    return m.contains("nvidia.com/gpu") && m["nvidia.com/gpu"] == want;
+  };
+  if (has("capacity") && has("allocatable")) return dm::ok_status();
+  // As a device plugin would: the kubelet keeps an extended resource in capacity and derives allocatable.
+  const Json patch = {
+      {"status", {{"capacity", {{"nvidia.com/gpu", want}}}, {"allocatable", {{"nvidia.com/gpu", want}}}}}};
+  auto st = client_->patch(paths::node(opt_.node) + "/status", PatchType::kStrategicMerge, patch);
+  if (!st) return st.error().wrap("setting the nvidia.com/gpu capacity of node " + opt_.node);
+  spdlog::info("node {}: nvidia.com/gpu capacity {}", opt_.node, want);
+  return dm::ok_status();
+}
+
+void Simulator::load_driver_for(TrackedPod& t) {
+  // The driver container "installs" the driver: the modules appear (unless still loaded) and the state
+  // file records the configuration it was installed with.
+  if (!kernel_.driver_loaded()) {
+    if (auto st = kernel_.load_driver(); !st) {
+      spdlog::error("kernel: cannot load the driver for pod {}: {} (retrying)", pod_key(t.pod),
+                    st.error().message);
+      t.next_attempt = clock_.now() + kRetryAfterFailure;
+      return;
+    }
+  }
+  if (const auto digest = driver_config_digest(t.pod)) {
+    if (auto st = kernel_.write_driver_state(*digest); !st) {
+      spdlog::error("kernel: {} (retrying)", st.error().message);
+      t.next_attempt = clock_.now() + kRetryAfterFailure;
+      return;
+    }
+  }
+  t.loaded_driver = true;
+  spdlog::info("pod {}: driver loaded", pod_key(t.pod));
+  next_kernel_attempt_ = {};
+}
+
 dm::Status Simulator::renew_lease(const std::string& now) {
   const Json spec = {{"holderIdentity", opt_.node}, {"leaseDurationSeconds", 40}, {"renewTime", now}};
   auto patched = client_->patch(lease_path(opt_.node), PatchType::kMerge, {{"spec", spec}});
@@ -267,9 +309,14 @@ void Simulator::update_kernel() {
   if (clock_.now() < next_kernel_attempt_) return;
   std::vector<SimHolder> holders;
   for (const auto& [uid, t] : pods_) {
+    if (!holds_gpu(t.pod)) continue;
+    if (opt_.kernel_only) {
+      // The kubelet reports the containers: a pod holds the device while one of them runs.
+      if (has_running_container(t.pod)) holders.push_back({pod_key(t.pod), uid});
+      continue;
+    }
     // A terminating pod still holds the device until node-sim has finished it (its process exited).
-    if (!t.finished && !t.exited && (t.started || is_running(t.pod)) && holds_gpu(t.pod))
-      holders.push_back({pod_key(t.pod), uid});
+    if (!t.finished && !t.exited && (t.started || is_running(t.pod))) holders.push_back({pod_key(t.pod), uid});
   }
   if (auto st = kernel_.set_holders(std::move(holders)); !st) {
     spdlog::error("kernel: cannot update the nvidia refcount: {} (retrying)", st.error().message);
@@ -279,6 +326,20 @@ void Simulator::update_kernel() {
 
 void Simulator::reconcile() {
   auto now = clock_.now();
+  if (opt_.kernel_only) {
+    if (now >= next_heartbeat_) {
+      if (auto st = publish_capacity(); !st) spdlog::warn("{} (retrying)", st.error().message);
+      next_heartbeat_ = now + opt_.heartbeat;
+    }
+    for (auto& [uid, t] : pods_) {
+      if (!t.loaded_driver && now >= t.next_attempt && loads_driver(t.pod) && !is_terminating(t.pod) &&
+          all_containers_running(t.pod)) {
+        load_driver_for(t);
+      }
+    }
+    update_kernel();
+    return;
+  }
   if (now >= next_heartbeat_) {
     if (auto st = heartbeat(); !st) {
       spdlog::warn("node {}: {} (retrying)", opt_.node, st.error().message);
@@ -309,12 +370,17 @@ void Simulator::reconcile() {
 
 dm::Status Simulator::run() {
   while (true) {
-    auto st = register_node();
+    auto st = opt_.kernel_only ? publish_capacity() : register_node();
     if (st) break;
     if (st.error().forbidden() || st.error().http_status == 401) {
       return st.error().wrap("node-sim's credentials may not manage nodes; use an admin kubeconfig");
     }
-    spdlog::warn("{} (retrying in 2 s)", st.error().message);
+    // Kernel-only: the kubelet has not registered the Node yet.
+    if (opt_.kernel_only && st.error().not_found()) {
+      spdlog::info("node {}: waiting for the kubelet to register the Node", opt_.node);
+    } else {
+      spdlog::warn("{} (retrying in 2 s)", st.error().message);
+    }
     if (!clock_.sleep_for(kRegisterRetry, cancel_)) return dm::ok_status();
   }
   if (opt_.driver) {

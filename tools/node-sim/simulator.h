@@ -2,6 +2,8 @@
 // to it, finishes their termination after the grace period, and keeps the simulated kernel's nvidia
 // refcount equal to the number of running pods that hold the GPU.
 //
+// In kernel-only mode (a real kubelet runs the node) it does none of the kubelet's work: see SimOptions.
+//
 // One thread: a list+watch of the node's pods drives everything; the watch's periodic `done` check is the
 // timer that runs heartbeats and due terminations. Writes go through a second client so that they never
 // run inside the watch's own connection.
@@ -23,6 +25,10 @@ struct SimOptions {
   std::string sim_root;
   int gpus = 8;
   bool driver = true;  // false: --no-driver, no module files
+  // --kernel-only: a real kubelet runs the node; node-sim only publishes the nvidia.com/gpu capacity, keeps
+  // the simulated kernel's refcount from the pods' reported container states, and loads the driver for a
+  // running pod annotated node-sim/loads-driver.
+  bool kernel_only = false;
   std::chrono::milliseconds heartbeat{10000};
   std::chrono::milliseconds tick{200};  // resolution of grace-period timers
 };
@@ -45,9 +51,13 @@ class Simulator {
     bool finished = false;                           // node-sim deleted it
     bool exited = false;                             // its "process" exited: it no longer holds the GPU
     bool stuck_logged = false;
+    bool loaded_driver = false;  // kernel-only: the driver was loaded for this pod
   };
 
   dm::Status register_node();
+  // Kernel-only mode: waits for the kubelet's Node, then sets its nvidia.com/gpu capacity if it differs.
+  dm::Status publish_capacity();
+  void load_driver_for(TrackedPod& t);
   dm::Status heartbeat();
   dm::Status renew_lease(const std::string& now);
   void on_sync(const std::vector<nlohmann::json>& items);

@@ -1,0 +1,517 @@
+// The driver-manager image as the GPU Operator runs it: the k8s-driver-manager init container of a driver
+// DaemonSet shaped like the operator's, on a real kubelet (scripts/node), with the operator's stock RBAC,
+// next to operands, third-party GPU clients and a GPU workload. The kubelet starts, restarts and stops the
+// init container; the DaemonSet controller recreates the driver pod; node-sim only simulates the kernel.
+//
+// The scenarios run in order on one node; each starts from the same steady state (the driver pod done,
+// everything running, nothing tainted or cordoned) and installs a new driver configuration digest, so that
+// each run takes the full uninstall path.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <set>
+
+#include "support/cluster.h"
+#include "support/process.h"
+#include "support/real_node.h"
+
+namespace dm::test {
+namespace {
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr const char* kNode = "gpu-node-1";
+constexpr const char* kOperatorNs = "gpu-operator";
+constexpr const char* kAppsNs = "gpu-apps";
+constexpr const char* kDriverDs = "nvidia-driver-daemonset";
+constexpr const char* kInit = "k8s-driver-manager";
+constexpr const char* kDriverSa = "system:serviceaccount:gpu-operator:nvidia-driver";
+constexpr const char* kUpgradeAnnotation = "nvidia.com/gpu-driver-upgrade-enabled";
+// Pods that hold the simulated GPU in the steady state: two operands, four clients, one workload.
+constexpr int kHolders = 7;
+// Every pod on the node besides the driver's: three operands, four clients, one workload.
+constexpr size_t kOthers = 8;
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t pos = 0; (pos = s.find(from, pos)) != std::string::npos; pos += to.size())
+    s.replace(pos, from.size(), to);
+  return s;
+}
+
+std::string api_port(const TestCluster& c) {
+  const std::string url = read_file(c.state_dir() + "/apiserver.url");
+  std::string port = url.substr(url.rfind(':') + 1);
+  while (!port.empty() && (port.back() == '\n' || port.back() == '\r')) port.pop_back();
+  return port;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+class DriverUpgrade : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const auto t0 = std::chrono::steady_clock::now();
+    cluster_ = TestCluster::start();
+    node_ = std::make_unique<RealNode>(*cluster_, kNode);
+    std::printf("[ e2e ] cluster and real node up in %.1f s\n", seconds_since(t0));
+    c().apply(std::string("apiVersion: v1\nkind: Namespace\nmetadata: {name: ") + kOperatorNs +
+              "}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + kAppsNs + "}\n");
+    for (const char* ns : {kOperatorNs, kAppsNs}) {
+      // Pods can only be created once the namespace's default ServiceAccount has its token.
+      ASSERT_TRUE(eventually([&] {
+        return !c().kubectl({"-n", ns, "get", "sa", "default", "-o", "jsonpath={.secrets[0].name}"})
+                    .out.empty();
+      }));
+    }
+    // The operator's stock role for the driver DaemonSet's service account, and nothing more.
+    c().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
+    c().apply(
+        std::string("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: nvidia-driver, namespace: ") +
+        kOperatorNs +
+        "}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: "
+        "e2e-nvidia-driver}\nroleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "
+        "e2e-nvidia-driver}\nsubjects: [{kind: ServiceAccount, name: nvidia-driver, namespace: " +
+        kOperatorNs + "}]\n");
+    ASSERT_TRUE(eventually([&] {
+      return !c().kubectl(
+                     {"-n", kOperatorNs, "get", "sa", "nvidia-driver", "-o", "jsonpath={.secrets[0].name}"})
+                  .out.empty();
+    }));
+    ASSERT_EQ(
+        c().kubectl({"label", "node", kNode, "--overwrite", "nvidia.com/gpu.deploy.driver=true",
+                     "nvidia.com/gpu.deploy.device-plugin=true", "nvidia.com/gpu.deploy.dcgm-exporter=true",
+                     "nvidia.com/gpu.deploy.gpu-feature-discovery=true"})
+            .exit_code,
+        0);
+    // The first driver: nothing runs on the node yet.
+    apply_driver("v1");
+    ASSERT_TRUE(eventually([&] { return driver_done(); }, 180)) << debug();
+    c().apply(replace_all(replace_all(replace_all(read_file(source_path("tests/fixtures/e2e/workloads.yaml")),
+                                                  "@OPERATOR_NS@", kOperatorNs),
+                                      "@CLIENT_NS@", kAppsNs),
+                          "@NODE@", kNode));
+    ASSERT_TRUE(eventually([&] { return steady(); }, 180)) << debug();
+    std::printf("[ e2e ] steady state (driver v1, %zu pods, refcount %d) after %.1f s\n", kOthers, kHolders,
+                seconds_since(t0));
+  }
+  static void TearDownTestSuite() {
+    node_.reset();
+    cluster_.reset();
+  }
+
+  static TestCluster& c() { return *cluster_; }
+  static RealNode& node() { return *node_; }
+
+  // The driver DaemonSet with configuration digest `digest`; `extra_env` adds init container variables.
+  static void apply_driver(const std::string& digest,
+                           const std::map<std::string, std::string>& extra_env = {}) {
+    std::string env;
+    for (const auto& [k, v] : extra_env) {
+      env += "        - name: ";
+      env += k;
+      env += "\n          value: \"";
+      env += v;
+      env += "\"\n";
+    }
+    if (!env.empty()) env.pop_back();
+    std::string yaml = read_file(source_path("tests/fixtures/e2e/driver-daemonset.yaml"));
+    yaml = replace_all(yaml, "@EXTRA_ENV@", env);
+    yaml = replace_all(yaml, "@NAMESPACE@", kOperatorNs);
+    yaml = replace_all(yaml, "@DIGEST@", digest);
+    yaml = replace_all(yaml, "@SIM_ROOT@", node().sim_root());
+    yaml = replace_all(yaml, "@API_PORT@", api_port(c()));
+    c().apply(yaml);
+  }
+
+  static json pods(const std::string& ns, const std::string& selector = {}) {
+    std::vector<std::string> args = {"-n", ns, "get", "pods", "-o", "json"};
+    if (!selector.empty()) {
+      args.emplace_back("-l");
+      args.push_back(selector);
+    }
+    auto out = c().kubectl(args);
+    return out.exit_code == 0 ? json::parse(out.out)["items"] : json::array();
+  }
+  static std::optional<json> driver_pod() {
+    for (const auto& p : pods(kOperatorNs, "app=nvidia-driver-daemonset")) {
+      if (!p["metadata"].contains("deletionTimestamp")) return p;
+    }
+    return std::nullopt;
+  }
+  static std::string uid(const json& p) { return p["metadata"].value("uid", ""); }
+
+  static bool container_running(const json& pod, const char* list, const std::string& name) {
+    for (const auto& s : pod["status"].value(list, json::array())) {
+      if (s.value("name", "") == name) return s.value("state", json::object()).contains("running");
+    }
+    return false;
+  }
+  // The init container's current status (null if not reported yet).
+  static json init_status(const json& pod) {
+    for (const auto& s : pod["status"].value("initContainerStatuses", json::array())) {
+      if (s.value("name", "") == kInit) return s;
+    }
+    return nullptr;
+  }
+  static std::optional<int> init_exit_code(const json& pod) {
+    const json s = init_status(pod);
+    if (s.is_null() || !s.value("state", json::object()).contains("terminated")) return std::nullopt;
+    return s["state"]["terminated"].value("exitCode", -1);
+  }
+
+  // The driver pod's init container exited 0 and its driver container runs.
+  static bool driver_done(const std::string& not_uid = {}) {
+    const auto p = driver_pod();
+    return p && uid(*p) != not_uid && init_exit_code(*p) == 0 &&
+           container_running(*p, "containerStatuses", "nvidia-driver-ctr");
+  }
+
+  // Everything is back: the driver done, every other pod running, the refcount they hold, the node neither
+  // tainted nor cordoned nor left with paused labels.
+  static bool steady() {
+    if (!driver_done()) return false;
+    size_t running = 0;
+    for (const char* ns : {kOperatorNs, kAppsNs}) {
+      for (const auto& p : pods(ns)) {
+        if (p["metadata"]["labels"].value("app", "") == kDriverDs) continue;
+        if (p["metadata"].contains("deletionTimestamp") || p["status"].value("phase", "") != "Running")
+          return false;
+        ++running;
+      }
+    }
+    if (running != kOthers || node().refcnt() != kHolders) return false;
+    const json n = c().get_json({"node", kNode});
+    return !n["spec"].value("unschedulable", false) && !n["spec"].contains("taints") &&
+           paused_labels(n).empty();
+  }
+  static std::vector<std::string> paused_labels(const json& n) {
+    std::vector<std::string> out;
+    for (const auto& [k, v] : n["metadata"]["labels"].items()) {
+      if (v.is_string() && v.get<std::string>().find("paused-for-driver-upgrade") != std::string::npos)
+        out.push_back(k);
+    }
+    return out;
+  }
+
+  // UIDs of the running pods app=<app> in the apps namespace.
+  static std::set<std::string> uids_of(const std::string& app, const char* ns = kAppsNs) {
+    std::set<std::string> out;
+    for (const auto& p : pods(ns, "app=" + app)) out.insert(uid(p));
+    return out;
+  }
+
+  // The init container's log for run `restart` (the kubelet's own file on the node).
+  static std::string init_log_path(const json& pod, int restart) {
+    return node().env("NODE_POD_LOGS") + "/" + kOperatorNs + "_" + pod["metadata"].value("name", "") + "_" +
+           uid(pod) + "/" + kInit + "/" + std::to_string(restart) + ".log";
+  }
+  static std::string init_log(const json& pod, int restart = 0) {
+    const std::string path = init_log_path(pod, restart);
+    return std::filesystem::exists(path) ? read_file(path) : std::string();
+  }
+
+  // Audit events of the driver pod's service account from index `from` on.
+  static std::vector<json> sa_requests(size_t from, bool writes_only) {
+    static const std::set<std::string> kWrites = {"create", "update", "patch", "delete", "deletecollection"};
+    std::vector<json> out;
+    const auto events = c().audit_events();
+    for (size_t i = from; i < events.size(); ++i) {
+      const auto& e = events[i];
+      if (e.value("stage", "") != "ResponseComplete" || e["user"].value("username", "") != kDriverSa)
+        continue;
+      if (!writes_only || kWrites.count(e.value("verb", "")) > 0) out.push_back(e);
+    }
+    return out;
+  }
+  static size_t evictions_of(const std::vector<json>& requests, const std::string& pod_prefix) {
+    size_t n = 0;
+    for (const auto& e : requests) {
+      const json& o = e.value("objectRef", json::object());
+      if (o.value("subresource", "") == "eviction" && o.value("name", "").rfind(pod_prefix, 0) == 0) ++n;
+    }
+    return n;
+  }
+
+  // Deletes the driver pod as the upgrade controller does (the DaemonSet is OnDelete).
+  static void delete_driver_pod(const json& pod) {
+    ASSERT_EQ(
+        c().kubectl({"-n", kOperatorNs, "delete", "pod", pod["metadata"].value("name", ""), "--wait=false"})
+            .exit_code,
+        0);
+  }
+
+  // The new driver installed `digest`: state file, exactly one driver root mounted (the old one was unmounted
+  // through the Bidirectional mount, not hidden under the new one) holding that version.
+  static void expect_driver_installed(const std::string& digest) {
+    const std::string root = node().sim_root();
+    EXPECT_EQ(read_file(root + "/run/nvidia/nvidia-driver.state"), digest + "\n");
+    EXPECT_EQ(node().mounts_at(root + "/run/nvidia/driver"), std::vector<std::string>{"tmpfs"});
+    EXPECT_EQ(node().read_in_node(root + "/run/nvidia/driver/installed").value_or(""), digest + "\n");
+  }
+
+  static std::string debug() {
+    std::string out = "--- pods\n";
+    for (const char* ns : {kOperatorNs, kAppsNs}) {
+      out += c().kubectl({"-n", ns, "get", "pods", "-o", "wide"}).out;
+    }
+    out += "--- node\n" + c().kubectl({"get", "node", kNode, "-o", "json"}).out.substr(0, 3000) + "\n";
+    if (auto p = driver_pod()) {
+      out += "--- driver pod status\n" + p->value("status", json::object()).dump(1) + "\n";
+      const json s = init_status(*p);
+      const int restarts = s.is_null() ? 0 : s.value("restartCount", 0);
+      out += "--- init container log (run " + std::to_string(restarts) + ")\n" + init_log(*p, restarts);
+    }
+    out += "--- refcnt " + std::to_string(node().refcnt().value_or(-1)) + "\n";
+    return out + node().logs_tail(30);
+  }
+
+  static std::unique_ptr<TestCluster> cluster_;
+  static std::unique_ptr<RealNode> node_;
+};
+std::unique_ptr<TestCluster> DriverUpgrade::cluster_;
+std::unique_ptr<RealNode> DriverUpgrade::node_;
+
+// A scenario's wall time, printed when it ends.
+struct Timer {
+  explicit Timer(std::string n) : name(std::move(n)) {}
+  ~Timer() {
+    std::printf("[ e2e ] %s: %.1f s\n", name.c_str(), seconds_since(t0));
+    std::fflush(stdout);
+  }
+  std::string name;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+};
+
+TEST_F(DriverUpgrade, UpgradeResetsClientsUnloadsAndBringsEverythingBack) {
+  Timer timer("upgrade");
+  ASSERT_TRUE(steady()) << debug();
+  const auto old = *driver_pod();
+  const auto clients_before = uids_of("gpu-metrics");
+  const auto workload_before = uids_of("training");
+  const size_t audit_from = c().audit_events().size();
+
+  apply_driver("v2");
+  delete_driver_pod(old);
+  ASSERT_TRUE(eventually([&] { return driver_done(uid(old)); }, 180)) << debug();
+  const auto pod = *driver_pod();
+  const json s = init_status(pod);
+  EXPECT_EQ(s.value("restartCount", -1), 0) << s.dump();
+  expect_driver_installed("v2");
+  const std::string log = init_log(pod);
+  EXPECT_THAT(log, HasSubstr("Unmounting NVIDIA driver rootfs"));
+  EXPECT_THAT(log, HasSubstr("Driver uninstallation completed successfully"));
+
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+  // Clients and the workload were reset (new pods), by evictions of the driver pod's service account.
+  EXPECT_NE(uids_of("gpu-metrics"), clients_before);
+  EXPECT_NE(uids_of("training"), workload_before);
+  const auto requests = sa_requests(audit_from, true);
+  EXPECT_GE(evictions_of(requests, "gpu-metrics-"), 1U);
+  EXPECT_GE(evictions_of(requests, "training-"), 1U);
+}
+
+TEST_F(DriverUpgrade, InitContainerKilledWhileResettingClientsIsRestartedAndHeals) {
+  Timer timer("crash");
+  ASSERT_TRUE(steady()) << debug();
+  const auto old = *driver_pod();
+  apply_driver("v3");
+  delete_driver_pod(old);
+
+  // The slow client takes seconds to exit: kill driver-manager while it waits for it, under its taint.
+  std::optional<pid_t> pid;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const json n = c().get_json({"node", kNode});
+        bool slow_terminating = false;
+        for (const auto& p : pods(kAppsNs, "app=gpu-slow-client"))
+          slow_terminating = slow_terminating || p["metadata"].contains("deletionTimestamp");
+        if (!slow_terminating || !n["spec"].contains("taints")) return false;
+        const auto p = driver_pod();
+        if (!p) return false;
+        const json st = init_status(*p);
+        if (st.is_null() || !st.value("state", json::object()).contains("running")) return false;
+        pid = node().container_pid(st.value("containerID", ""));
+        return pid.has_value();
+      },
+      120))
+      << debug();
+  ASSERT_EQ(::kill(*pid, SIGKILL), 0);
+  // A SIGKILL leaves no time to clean up: the taint stays until the restarted run heals it.
+  EXPECT_TRUE(c().get_json({"node", kNode})["spec"].contains("taints"));
+
+  // The kubelet reports the killed run (exit code 137) while it backs off, then restarts the container.
+  std::optional<int> killed_exit;
+  ASSERT_TRUE(eventually(
+      [&] {
+        if (const auto p = driver_pod()) {
+          const json last = init_status(*p).value("lastState", json::object());
+          if (last.contains("terminated")) killed_exit = last["terminated"].value("exitCode", -1);
+        }
+        return driver_done(uid(old));
+      },
+      180))
+      << debug();
+  EXPECT_EQ(killed_exit, 137);
+  const auto pod = *driver_pod();
+  const json s = init_status(pod);
+  EXPECT_GE(s.value("restartCount", 0), 1) << s.dump();
+  EXPECT_THAT(init_log(pod, 0), Not(HasSubstr("Driver uninstallation completed successfully")));
+  expect_driver_installed("v3");
+  EXPECT_THAT(init_log(pod, s.value("restartCount", 0)),
+              HasSubstr("Driver uninstallation completed successfully"));
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+}
+
+TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated) {
+  Timer timer("pod deleted mid-run");
+  ASSERT_TRUE(steady()) << debug();
+  const auto old = *driver_pod();
+  apply_driver("v4");
+  delete_driver_pod(old);
+
+  // The new pod's driver-manager is resetting clients (node tainted, the slow client terminating): delete it.
+  std::optional<json> doomed;
+  ASSERT_TRUE(eventually(
+      [&] {
+        const json n = c().get_json({"node", kNode});
+        bool slow_terminating = false;
+        for (const auto& p : pods(kAppsNs, "app=gpu-slow-client"))
+          slow_terminating = slow_terminating || p["metadata"].contains("deletionTimestamp");
+        doomed = driver_pod();
+        return slow_terminating && n["spec"].contains("taints") && doomed && uid(*doomed) != uid(old) &&
+               init_status(*doomed).value("state", json::object()).contains("running");
+      },
+      120))
+      << debug();
+  // The kubelet removes a dead container's log file soon after it exits, before the pod object goes: keep
+  // the file open (it stays readable) to read the end of the run.
+  std::ifstream log_file(init_log_path(*doomed, 0));
+  ASSERT_TRUE(log_file.good()) << init_log_path(*doomed, 0);
+  delete_driver_pod(*doomed);
+
+  // The kubelet sent SIGTERM; driver-manager restored the node and exited before the 30 s grace period ran
+  // out: its log ends with the end of the cleanup (a SIGKILL would have cut it short).
+  std::optional<json> terminated;
+  eventually(
+      [&] {
+        bool present = false;
+        for (const auto& p : pods(kOperatorNs, "app=nvidia-driver-daemonset")) {
+          if (uid(p) != uid(*doomed)) continue;
+          present = true;
+          const json st = init_status(p).value("state", json::object());
+          if (st.contains("terminated")) terminated = st["terminated"];
+        }
+        return !present;
+      },
+      60);
+  const std::string log{std::istreambuf_iterator<char>(log_file), std::istreambuf_iterator<char>()};
+  EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
+  EXPECT_THAT(log, HasSubstr("Removing taint"));
+  EXPECT_THAT(log, HasSubstr("Rescheduling all GPU clients on the current node"));
+  EXPECT_THAT(log.substr(log.rfind('\n', log.size() - 2) + 1), HasSubstr("level=fatal msg=cancelled"))
+      << "the last line is not the end of the cleanup:\n"
+      << log;
+  // The kubelet marks a container it killed during a pod's termination as terminated with 137 and reason
+  // ContainerStatusUnknown without looking at its real exit status; a real status is 143.
+  if (terminated && terminated->value("reason", "") != "ContainerStatusUnknown") {
+    EXPECT_EQ(terminated->value("exitCode", -1), 143) << terminated->dump();
+  }
+
+  // The DaemonSet controller recreated the pod; the new one completes.
+  ASSERT_TRUE(eventually([&] { return driver_done(uid(*doomed)); }, 180)) << debug();
+  expect_driver_installed("v4");
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+}
+
+TEST_F(DriverUpgrade, TaintTheDriverPodDoesNotTolerateIsRefusedBeforeAnyWrite) {
+  Timer timer("untolerated taint");
+  ASSERT_TRUE(steady()) << debug();
+  const auto old = *driver_pod();
+  const std::string taint = "nvidia.com/gpu-driver-update=k8s-driver-manager:NoSchedule";
+  apply_driver("v5", {{"GPU_CLIENT_TAINT", taint}});
+  const size_t audit_from = c().audit_events().size();
+  delete_driver_pod(old);
+
+  // The init container fails (and the kubelet keeps restarting it); nothing on the node changed.
+  std::optional<json> pod;
+  std::optional<int> exit_code;
+  ASSERT_TRUE(eventually(
+      [&] {
+        pod = driver_pod();
+        if (!pod || uid(*pod) == uid(old)) return false;
+        const json s = init_status(*pod);
+        if (s.is_null()) return false;
+        const json last = s.value("lastState", json::object());
+        if (last.contains("terminated")) exit_code = last["terminated"].value("exitCode", -1);
+        if (auto now = init_exit_code(*pod)) exit_code = now;
+        return exit_code.has_value();
+      },
+      120))
+      << debug();
+  EXPECT_EQ(exit_code, 1) << debug();
+  const std::string log = init_log(*pod);
+  EXPECT_THAT(log, HasSubstr("nvidia.com/gpu-driver-update")) << log;
+  EXPECT_TRUE(sa_requests(audit_from, true).empty()) << sa_requests(audit_from, true).front().dump();
+  const json n = c().get_json({"node", kNode});
+  EXPECT_FALSE(n["spec"].contains("taints")) << n["spec"].dump();
+  EXPECT_TRUE(paused_labels(n).empty());
+  EXPECT_EQ(node().refcnt(), kHolders);
+
+  // Back to a configuration that works: the stuck pod is replaced and completes.
+  apply_driver("v5");
+  delete_driver_pod(*pod);
+  ASSERT_TRUE(eventually([&] { return driver_done(uid(*pod)); }, 180)) << debug();
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+}
+
+TEST_F(DriverUpgrade, UpgradePolicyOnResetsClientsButLeavesWorkloadsAndTheCordonToTheController) {
+  Timer timer("upgrade policy");
+  ASSERT_TRUE(steady()) << debug();
+  const auto old = *driver_pod();
+  const auto clients_before = uids_of("gpu-metrics");
+  // As the upgrade controller: the policy annotation, a cordon, the GPU workload deleted, then the pod.
+  ASSERT_EQ(c().kubectl({"annotate", "node", kNode, "--overwrite", std::string(kUpgradeAnnotation) + "=true"})
+                .exit_code,
+            0);
+  ASSERT_EQ(c().kubectl({"cordon", kNode}).exit_code, 0);
+  ASSERT_EQ(c().kubectl({"-n", kAppsNs, "delete", "pod", "-l", "app=training", "--wait=true"}).exit_code, 0);
+  const size_t audit_from = c().audit_events().size();
+  apply_driver("v6");
+  delete_driver_pod(old);
+
+  ASSERT_TRUE(eventually([&] { return driver_done(uid(old)); }, 180)) << debug();
+  expect_driver_installed("v6");
+  const auto pod = *driver_pod();
+  EXPECT_THAT(init_log(pod), HasSubstr("Auto upgrade policy of the GPU driver on the node is enabled"));
+  // Clients were reset by driver-manager; the workload was not its business; the cordon is still there.
+  const auto requests = sa_requests(audit_from, true);
+  EXPECT_GE(evictions_of(requests, "gpu-metrics-"), 1U);
+  EXPECT_EQ(evictions_of(requests, "training-"), 0U);
+  const json n = c().get_json({"node", kNode});
+  EXPECT_TRUE(n["spec"].value("unschedulable", false)) << n["spec"].dump();
+  EXPECT_FALSE(n["spec"].contains("taints")) << n["spec"].dump();
+  EXPECT_TRUE(paused_labels(n).empty());
+  ASSERT_TRUE(eventually([&] {
+    const auto now = uids_of("gpu-metrics");
+    return !now.empty() && now != clients_before;
+  })) << debug();
+
+  // The controller uncordons: the workload comes back and the node is as before.
+  ASSERT_EQ(c().kubectl({"uncordon", kNode}).exit_code, 0);
+  ASSERT_EQ(c().kubectl({"annotate", "node", kNode, std::string(kUpgradeAnnotation) + "-"}).exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+}
+
+}  // namespace
+}  // namespace dm::test
