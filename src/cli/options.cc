@@ -298,7 +298,7 @@ std::string self_executable() {
 }
 
 std::string default_vfio_manage(const std::string& self_exe) {
-  const std::string fallback = manager::Settings{}.vfio_manage;
+  std::string fallback = manager::Settings{}.vfio_manage;
   if (self_exe.empty()) return fallback;
   const auto beside = std::filesystem::path(self_exe).parent_path() / fallback;
   if (::access(beside.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(beside)) return beside.string();

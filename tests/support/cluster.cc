@@ -109,7 +109,7 @@ std::string TestCluster::service_account_kubeconfig(const std::string& ns, const
       kubectl({"config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"});
   auto ca = kubectl({"config", "view", "--minify", "--raw", "-o",
                      "jsonpath={.clusters[0].cluster.certificate-authority-data}"});
-  const std::string path = state_dir_ + "/sa-" + ns + "-" + name + ".kubeconfig";
+  std::string path = state_dir_ + "/sa-" + ns + "-" + name + ".kubeconfig";
   write_file(path,
              "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server.out +
                  "\n    certificate-authority-data: " + ca.out +

@@ -17,8 +17,6 @@
 #include <stdexcept>
 #include <thread>
 
-extern char** environ;
-
 namespace dm::test {
 namespace {
 
@@ -39,7 +37,7 @@ std::vector<std::string> build_env(const std::map<std::string, std::string>& ext
   }
   std::vector<std::string> out;
   out.reserve(all.size());
-  for (const auto& [k, v] : all) out.push_back(k + "=" + v);
+  for (const auto& [k, v] : all) out.push_back(std::string(k).append("=").append(v));
   return out;
 }
 

@@ -26,9 +26,9 @@ std::map<std::string, std::string> clean_env(const std::map<std::string, std::st
   return env;
 }
 
-test::CommandOutput run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+test::CommandOutput run(std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
   args.insert(args.begin(), test::bin_path("driver-manager"));
-  return test::run_command(args, {}, clean_env(std::move(env)));
+  return test::run_command(args, {}, clean_env(env));
 }
 
 bool contains(const std::string& s, const std::string& what) {

@@ -91,7 +91,7 @@ class VfioTest : public ::testing::Test {
     test::write_file(root_ + "/sbin/modprobe", "#!/bin/sh\n" + body);
     fs::permissions(root_ + "/sbin/modprobe", fs::perms::owner_all);
   }
-  int run(Action action, std::optional<std::string> bdf = std::nullopt, bool nvswitches = false) {
+  int run(Action action, const std::optional<std::string>& bdf = std::nullopt, bool nvswitches = false) {
     VfioConfig cfg;
     cfg.include_nvswitches = nvswitches;
     cfg.simulated = true;
