@@ -1,4 +1,4 @@
-// vfio-manage: bind/unbind NVIDIA devices to/from vfio (spec section 6).
+// vfio-manage: bind/unbind NVIDIA devices to/from vfio (docs/behaviour.md, vfio-manage).
 #include "vfio/command.h"
 
 int main(int argc, char** argv) {
