@@ -1,4 +1,5 @@
-// vfio-manage: bind/unbind NVIDIA devices to/from vfio-pci (same commands and flags as upstream's tool).
+// vfio-manage: bind/unbind NVIDIA devices to/from vfio-pci, same commands and flags as upstream's tool
+// (docs/behaviour.md, vfio-manage).
 #include "vfio/command.h"
 
 int main(int argc, char** argv) {

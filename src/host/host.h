@@ -88,8 +88,8 @@ class Host : public CommandRunner {
 // "" = the real machine; otherwise the simulated host rooted at sim_root.
 std::unique_ptr<Host> make_host(const std::string& sim_root);
 
-// The skip-uninstall test (spec S6): DRIVER_CONFIG_DIGEST (taken verbatim) equals the state file's
-// content with surrounding whitespace trimmed.
+// The skip-uninstall test (docs/behaviour.md, Skip-uninstall): DRIVER_CONFIG_DIGEST (taken verbatim) equals
+// the state file's content with surrounding whitespace trimmed.
 bool driver_config_matches(std::string_view desired_digest, std::string_view state_file_content);
 
 // Waits until host.mofed_ready(), logging "Waiting for MOFED to be installed..." with the elapsed time

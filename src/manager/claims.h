@@ -1,5 +1,5 @@
-// DRA ResourceClaims on JSON (spec section 3.8): which claims a pod references, and whether a claim is an
-// allocated claim of the NVIDIA GPU DRA driver.
+// DRA ResourceClaims on JSON (docs/behaviour.md, DRA claims): which claims a pod references, and whether a
+// claim is an allocated claim of the NVIDIA GPU DRA driver.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -1,6 +1,6 @@
-// Taking pods off the node: GPU-workload eviction (spec 3.6, S7), the full-drain fallback with `kubectl
-// drain` semantics (issue 4 decision 1) and the DRA claim-holder guard (S8). Decisions come from the
-// pod_rules pipelines, evictions from the eviction engine.
+// Taking pods off the node: GPU-workload eviction, the full-drain fallback with `kubectl drain`
+// semantics and the DRA claim-holder guard (docs/behaviour.md, the sections of those names). Decisions come
+// from the pod_rules pipelines, evictions from the eviction engine.
 #pragma once
 
 #include "common/result.h"
@@ -26,7 +26,7 @@ Status evict_gpu_workloads(const FlowContext& ctx);
 // as evict_gpu_workloads. The caller has cordoned the node.
 Status drain_node(const FlowContext& ctx);
 
-// S8: fails naming the pods that still hold an allocated gpu.nvidia.com ResourceClaim.
+// The DRA claim guard: fails naming the pods that still hold an allocated gpu.nvidia.com ResourceClaim.
 Status check_dra_claim_holders(const FlowContext& ctx);
 
 }  // namespace dm::manager

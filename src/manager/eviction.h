@@ -1,6 +1,7 @@
 // The eviction engine: evicts a set of pods in parallel through the Eviction API under one deadline,
 // retrying PodDisruptionBudget refusals (429), and waits until each original pod UID is gone from the pod
-// watch. Used for GPU workloads (S7), the full-drain fallback, and gpu-client pods (issue 5).
+// watch. Used for GPU workloads, the full-drain fallback, and gpu-client pods (docs/behaviour.md, GPU
+// workload eviction).
 #pragma once
 
 #include <cstdint>

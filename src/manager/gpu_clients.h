@@ -1,4 +1,4 @@
-// Resetting third-party GPU client pods (issue 5, spec sections 4 and 5): pods on this node annotated
+// Resetting third-party GPU client pods (docs/gpu-clients.md): pods on this node annotated
 // nvidia.com/gpu.client=true are evicted (PDBs respected, in parallel, one deadline) and waited for by UID,
 // while a NoSchedule taint keeps their replacements off the node until the driver is unloaded. DaemonSet
 // pods selecting the nvidia.com/gpu.deploy.client node label are left to that label (operand flow).

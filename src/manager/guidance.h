@@ -1,5 +1,6 @@
-// The operator-facing guidance of cleanup-on-failure (spec section 3.10) and the note about third-party
-// gpu-client pods (issue 5, spec 4.3 #11). Texts keep upstream's numbered options for existing runbooks.
+// The operator-facing guidance of cleanup-on-failure (docs/behaviour.md, Cleanup on failure) and the note
+// about third-party gpu-client pods, which the upgrade controller does not know. Texts keep upstream's
+// numbered options for existing runbooks.
 #pragma once
 
 #include <string>

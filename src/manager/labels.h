@@ -1,4 +1,5 @@
-// Operand label value transforms (spec section 3.2) and this port's restore policy (issue 4, quirk 4).
+// Operand label value transforms and this program's restore policy (docs/behaviour.md, Pausing and
+// restoring operand labels).
 #pragma once
 
 #include <string>

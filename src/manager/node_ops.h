@@ -1,5 +1,5 @@
 // Writes to this program's Node: label patches with upstream's retry, cordon/uncordon with ownership
-// (issue 4 decision 3), and best-effort Events.
+// (only our own cordon is undone: docs/behaviour.md, The undo list), and best-effort Events.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -77,7 +77,8 @@ std::vector<OperandWait> waits_for(const Snapshot& snapshot, const std::vector<O
 std::vector<OperandSpec> operand_table(std::string_view custom_label_key) {
   using I = Inclusion;
   const Batch P = Batch::kPause;
-  // Snapshot order = upstream's GET order; wait_order = upstream's sequential wait order (spec 3.4).
+  // Snapshot order = upstream's GET order; wait_order = upstream's sequential wait order
+  // (docs/behaviour.md, Operand waits).
   std::vector<OperandSpec> t = {
       row("operator-validator", P, I::kAlways, "nvidia-operator-validator", I::kAlways, 1),
       row("container-toolkit", P, I::kAlways, "nvidia-container-toolkit-daemonset", I::kAlways, 2),
@@ -99,7 +100,8 @@ std::vector<OperandSpec> operand_table(std::string_view custom_label_key) {
       row("dcgm-dra", P, I::kAlways, "nvidia-dcgm-dra", I::kAlways, 8),
       row("dcgm-exporter-dra", P, I::kAlways, "nvidia-dcgm-exporter-dra", I::kAlways, 7),
   };
-  // Third-party DaemonSets select on the client key (PR #205): their pods are waited for like operands.
+  // Third-party DaemonSets select on the client key (upstream's contract for them): their pods are waited for
+  // like operands.
   for (auto& op : t) {
     if (op.label_key == kClientLabel) {
       op.wait_kind = WaitKind::kDaemonSetNodeSelectorKey;
@@ -112,7 +114,8 @@ std::vector<OperandSpec> operand_table(std::string_view custom_label_key) {
     c.label_key = std::string(custom_label_key);
     c.batch = P;
     c.in_batch = I::kIfSnapshotSet;
-    c.wait_kind = WaitKind::kDaemonSetNodeSelectorKey;  // quirk 7: upstream never waited for these
+    // Upstream never waited for these pods: they could still hold the GPU at the unload.
+    c.wait_kind = WaitKind::kDaemonSetNodeSelectorKey;
     c.wait = I::kIfSnapshotSet;
     c.wait_order = 14;
     t.push_back(std::move(c));

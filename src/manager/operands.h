@@ -1,6 +1,6 @@
-// The one table of GPU Operator operands (spec sections 3.1, 3.3, 3.4): label key, pod selector, batch
-// membership and waits. Snapshot, pause/plugin/restore patch bodies and the wait list are all derived
-// from it; adding an operand is one row in operands.cc.
+// The one table of GPU Operator operands (docs/behaviour.md, Pausing and restoring operand labels): label
+// key, pod selector, batch membership and waits. Snapshot, pause/plugin/restore patch bodies and the wait
+// list are all derived from it; adding an operand is one row in operands.cc.
 #pragma once
 
 #include <map>
@@ -32,7 +32,7 @@ enum class Inclusion {
 
 // Which label patch a row belongs to.
 enum class Batch {
-  kPause,   // the pause batch (spec 3.3) and the restore batch
+  kPause,   // the pause batch and the restore batch
   kPlugin,  // the DRA plugin batch (dra-driver): paused last, restored with the rest
 };
 
@@ -55,11 +55,12 @@ struct OperandSpec {
 };
 
 // Upstream's 16 rows in snapshot order, then a row for `custom_label_key` (NODE_LABEL_FOR_GPU_POD_EVICTION,
-// already stripped of any "=value") if non-empty: paused if set, its DaemonSet pods waited for (quirk 7).
+// already stripped of any "=value") if non-empty: paused if set, its DaemonSet pods waited for (upstream
+// never waited for them).
 std::vector<OperandSpec> operand_table(std::string_view custom_label_key = {});
 
 // The node's values of every table key ("" if absent) plus the upgrade-policy annotation: read from ONE
-// node GET and never re-read (spec 3.1).
+// node GET and never re-read (docs/behaviour.md, Snapshot).
 struct Snapshot {
   std::map<std::string, std::string> labels;  // every table key, "" when absent
   std::string upgrade_annotation;             // nvidia.com/gpu-driver-upgrade-enabled, "" when absent
@@ -75,7 +76,7 @@ struct Snapshot {
 // Reads the snapshot from a Node object (JSON as returned by GET /api/v1/nodes/<name>).
 Snapshot take_snapshot(const Json& node, const std::vector<OperandSpec>& table);
 
-// The strategic-merge body {"metadata":{"labels":{...}}} pausing the pause-batch rows (spec 3.3) with
+// The strategic-merge body {"metadata":{"labels":{...}}} pausing the pause-batch rows with
 // non-empty snapshots. labels may be empty: then the caller sends nothing (see patch_has_labels).
 Json pause_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The plugin batch: dra-driver paused, only if its snapshot is non-empty.
@@ -105,7 +106,7 @@ struct OperandWait {
   [[nodiscard]] std::string description() const;
 };
 
-// The waits after the pause batch (spec 3.4, plus the custom key's DaemonSet pods), in upstream's order.
+// The waits after the pause batch (docs/behaviour.md, Operand waits), in upstream's order.
 std::vector<OperandWait> pause_waits(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The wait after the plugin batch (app=nvidia-dra-driver-kubelet-plugin); empty if dra is off.
 std::vector<OperandWait> plugin_waits(const Snapshot& snapshot, const std::vector<OperandSpec>& table);

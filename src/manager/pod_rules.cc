@@ -409,7 +409,7 @@ PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
 
 Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
                                                    const PodFacts& facts) {
-  // Step 1 of spec 3.6: which pods use a GPU. One claim lookup per pod, reused by the pipeline.
+  // First, which pods use a GPU. One claim lookup per pod, reused by the pipeline.
   std::vector<bool> gpu(pods.size(), false);
   GpuEvictionPlan out;
   for (size_t i = 0; i < pods.size(); ++i) {

@@ -1,8 +1,8 @@
-// Decisions about individual pods, kubectl-drain style (DESIGN.md): an ordered list of small filters,
-// each saying delete / skip / wait / error and why, so every pod the program touches or leaves alone is
-// one log line. Three pipelines are built from them: GPU-workload eviction (spec 3.6, with its equality
-// rule), the full-drain fallback (bash `kubectl drain` semantics, issue 4 quirk 1) and third-party
-// gpu-client pods (issue 5). Pure functions over pod JSON; API answers come in through PodFacts.
+// Decisions about individual pods, kubectl-drain style (docs/ARCHITECTURE.md): an ordered list of small
+// filters, each saying delete / skip / wait / error and why, so every pod the program touches or leaves alone
+// is one log line. Three pipelines are built from them: GPU-workload eviction (with its all-or-none rule),
+// the full-drain fallback (`kubectl drain` semantics) and third-party gpu-client pods; docs/behaviour.md
+// describes each. Pure functions over pod JSON; API answers come in through PodFacts.
 #pragma once
 
 #include <functional>
@@ -23,7 +23,8 @@ using Json = nlohmann::json;
 // Pod annotation designating a third-party GPU client (value: Go bool; true = reset it, false = opt out).
 inline constexpr std::string_view kGpuClientAnnotation = "nvidia.com/gpu.client";
 // Additionally set (Go bool true) on a gpu-client that is a DRA kubelet plugin serving claims: it is reset
-// after the GPU workloads and the claim-holder guard, right before the module unload (issue 5 #6).
+// after the GPU workloads and the claim-holder guard, right before the module unload (it serves their claims'
+// release).
 inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gpu.client.dra-plugin";
 // Annotation the kubelet puts on the API mirror of a static pod.
 inline constexpr std::string_view kMirrorPodAnnotation = "kubernetes.io/config.mirror";
@@ -44,7 +45,8 @@ bool is_daemonset_pod(const Json& pod);  // controller kind DaemonSet
 // Any regular container (not init/ephemeral) requests or limits a resource named nvidia.com/gpu* or
 // nvidia.com/mig-* (so nvidia.com/gpu.shared matches; vGPU/passthrough names do not).
 bool requests_gpu_resources(const Json& pod);
-// DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value) (spec 3.4 item 3, quirk 7).
+// DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
+// custom labels.
 bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key);
 // The pods of `pods` for which is_daemonset_pod_with_node_selector_key holds.
 std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key);
@@ -147,7 +149,7 @@ struct DrainOptions {
   bool delete_emptydir_data = false;  // DRAIN_DELETE_EMPTYDIR_DATA
 };
 
-// Spec 3.6: daemonset(ignore all) -> mirror(skip) -> emptydir -> controller -> gpu.
+// GPU workload eviction: daemonset(ignore all) -> mirror(skip) -> emptydir -> controller -> gpu.
 PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts);
 // Bash `kubectl drain --ignore-daemonsets --pod-selector=...`: selector -> daemonset(ignore all) ->
 // mirror(skip) -> emptydir -> controller.
@@ -169,7 +171,7 @@ struct GpuClientOptions {
   std::vector<std::string> label_handled_keys;
 };
 
-// Issue 5: designation -> phase -> terminal(skip) -> label-handled(skip) -> terminating(wait) ->
+// gpu clients: designation -> phase -> terminal(skip) -> label-handled(skip) -> terminating(wait) ->
 // mirror(error) -> controller(error unless force) -> toleration(warning).
 PodPipeline gpu_client_pipeline(const GpuClientOptions& options);
 
@@ -183,9 +185,9 @@ struct PodPlan {
 };
 PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods);
 
-// Spec 3.6 with its equality rule: gpu_pods = pods using a GPU (one claim lookup per pod); every one of
-// them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all GPU
-// pods"). A claim lookup error is returned as the error.
+// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (one claim lookup per pod);
+// every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
+// GPU pods"). A claim lookup error is returned as the error.
 struct GpuEvictionPlan {
   PodPlan plan;
   size_t gpu_pods = 0;

@@ -14,7 +14,7 @@ using std::chrono::minutes;
 using std::chrono::seconds;
 
 struct Settings {
-  // Upstream's flags and environment variables (spec section 2.1), same defaults.
+  // Upstream's flags and environment variables, same defaults (README.md, Configuration).
   std::string node_name;                            // NODE_NAME (required)
   bool drain_use_force = false;                     // DRAIN_USE_FORCE
   std::string drain_pod_selector_label;             // DRAIN_POD_SELECTOR_LABEL (full-drain fallback only)

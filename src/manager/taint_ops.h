@@ -1,7 +1,7 @@
-// The gpu-client taint on this program's Node (issue 5): added and removed with a resourceVersion
-// precondition, so a concurrent change to the node's other taints is never lost, and with ownership
-// recorded on the node in the same patch, so only a taint driver-manager added is ever removed (also by
-// the next run after a crash).
+// The gpu-client taint on this program's Node (docs/gpu-clients.md, The taint): added and removed with a
+// resourceVersion precondition, so a concurrent change to the node's other taints is never lost, and with
+// ownership recorded on the node in the same patch, so only a taint driver-manager added is ever removed
+// (also by the next run after a crash).
 #pragma once
 
 #include <nlohmann/json.hpp>

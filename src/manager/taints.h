@@ -1,5 +1,5 @@
-// Node taints and pod tolerations on JSON (issue 5): parse `key[=value]:effect`, add/remove in a
-// spec.taints array, and Kubernetes' toleration matching.
+// Node taints and pod tolerations on JSON (for the gpu-client taint): parse `key[=value]:effect`, add/remove
+// in a spec.taints array, and Kubernetes' toleration matching.
 #pragma once
 
 #include <nlohmann/json.hpp>

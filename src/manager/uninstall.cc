@@ -160,7 +160,7 @@ int Uninstall::run(const kube::Config& config) {
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
 
-  // S1: a driver installed on the host itself makes the containerized driver unnecessary.
+  // A driver installed on the host itself makes the containerized driver unnecessary.
   if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
   // A driver the kernel can never unload (built in, no module unloading) fails before any write.
   if (auto u = host_.can_unload_nvidia(); !u) return fail(u.error());
@@ -327,26 +327,26 @@ Status Uninstall::main_path() {
   eviction_enabled_ = !policy && settings_.enable_gpu_pod_eviction;
   auto_drain_enabled_ = !policy && settings_.enable_auto_drain;
 
-  // S4
+  // Each path: docs/behaviour.md, The paths.
   if (!host_.module_loaded("nvidia")) return no_driver_path();
 
-  DM_STEP(pause_operands());                   // S5
-  DM_STEP(reset_gpu_clients_with_operands());  // issue 5: annotated gpu clients go with the operands
-  if (skip_uninstall()) return skip_path();    // S6
-  DM_STEP(evict_workloads());                  // S7
-  if (snapshot_.dra_on()) DM_STEP(check_dra_claim_holders(ctx_));  // S8
-  DM_STEP(reset_dra_plugin_gpu_clients());              // issue 5: third-party DRA plugins go last, like ours
-  if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());  // S9
-  DM_STEP(uninstall_driver_components());               // S10
-  DM_STEP(unbind_vfio());                               // S11
-  DM_STEP(wait_for_mofed());                            // S12
-  DM_STEP(undo_changes());                              // S13, S14: taint, cordon, labels
-  DM_STEP(unload_nouveau());                            // S15
+  DM_STEP(pause_operands());
+  DM_STEP(reset_gpu_clients_with_operands());  // annotated gpu clients go with the operands
+  if (skip_uninstall()) return skip_path();
+  DM_STEP(evict_workloads());
+  if (snapshot_.dra_on()) DM_STEP(check_dra_claim_holders(ctx_));
+  DM_STEP(reset_dra_plugin_gpu_clients());  // third-party DRA plugins go last, like ours
+  if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
+  DM_STEP(uninstall_driver_components());
+  DM_STEP(unbind_vfio());
+  DM_STEP(wait_for_mofed());
+  DM_STEP(undo_changes());    // our cordon, the taint, the labels, newest first
+  DM_STEP(unload_nouveau());  // after the labels: the next run retries it
   spdlog::info("Driver uninstallation completed successfully");
   return ok_status();
 }
 
-// S4: nothing holds a driver that is not loaded, so nothing is evicted (evicting DRA claim holders here
+// Nothing holds a driver that is not loaded, so nothing is evicted (evicting DRA claim holders here
 // would deadlock: their unprepare needs the kubelet plugin, which cannot start before the driver is
 // installed).
 Status Uninstall::no_driver_path() {
@@ -395,7 +395,7 @@ int Uninstall::pre_installed_path(const std::string& version) {
   return kExitFailed;
 }
 
-// S5
+// See docs/behaviour.md, Pausing and restoring operand labels and Operand waits.
 Status Uninstall::pause_operands() {
   spdlog::info(
       "Shutting down all GPU clients on the current node by disabling their component-specific "
@@ -486,7 +486,7 @@ Status Uninstall::undo_changes() {
   return undo_.run_all();
 }
 
-// S6
+// See docs/behaviour.md, Skip-uninstall.
 bool Uninstall::skip_uninstall() {
   if (settings_.force_reinstall) {
     spdlog::info("Force reinstall is enabled, proceeding with driver uninstallation");
@@ -519,7 +519,7 @@ Status Uninstall::cordon() {
   return ok_status();
 }
 
-// S7
+// See docs/behaviour.md, GPU workload eviction.
 Status Uninstall::evict_workloads() {
   if (!eviction_enabled_ && !(snapshot_.dra_on() && auto_drain_enabled_)) return ok_status();
   if (auto c = cordon(); !c) return c;
@@ -533,7 +533,7 @@ Status Uninstall::evict_workloads() {
   return drain_node(ctx_);
 }
 
-// S9
+// The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
 Status Uninstall::drain_dra_plugin() {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
   const auto body = plugin_patch(snapshot_, table_);
@@ -558,7 +558,8 @@ Status Uninstall::cleanup_driver() {
   return ok_status();
 }
 
-// S10, with the full-drain fallback (bash `kubectl drain` semantics: cordon first).
+// With the full-drain fallback (`kubectl drain` semantics: cordon first; docs/behaviour.md, Full-drain
+// fallback).
 Status Uninstall::uninstall_driver_components() {
   if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
   auto s = cleanup_driver();
@@ -585,7 +586,7 @@ Status Uninstall::remove_stale_driver_root() {
   return ok_status();
 }
 
-// S11 (decision 8: vfio-manage's output is re-logged, not discarded).
+// vfio-manage's output is re-logged, not discarded: a failure must be explainable from the log.
 Status Uninstall::unbind_vfio() {
   spdlog::info("Unbinding the vfio-pci driver from all NVIDIA devices");
   const auto r = host_.run({settings_.vfio_manage, "unbind", "--all"});
@@ -599,7 +600,7 @@ Status Uninstall::unbind_vfio() {
   return Error(fmt::format("{} unbind --all failed with exit code {}", settings_.vfio_manage, r.exit_code));
 }
 
-// S12
+// See docs/behaviour.md, MOFED wait.
 Status Uninstall::wait_for_mofed() {
   if (!settings_.gpu_direct_rdma_enabled) return ok_status();
   const auto bdf = host_.first_mellanox_device();
@@ -633,7 +634,7 @@ Status Uninstall::restore_labels() {
   return undo_node().update_labels(plan.patch["metadata"]["labels"]);
 }
 
-// S15
+// See docs/behaviour.md, Kernel modules and the driver root.
 Status Uninstall::unload_nouveau() {
   if (!host_.module_loaded("nouveau")) return ok_status();
   // The host logs "Unloading nouveau driver" / "Successfully unloaded nouveau driver".

@@ -1,5 +1,6 @@
 // The `uninstall_driver` sub-command: takes the GPU operands and workloads off the node, unloads the
-// NVIDIA kernel modules, tears down the old driver root and brings the operands back (spec section 3.5).
+// NVIDIA kernel modules, tears down the old driver root and brings the operands back (docs/behaviour.md, The
+// paths).
 #pragma once
 
 #include "manager/settings.h"

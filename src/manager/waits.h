@@ -1,4 +1,4 @@
-// The operand waits after a label batch (spec 3.4, issue 4 decision 5): every wait of the batch runs
+// The operand waits after a label batch (docs/behaviour.md, Operand waits): every wait of the batch runs
 // together over the pod watch, under one deadline, and reports which pods remain.
 #pragma once
 

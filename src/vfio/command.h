@@ -1,4 +1,4 @@
-// The vfio-manage command line (spec sections 2.3 and 6), separate from main() so tests can drive it.
+// The vfio-manage command line (docs/behaviour.md, vfio-manage), separate from main() so tests can drive it.
 #pragma once
 
 #include <optional>

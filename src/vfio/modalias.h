@@ -1,4 +1,5 @@
-// PCI modalias parsing and the choice of a vfio driver from modules.alias (spec section 6, bind step 1).
+// PCI modalias parsing and the choice of a vfio driver from modules.alias (see docs/behaviour.md,
+// vfio-manage).
 #pragma once
 
 #include <array>

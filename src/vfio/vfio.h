@@ -1,5 +1,5 @@
-// vfio-manage's work (spec section 6): bind NVIDIA GPUs (and optionally NVSwitches) to their vfio driver,
-// or unbind them, on the sysfs of a Host (the real one, or a simulated tree).
+// vfio-manage's work (docs/behaviour.md, vfio-manage): bind NVIDIA GPUs (and optionally NVSwitches) to their
+// vfio driver, or unbind them, on the sysfs of a Host (the real one, or a simulated tree).
 #pragma once
 
 #include <optional>

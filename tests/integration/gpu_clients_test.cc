@@ -1,11 +1,11 @@
-// Third-party GPU client pods (issue 5) end to end: a real control plane, node-sim and the driver-manager
-// binary run as a least-privilege service account. Pods annotated nvidia.com/gpu.client=true are evicted
-// and waited for by UID while a NoSchedule taint keeps their replacements off the node; the taint comes off
-// after the unload, on failure, on SIGTERM and on the next run after a SIGKILL.
+// Third-party GPU client pods (docs/gpu-clients.md) end to end: a real control plane, node-sim and the
+// driver-manager binary run as a least-privilege service account. Pods annotated nvidia.com/gpu.client=true
+// are evicted and waited for by UID while a NoSchedule taint keeps their replacements off the node; the taint
+// comes off after the unload, on failure, on SIGTERM and on the next run after a SIGKILL.
 //
 // Several tests hold driver-manager at a known point after the unload and before the taint removal: with
-// GPU_DIRECT_RDMA_ENABLED and a (simulated) Mellanox device it waits for MOFED (step S12) until the test
-// creates the MOFED ready file.
+// GPU_DIRECT_RDMA_ENABLED and a (simulated) Mellanox device it waits for MOFED (after the unload) until the
+// test creates the MOFED ready file.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -443,7 +443,7 @@ TEST_F(GpuClients, AutoUpgradePolicyOnStillResetsClientsAndLabelAndAnnotationCli
   s.label_node({{deploy_label("client"), "true"}});
   s.annotate_node("nvidia.com/gpu-driver-upgrade-enabled", "true");
   const std::map<std::string, std::string> by_label = {{deploy_label("client"), "true"}};
-  deploy(s, {// PR #205 style: toggled through the node label, not annotated.
+  deploy(s, {// upstream's nodeSelector contract: toggled through the node label, not annotated.
              {.name = "label-ds",
               .kind = "DaemonSet",
               .gpu_client = "",

@@ -218,7 +218,8 @@ TEST_F(UninstallFlow, ClientLabelAndCustomLabelDaemonSetsAreTakenOffAndWaitedFor
   Scenario s(cluster(), "labels");
   const auto ops = default_operands();
   s.deploy_operands(ops);
-  // Third-party clients holding the GPU, removed only through their node labels (PR #205, quirk 7).
+  // Third-party clients holding the GPU, removed only through their node labels (upstream never waited for
+  // them).
   s.deploy_daemonset("client-agent", s.workload_ns(), {{deploy_label("client"), "true"}}, true);
   s.deploy_daemonset("custom-agent", s.workload_ns(), {{"example.com/gpu-agent", "true"}}, true);
   s.label_node({{deploy_label("client"), "true"}, {"example.com/gpu-agent", "true"}});

@@ -12,7 +12,8 @@ struct Row {
   const char* restored;  // our policy
 };
 
-// Spec section 3.2's table, plus the column of our restore policy (issue 4, quirk 4).
+// Upstream's pause/restore table, plus the column of our restore policy (docs/behaviour.md, Pausing and
+// restoring operand labels).
 const Row kRows[] = {
     {"", "", "", ""},
     {"true", "paused-for-driver-upgrade", "true", "true"},

@@ -1,5 +1,5 @@
-// The planning half of the gpu-client taint (issue 5): which patch adds or removes our taint, with the
-// ownership annotation and the resourceVersion precondition, and what is never touched.
+// The planning half of the gpu-client taint (docs/gpu-clients.md, The taint): which patch adds or removes our
+// taint, with the ownership annotation and the resourceVersion precondition, and what is never touched.
 #include "manager/taint_ops.h"
 
 #include <gtest/gtest.h>
