@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "manager/recover.h"
 #include "manager/uninstall.h"
 
 #ifndef DM_VERSION
@@ -67,6 +68,8 @@ int main(int argc, char** argv) {
       return preflight_check(parsed.settings);
     case dm::cli::Command::kUninstallDriver:
       return dm::manager::run_uninstall_driver(parsed.settings);
+    case dm::cli::Command::kRecover:
+      return dm::manager::run_recover(parsed.settings, parsed.force);
     case dm::cli::Command::kNone:
       break;
   }

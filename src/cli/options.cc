@@ -429,6 +429,10 @@ std::string help_text(const VersionInfo& version) {
       "   uninstall_driver  take the GPU clients off the node, unload the NVIDIA driver and restore the "
       "clients\n";
   out += "   preflight_check   check that driver-manager can start (configuration and Kubernetes access)\n";
+  out +=
+      "   recover           undo what a killed run left on the node (its taint, cordon, paused labels, "
+      "lease);\n"
+      "                     options: --node-name value, --force (even while a run's lease is live)\n";
   out += "   help, h           Shows a list of commands or help for one command\n\n";
   out += "GLOBAL OPTIONS:\n";
   const ParseResult defaults;
@@ -525,11 +529,30 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     if (!version.commit.empty()) v += ", commit: " + version.commit;
     return exit_with(0, v + "\n", "");
   }
-  const bool node_name_given = options[0]->count() > 0 || env("NODE_NAME").has_value();
-  if (!node_name_given) return exit_with(1, help_text(version), "Required flag \"node-name\" not set");
-
   size_t cmd_at = 0;
   if (!rest.empty() && rest[0] == "--") cmd_at = 1;
+  bool node_name_given = options[0]->count() > 0 || env("NODE_NAME").has_value();
+  // recover runs from an operator's machine too: its node may follow the command (--node-name N, --force).
+  if (rest.size() > cmd_at && rest[cmd_at] == "recover") {
+    for (size_t i = cmd_at + 1; i < rest.size(); ++i) {
+      const std::string& a = rest[i];
+      if (a == "-h" || a == "--help") return exit_with(0, help_text(version), "");
+      if (a == "--force") {
+        r.force = true;
+      } else if (a == "--node-name" && i + 1 < rest.size()) {
+        r.settings.node_name = rest[++i];
+        node_name_given = true;
+      } else if (a.rfind("--node-name=", 0) == 0) {
+        r.settings.node_name = a.substr(std::string("--node-name=").size());
+        node_name_given = true;
+      } else {
+        const std::string msg = "flag provided but not defined: " + a;
+        return exit_with(1, "Incorrect Usage. " + msg + "\n\n" + help_text(version), msg);
+      }
+    }
+  }
+  if (!node_name_given) return exit_with(1, help_text(version), "Required flag \"node-name\" not set");
+
   if (rest.size() <= cmd_at) return exit_with(0, help_text(version), "");
   const std::string& cmd = rest[cmd_at];
   if (cmd == "uninstall_driver" || cmd == "preflight_check") {
@@ -548,10 +571,13 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     r.command = Command::kUninstallDriver;
   } else if (cmd == "preflight_check") {
     r.command = Command::kPreflightCheck;
+  } else if (cmd == "recover") {
+    r.command = Command::kRecover;
   } else if (cmd == "help" || cmd == "h") {
     if (rest.size() <= cmd_at + 1) return exit_with(0, help_text(version), "");
     const std::string& topic = rest[cmd_at + 1];
-    if (topic == "uninstall_driver" || topic == "preflight_check" || topic == "help" || topic == "h") {
+    if (topic == "uninstall_driver" || topic == "preflight_check" || topic == "recover" || topic == "help" ||
+        topic == "h") {
       return exit_with(0, help_text(version), "");
     }
     return unknown(topic);

@@ -24,6 +24,7 @@ enum class Command {
   kNone,             // no sub-command: help, exit 0
   kUninstallDriver,  // uninstall_driver
   kPreflightCheck,   // preflight_check
+  kRecover,          // recover: undo what a killed run left on the node
 };
 
 // What the caller does with a parse: run `command` with `settings`, or print and exit.
@@ -34,6 +35,7 @@ struct ParseResult {
   std::string log_level = "info";           // --log-level / LOG_LEVEL (canonical logrus name)
   bool vfio_manage_given = false;     // --vfio-manage / VFIO_MANAGE_PATH was set (see default_vfio_manage)
   std::vector<std::string> warnings;  // to log once logging is set up
+  bool force = false;                 // recover --force: a live lease does not stop it
 
   // Print out_text to stdout, err_text to stderr, error (if any) as a fatal log line, then exit exit_code.
   bool exit_now = false;

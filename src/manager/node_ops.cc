@@ -63,10 +63,13 @@ Result<Json> NodeOps::patch_with_retry(const Json& body, const std::string& what
   return last.wrap("failed to update " + what + " on node " + node_);
 }
 
-Status NodeOps::update_labels(const Json& labels) {
-  if (labels.empty()) return ok_status();
-  spdlog::debug("Patching labels of node {}: {}", node_, labels.dump());
-  auto r = patch_with_retry(Json{{"metadata", {{"labels", labels}}}}, "labels");
+Status NodeOps::update_labels(const Json& labels, const Json& annotations) {
+  if (labels.empty() && annotations.empty()) return ok_status();
+  spdlog::debug("Patching labels of node {}: {} (annotations {})", node_, labels.dump(), annotations.dump());
+  Json md = Json::object();
+  if (!labels.empty()) md["labels"] = labels;
+  if (!annotations.empty()) md["annotations"] = annotations;
+  auto r = patch_with_retry(Json{{"metadata", md}}, "labels");
   if (!r) return r.error();
   return ok_status();
 }

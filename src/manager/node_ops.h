@@ -44,8 +44,10 @@ class NodeOps {
 
   // Strategic-merge PATCH of metadata.labels (`labels`: key -> string, or null to delete), retried per the
   // RetryPolicy; each failed attempt logs "Failed to update labels on node <n>, retrying: <err>". Errors that
-  // a retry cannot fix (400, 403, 404, 422) are returned at once.
-  Status update_labels(const nlohmann::json& labels);
+  // a retry cannot fix (400, 403, 404, 422) are returned at once. `annotations` (key -> string or null) go
+  // in the same patch: a record that must change together with the labels.
+  Status update_labels(const nlohmann::json& labels,
+                       const nlohmann::json& annotations = nlohmann::json::object());
 
   // Cordons the node unless it already is; ours is marked with kCordonedAnnotation in the same patch, made
   // conditional on the node's resourceVersion so that a concurrent admin cordon is never taken for ours.

@@ -22,6 +22,7 @@
 #include "manager/lease.h"
 #include "manager/operands.h"
 #include "manager/own_pod.h"
+#include "manager/paused_record.h"
 #include "manager/pod_rules.h"
 #include "manager/preflight.h"
 #include "manager/undo.h"
@@ -111,6 +112,7 @@ class Uninstall {
   void register_legacy_uncordon();
   void register_label_restore();
   Status restore_labels();
+  Status pause_labels(const nlohmann::json& labels);
   NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
   Status check_cancelled() const;
   Deadline operand_deadline() const;
@@ -131,6 +133,7 @@ class Uninstall {
 
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;
+  PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
   bool eviction_enabled_ = false;
   bool auto_drain_enabled_ = false;
   UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
@@ -181,6 +184,12 @@ int Uninstall::run(const kube::Config& config) {
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
   snapshot_ = take_snapshot(*node, table_);
+  bool malformed_record = false;
+  paused_record_ = paused_record_of(*node, &malformed_record);
+  if (malformed_record) {
+    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
+                 settings_.node_name);
+  }
 
   log_snapshot();
   gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
@@ -409,7 +418,7 @@ Status Uninstall::pause_operands() {
   if (patch_has_labels(body)) {
     register_legacy_uncordon();
     register_label_restore();  // before the write: a request that timed out may still have been applied
-    if (auto s = node_.update_labels(body["metadata"]["labels"]); !s) return s.error();
+    if (auto s = pause_labels(body["metadata"]["labels"]); !s) return s.error();
   }
   return wait_for_operands(pods_, pause_waits(snapshot_, table_), settings_.operator_namespace,
                            operand_deadline(), cancel_);
@@ -539,7 +548,7 @@ Status Uninstall::drain_dra_plugin() {
   const auto body = plugin_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
     register_label_restore();
-    if (auto s = node_.update_labels(body["metadata"]["labels"]); !s) return s.error();
+    if (auto s = pause_labels(body["metadata"]["labels"]); !s) return s.error();
   }
   return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
                            operand_deadline(), cancel_);
@@ -616,13 +625,20 @@ Status Uninstall::wait_for_mofed() {
   return host::wait_for_mofed(host_, settings_.use_host_mofed, clock_, deadline, cancel_);
 }
 
+// Pauses `labels` and records, in the same patch, what they were before (see paused_record.h).
+Status Uninstall::pause_labels(const nlohmann::json& labels) {
+  paused_record_ = merge_paused_record(paused_record_, labels, snapshot_.labels);
+  return node_.update_labels(labels,
+                             {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}});
+}
+
 // Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
 // left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
 Status Uninstall::restore_labels() {
   spdlog::info(
       "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
       "labels");
-  if (!patch_has_labels(restore_patch(snapshot_, table_))) return ok_status();
+  if (!patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty()) return ok_status();
   auto node = undo_node().get();
   if (!node) return node.error();
   const auto plan = restore_patch_if_unchanged(snapshot_, table_, *node);
@@ -630,8 +646,14 @@ Status Uninstall::restore_labels() {
     spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
                  key, value);
   }
-  if (!patch_has_labels(plan.patch)) return ok_status();
-  return undo_node().update_labels(plan.patch["metadata"]["labels"]);
+  // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
+  nlohmann::json annotations = nlohmann::json::object();
+  if (has_paused_record(*node)) annotations[std::string(kPausedLabelsAnnotation)] = nullptr;
+  const nlohmann::json labels =
+      patch_has_labels(plan.patch) ? plan.patch["metadata"]["labels"] : nlohmann::json::object();
+  if (auto s = undo_node().update_labels(labels, annotations); !s) return s;
+  paused_record_.clear();
+  return ok_status();
 }
 
 // See docs/behaviour.md, Kernel modules and the driver root.
