@@ -477,7 +477,7 @@ void Uninstall::register_uncordon() {
                }
                return ok_status();
              },
-             /*required=*/false});
+             /*required=*/false, "uncordon node"});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -486,12 +486,12 @@ void Uninstall::register_legacy_uncordon() {
   if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
     return;
   undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
-             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false});
+             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false, "uncordon node"});
 }
 
 void Uninstall::register_label_restore() {
-  undo_.add(
-      {"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); }});
+  undo_.add({"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); },
+             /*required=*/true, "reschedule GPU operator components"});
 }
 
 // The success path: taint, cordon and labels come back, newest change first.

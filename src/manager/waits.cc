@@ -43,6 +43,13 @@ Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& w
                          const CancelToken& cancel) {
   if (waits.empty()) return ok_status();
   for (const auto& w : waits) spdlog::info("{}", w.start_line());
+  // Upstream also counts the DaemonSet pods of a nodeSelector-key wait while some remain.
+  const auto at_start = remaining_by_wait(pods.pods(), waits, operator_namespace);
+  for (size_t i = 0; i < waits.size(); ++i) {
+    if (waits[i].kind != WaitKind::kDaemonSetNodeSelectorKey || at_start[i].empty()) continue;
+    spdlog::info("Waiting for {} daemon set pod(s) with nodeSelector key \"{}\" to terminate",
+                 at_start[i].size(), waits[i].node_selector_key);
+  }
   WaitCheck check = [&](const PodList& list) -> Result<std::vector<std::string>> {
     std::vector<std::string> left;
     const auto by_wait = remaining_by_wait(list, waits, operator_namespace);

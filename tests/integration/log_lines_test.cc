@@ -25,11 +25,24 @@ class LogLines : public UninstallSuite {};
 void expect_line(const DmRun& r, const std::string& id, const std::vector<std::string>& args = {}) {
   const auto msgs = log_messages(r.log);
   const std::string want = upstream_text(id, args);
-  EXPECT_NE(std::find(msgs.begin(), msgs.end(), want), msgs.end())
+  EXPECT_TRUE(std::find(msgs.begin(), msgs.end(), want) != msgs.end())
       << "upstream line \"" << id << "\" not printed verbatim: " << want;
 }
 
 // Upstream's labels in its read order.
+// The run's log holds upstream line `id` with `args` and a last argument of ours (a detail upstream takes
+// from the kernel or the API): a whole message that starts with upstream's text up to that argument.
+void expect_line_with_detail(const DmRun& r, const std::string& id, std::vector<std::string> args) {
+  args.emplace_back("\x01");
+  const std::string full = upstream_text(id, args);
+  const std::string prefix = full.substr(0, full.find('\x01'));
+  const auto msgs = log_messages(r.log);
+  EXPECT_TRUE(
+      std::any_of(msgs.begin(), msgs.end(),
+                  [&](const std::string& m) { return m.size() > prefix.size() && m.rfind(prefix, 0) == 0; }))
+      << "upstream line \"" << id << "\" not printed verbatim: " << prefix << "...";
+}
+
 const std::vector<std::string> kUpstreamLabels = {"operator-validator",
                                                   "container-toolkit",
                                                   "device-plugin",
@@ -80,6 +93,7 @@ TEST_F(LogLines, MainPathPrintsUpstreamsLines) {
   }
   expect_line(r, "wait_mig_manager");
   expect_line(r, "wait_client_key", {deploy_label("client")});
+  expect_line(r, "wait_client_key_progress", {"1", deploy_label("client")});
   expect_line(r, "checking_config");
   expect_line(r, "no_state_file");
   expect_line(r, "cordoning", {node});
@@ -106,13 +120,14 @@ TEST_F(LogLines, PolicyOnPrintsTheSupersededLinesAndUpstreamsGuidance) {
   s.wait_running(s.operator_ns(), ops.size());
   s.wait_running(s.workload_ns(), 1);
 
-  auto r = s.run(sa_kubeconfig());
+  auto r = s.run(sa_kubeconfig(), {{"DRIVER_CONFIG_DIGEST", ""}});
 
   ASSERT_EQ(r.exit_code, 1) << r.log;
   expect_line(r, "policy_value", {"true"});
   expect_line(r, "eviction_superseded");
   expect_line(r, "auto_drain_superseded");
   expect_line(r, "digest_unset");
+  expect_line_with_detail(r, "module_unload_failed", {"nvidia"});
   expect_line(r, "modules_in_use");
   expect_line(r, "uninstall_failed");
   expect_line(r, "cleanup_on_failure");
