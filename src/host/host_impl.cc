@@ -64,6 +64,8 @@ class HostImpl final : public Host {
       if (auto never = check_stack_unloadable(*stack); !never) return never;
       const UnloadPlan plan = plan_nvidia_unload(*stack);
       if (!plan.allowed() || round > std::size(kNvidiaModules)) {
+        // Upstream's per-module line, the holders in place of the kernel's errno (the removal is not tried).
+        for (const auto& why : plan.blockers) spdlog::warn("Failed to unload kernel module {}", why);
         spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
         spdlog::error("{}", nvidia_modules_table());
         const std::string blockers = plan.allowed()

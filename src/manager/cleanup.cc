@@ -12,7 +12,10 @@ std::vector<std::string> cleanup_on_failure(const CleanupInput& in, const Error&
   const auto& s = in.settings;
   const std::string guidance =
       cleanup_guidance(in.node.node(), in.policy, s.enable_gpu_pod_eviction, s.enable_auto_drain);
-  if (!guidance.empty()) spdlog::warn("{}", guidance);
+  if (!guidance.empty()) {
+    spdlog::warn("{}", guidance);
+    spdlog::warn("{}", gpu_client_guidance(in.node.node()));
+  }
 
   auto left = in.undo.run_best_effort(in.clock, in.deadline);
   std::string message =
@@ -25,7 +28,7 @@ std::vector<std::string> cleanup_on_failure(const CleanupInput& in, const Error&
         in.node.node(), todo);
     message += "\nNot restored: " + todo;
   }
-  if (!guidance.empty()) message += "\n" + guidance;
+  if (!guidance.empty()) message += "\n" + guidance + gpu_client_guidance(in.node.node());
   in.node.event("DriverUninstallFailed", message, "Warning");
   return left;
 }

@@ -77,6 +77,9 @@ DrainOptions drain_options(const Settings& s) {
 }  // namespace
 
 Status evict_gpu_workloads(const FlowContext& ctx) {
+  // Upstream logs both: the first from its flow, the second from its Kubernetes client.
+  spdlog::info("Draining node {} of any GPU pods...", ctx.node.node());
+  spdlog::info("Draining node {} of any GPU pods", ctx.node.node());
   spdlog::info("Identifying GPU pods to delete");
   const auto facts = api_pod_facts(ctx.client);
   auto planned = plan_gpu_workload_eviction(ctx.pods.pods(), drain_options(ctx.settings), facts);
@@ -105,8 +108,9 @@ Status evict_gpu_workloads(const FlowContext& ctx) {
 Status drain_node(const FlowContext& ctx) {
   auto selector = LabelSelector::parse(ctx.settings.drain_pod_selector_label);
   if (!selector) return selector.error().wrap("invalid DRAIN_POD_SELECTOR_LABEL");
-  spdlog::info("Draining node {} (ignoring DaemonSet pods{})", ctx.node.node(),
-               selector->empty() ? "" : ", pods matching \"" + selector->text() + "\" only");
+  spdlog::info("Draining node {}", ctx.node.node());
+  spdlog::info("Draining ignores DaemonSet pods{}",
+               selector->empty() ? "" : "; only pods matching \"" + selector->text() + "\" are drained");
   const auto facts = api_pod_facts(ctx.client);
   const auto plan =
       plan_pods(full_drain_pipeline(drain_options(ctx.settings), *selector, facts), ctx.pods.pods());

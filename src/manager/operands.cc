@@ -8,13 +8,14 @@ namespace dm::manager {
 namespace {
 
 OperandSpec row(std::string_view suffix, Batch batch, Inclusion in_batch, std::string_view app,
-                Inclusion wait, int wait_order) {
+                Inclusion wait, int wait_order, std::string_view log_name = {}) {
   OperandSpec s;
   s.label_key = std::string(kDeployLabelPrefix) + std::string(suffix);
   s.batch = batch;
   s.in_batch = in_batch;
   s.wait_kind = app.empty() ? WaitKind::kNone : WaitKind::kAppLabel;
   s.app = std::string(app);
+  s.log_name = log_name.empty() ? std::string(app) : std::string(log_name);
   s.wait = app.empty() ? Inclusion::kNever : wait;
   s.wait_order = wait_order;
   return s;
@@ -64,6 +65,7 @@ std::vector<OperandWait> waits_for(const Snapshot& snapshot, const std::vector<O
     w.kind = op->wait_kind;
     if (op->wait_kind == WaitKind::kAppLabel) {
       w.app = op->app;
+      w.log_name = op->log_name;
     } else {
       w.node_selector_key = op->label_key;
     }
@@ -87,15 +89,17 @@ std::vector<OperandSpec> operand_table(std::string_view custom_label_key) {
       row("dcgm-exporter", P, I::kAlways, "nvidia-dcgm-exporter", I::kAlways, 5),
       row("dcgm", P, I::kAlways, "nvidia-dcgm", I::kAlways, 6),
       // The operator owns the existence of the mig-manager label, so it is only touched when present.
-      row("mig-manager", P, I::kIfSnapshotSet, "nvidia-mig-manager", I::kIfSnapshotSet, 9),
+      row("mig-manager", P, I::kIfSnapshotSet, "nvidia-mig-manager", I::kIfSnapshotSet, 9, "mig-manager"),
       row("nvsm", P, I::kAlways, "", I::kNever, 0),
-      row("sandbox-validator", P, I::kAlways, "nvidia-sandbox-validator", I::kIfSnapshotSet, 10),
+      row("sandbox-validator", P, I::kAlways, "nvidia-sandbox-validator", I::kIfSnapshotSet, 10,
+          "sandbox-validator"),
       row("sandbox-device-plugin", P, I::kAlways, "nvidia-sandbox-device-plugin-daemonset", I::kIfSnapshotSet,
-          11),
-      row("vgpu-device-manager", P, I::kAlways, "nvidia-vgpu-device-manager", I::kIfSnapshotSet, 12),
+          11, "sandbox-device-plugin"),
+      row("vgpu-device-manager", P, I::kAlways, "nvidia-vgpu-device-manager", I::kIfSnapshotSet, 12,
+          "vgpu-device-manager"),
       row("client", P, I::kIfSnapshotSet, "", I::kNever, 0),
       // The DRA kubelet plugin serves its clients' unprepare calls: paused last, in its own batch.
-      row("dra-driver", Batch::kPlugin, I::kIfSnapshotSet, kDraPluginApp, I::kIfSnapshotSet, 1),
+      row("dra-driver", Batch::kPlugin, I::kIfSnapshotSet, kDraPluginApp, I::kIfSnapshotSet, 1, "dra-driver"),
       row("dra-validator", P, I::kAlways, "", I::kNever, 0),
       row("dcgm-dra", P, I::kAlways, "nvidia-dcgm-dra", I::kAlways, 8),
       row("dcgm-exporter-dra", P, I::kAlways, "nvidia-dcgm-exporter-dra", I::kAlways, 7),
@@ -209,8 +213,19 @@ std::string OperandWait::label_selector() const {
 }
 
 std::string OperandWait::description() const {
-  if (kind == WaitKind::kAppLabel) return app;
+  if (kind == WaitKind::kAppLabel) return log_name.empty() ? app : log_name;
   return "daemon set pods with nodeSelector key " + node_selector_key;
+}
+
+std::string OperandWait::start_line() const {
+  if (kind == WaitKind::kAppLabel) return "Waiting for " + description() + " to shutdown";
+  return "Waiting for any daemon set pods with nodeSelector key " + node_selector_key + " to terminate";
+}
+
+std::string OperandWait::failure_line(std::string_view error) const {
+  if (kind == WaitKind::kAppLabel)
+    return "Failed to wait for " + description() + " to shutdown: " + std::string(error);
+  return "Failed to wait for GPU client pods to terminate: " + std::string(error);
 }
 
 std::vector<OperandWait> pause_waits(const Snapshot& snapshot, const std::vector<OperandSpec>& table) {

@@ -50,6 +50,9 @@ struct OperandSpec {
   Inclusion in_batch = Inclusion::kAlways;
   WaitKind wait_kind = WaitKind::kNone;
   std::string app;  // for kAppLabel
+  // The operand's name in the "Waiting for <name> to shutdown" lines: upstream calls the optional
+  // operands by their short name (mig-manager, dra-driver, ...) and the others by their app label.
+  std::string log_name;
   Inclusion wait = Inclusion::kNever;
   int wait_order = 0;  // upstream's wait sequence (smaller first)
 };
@@ -100,10 +103,14 @@ struct OperandWait {
   WaitKind kind = WaitKind::kAppLabel;
   std::string app;                // kAppLabel: pods app=<app> in the operator namespace on the node
   std::string node_selector_key;  // kDaemonSetNodeSelectorKey: DaemonSet pods on the node (all namespaces)
+  std::string log_name;           // kAppLabel: the name upstream's wait lines use ("" = app)
   // "app=<app>" for kAppLabel (a LIST labelSelector), "" otherwise.
   [[nodiscard]] std::string label_selector() const;
-  // What to call it in logs: the app name, or "daemon set pods with nodeSelector key <k>".
+  // What to call it in logs: log_name or the app name, or "daemon set pods with nodeSelector key <k>".
   [[nodiscard]] std::string description() const;
+  // Upstream's line when the wait starts, and when it failed with `error`.
+  [[nodiscard]] std::string start_line() const;
+  [[nodiscard]] std::string failure_line(std::string_view error) const;
 };
 
 // The waits after the pause batch (docs/behaviour.md, Operand waits), in upstream's order.

@@ -26,7 +26,8 @@ Status UndoList::run_all() {
     auto s = actions_.back().run();
     if (!s) {
       if (actions_.back().required) return s;
-      spdlog::warn("Failed to {}: {}", actions_.back().name, s.error().message);
+      const auto& a = actions_.back();
+      spdlog::warn("Failed to {}: {}", a.upstream_name.empty() ? a.name : a.upstream_name, s.error().message);
     }
     actions_.pop_back();
   }
@@ -43,7 +44,11 @@ std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Dea
       continue;
     }
     if (auto s = action.run(); !s) {
-      spdlog::warn("Failed to {}: {}", action.name, s.error().message);
+      if (action.upstream_name.empty()) {
+        spdlog::warn("Failed to {}: {}", action.name, s.error().message);
+      } else {
+        spdlog::warn("Failed to {} during cleanup: {}", action.upstream_name, s.error().message);
+      }
       left.push_back(action.name);
     }
   }

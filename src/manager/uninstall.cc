@@ -296,7 +296,13 @@ int Uninstall::fail(const Error& error) {
 }
 
 void Uninstall::log_snapshot() const {
+  spdlog::info("Fetching current component labels");
   for (const auto& op : table_) {
+    if (op.label_key == settings_.node_label_for_gpu_pod_eviction) {
+      spdlog::info("Getting current value of the \"{}\" node label used by custom operands", op.label_key);
+    } else {
+      spdlog::info("Getting current value of the \"{}\" node label", op.label_key);
+    }
     spdlog::info("Current value of \"{}\"={}", op.label_key, snapshot_.value(op.label_key));
   }
   spdlog::info("Current value of AUTO_UPGRADE_POLICY_ENABLED={}", snapshot_.upgrade_annotation);
@@ -325,11 +331,12 @@ Status Uninstall::main_path() {
   if (policy) {
     spdlog::info("Auto upgrade policy of the GPU driver on the node is enabled");
     spdlog::info(
-        "GPU pod eviction is superseded by the GPU Operator's upgrade policy; driver-manager will not evict "
-        "GPU pods");
+        "GPU pod eviction by driver-manager has been superseded by the GPU Operator's upgrade policy. The "
+        "GPU "
+        "Operator will perform the workload eviction instead");
     spdlog::info(
-        "Node drain is superseded by the GPU Operator's upgrade policy; driver-manager will not drain the "
-        "node");
+        "Auto drain by driver-manager has been superseded by the GPU Operator's upgrade policy. The GPU "
+        "Operator will perform the GPU node drain instead");
   } else {
     spdlog::info("Auto upgrade policy of the GPU driver on the node is disabled");
   }
@@ -376,7 +383,7 @@ Status Uninstall::no_driver_path() {
 Status Uninstall::skip_path() {
   spdlog::info(
       "The NVIDIA driver is already loaded with the desired version and configuration, skipping the "
-      "uninstallation");
+      "uninstallation of the driver in an attempt to not disrupt running workloads");
   // The running plugin bind-mounted the old driver root and would lose its dev/ submounts.
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
   spdlog::info("Cleaning up stale mounts and state files...");
@@ -388,8 +395,9 @@ Status Uninstall::skip_path() {
 }
 
 int Uninstall::pre_installed_path(const std::string& version) {
+  spdlog::info("Host driver detected: {}", version);
   spdlog::info("NVIDIA GPU driver is already pre-installed on the node, disabling the containerized driver");
-  spdlog::info("Pre-installed driver version: {}", version);
+  spdlog::info("Labeling node {} with {}={}", settings_.node_name, kDriverLabel, kPreInstalledValue);
   auto s = node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
   if (!s) {
     spdlog::critical("{}", s.error().message);
@@ -418,10 +426,15 @@ Status Uninstall::pause_operands() {
   if (patch_has_labels(body)) {
     register_legacy_uncordon();
     register_label_restore();  // before the write: a request that timed out may still have been applied
-    if (auto s = pause_labels(body["metadata"]["labels"]); !s) return s.error();
+    if (auto s = pause_labels(body["metadata"]["labels"]); !s) {
+      spdlog::error("Failed to evict GPU operator components, attempting cleanup");
+      return s.error();
+    }
   }
-  return wait_for_operands(pods_, pause_waits(snapshot_, table_), settings_.operator_namespace,
-                           operand_deadline(), cancel_);
+  auto w = wait_for_operands(pods_, pause_waits(snapshot_, table_), settings_.operator_namespace,
+                             operand_deadline(), cancel_);
+  if (!w) spdlog::error("Failed to evict GPU operator components, attempting cleanup");
+  return w;
 }
 
 // The pods annotated nvidia.com/gpu.client (not DRA plugins) go after the operand waits, before the skip
@@ -473,7 +486,7 @@ void Uninstall::register_uncordon() {
                }
                return ok_status();
              },
-             /*required=*/false});
+             /*required=*/false, "uncordon node"});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -482,12 +495,12 @@ void Uninstall::register_legacy_uncordon() {
   if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
     return;
   undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
-             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false});
+             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false, "uncordon node"});
 }
 
 void Uninstall::register_label_restore() {
-  undo_.add(
-      {"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); }});
+  undo_.add({"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); },
+             /*required=*/true, "reschedule GPU operator components"});
 }
 
 // The success path: taint, cordon and labels come back, newest change first.
@@ -498,20 +511,19 @@ Status Uninstall::undo_changes() {
 // See docs/behaviour.md, Skip-uninstall.
 bool Uninstall::skip_uninstall() {
   if (settings_.force_reinstall) {
-    spdlog::info("Force reinstall is enabled, proceeding with driver uninstallation");
+    spdlog::info("Force reinstall is enabled, proceeding with driver uninstall");
     return false;
   }
   spdlog::info(
       "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
-      "configuration");
+      "state...");
   if (!settings_.driver_config_digest || settings_.driver_config_digest->empty()) {
     spdlog::warn("DRIVER_CONFIG_DIGEST env var not set, assuming config changed");
     return false;
   }
   auto state = host_.read_driver_state();
   if (!state) {
-    spdlog::warn("Failed to read the previous driver configuration, assuming config changed: {}",
-                 state.error().message);
+    spdlog::warn("Failed to read driver config state file: {}", state.error().message);
     return false;
   }
   if (!state->has_value()) {
@@ -534,7 +546,8 @@ Status Uninstall::evict_workloads() {
   if (auto c = cordon(); !c) return c;
   auto s = evict_gpu_workloads(ctx_);
   if (s) return s;
-  spdlog::error("Failed to drain node of GPU pods: {}", s.error().message);
+  spdlog::info("Failed to drain node of GPU pods");
+  spdlog::error("{}", s.error().message);
   if (cancel_.cancelled()) return s;
   if (!auto_drain_enabled_)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
@@ -555,6 +568,7 @@ Status Uninstall::drain_dra_plugin() {
 }
 
 Status Uninstall::cleanup_driver() {
+  spdlog::info("Cleaning up NVIDIA driver");
   // The host logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the module table.
   if (auto u = host_.unload_nvidia_modules(); !u) {
     return name_driver_holders(u.error(), host_.nvidia_holder_processes(), pods_.pods())
@@ -597,7 +611,7 @@ Status Uninstall::remove_stale_driver_root() {
 
 // vfio-manage's output is re-logged, not discarded: a failure must be explainable from the log.
 Status Uninstall::unbind_vfio() {
-  spdlog::info("Unbinding the vfio-pci driver from all NVIDIA devices");
+  spdlog::info("Unbinding vfio-pci driver from all devices");
   const auto r = host_.run({settings_.vfio_manage, "unbind", "--all"});
   std::istringstream out(r.output);
   for (std::string line; std::getline(out, line);) {

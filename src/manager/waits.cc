@@ -42,7 +42,14 @@ Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& w
                          const std::string& operator_namespace, Deadline deadline,
                          const CancelToken& cancel) {
   if (waits.empty()) return ok_status();
-  for (const auto& w : waits) spdlog::info("Waiting for {} to shutdown", w.description());
+  for (const auto& w : waits) spdlog::info("{}", w.start_line());
+  // Upstream also counts the DaemonSet pods of a nodeSelector-key wait while some remain.
+  const auto at_start = remaining_by_wait(pods.pods(), waits, operator_namespace);
+  for (size_t i = 0; i < waits.size(); ++i) {
+    if (waits[i].kind != WaitKind::kDaemonSetNodeSelectorKey || at_start[i].empty()) continue;
+    spdlog::info("Waiting for {} daemon set pod(s) with nodeSelector key \"{}\" to terminate",
+                 at_start[i].size(), waits[i].node_selector_key);
+  }
   WaitCheck check = [&](const PodList& list) -> Result<std::vector<std::string>> {
     std::vector<std::string> left;
     const auto by_wait = remaining_by_wait(list, waits, operator_namespace);
@@ -58,8 +65,7 @@ Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& w
   }
   const auto by_wait = remaining_by_wait(pods.pods(), waits, operator_namespace);
   for (size_t i = 0; i < waits.size(); ++i) {
-    if (!by_wait[i].empty())
-      spdlog::error("Failed to wait for {} to shutdown: {}", waits[i].description(), s.error().message);
+    if (!by_wait[i].empty()) spdlog::error("{}", waits[i].failure_line(s.error().message));
   }
   return s.error().wrap("failed to evict GPU operator components");
 }

@@ -17,8 +17,8 @@ namespace dm::manager {
 bool pod_matches_wait(const nlohmann::json& pod, const OperandWait& wait,
                       const std::string& operator_namespace);
 
-// Waits until no pod matches any of `waits`. Logs upstream's "Waiting for <X> to shutdown" for each, then
-// progress every 5 s; on failure logs "Failed to wait for <X> to shutdown: <err>" for each wait that still
+// Waits until no pod matches any of `waits`. Logs upstream's start line of each wait (start_line()), then
+// progress every 5 s; on failure logs upstream's failure line (failure_line()) for each wait that still
 // had pods and returns the error.
 Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
                          const std::string& operator_namespace, Deadline deadline, const CancelToken& cancel);

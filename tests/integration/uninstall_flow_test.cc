@@ -102,7 +102,10 @@ TEST_F(UninstallFlow, PolicyOnNeverEvictsAndGivesGuidanceWhenAWorkloadHoldsTheGp
   auto r = s.run(sa_kubeconfig());
 
   EXPECT_EQ(r.exit_code, 1) << r.log;
-  EXPECT_THAT(r.log, HasSubstr("GPU pod eviction is superseded by the GPU Operator's upgrade policy"));
+  EXPECT_THAT(
+      r.log,
+      HasSubstr(
+          "GPU pod eviction by driver-manager has been superseded by the GPU Operator's upgrade policy"));
   EXPECT_THAT(r.log, HasSubstr("Could not unload NVIDIA driver kernel modules, driver is in use"));
   EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
   EXPECT_THAT(r.log,
@@ -233,12 +236,13 @@ TEST_F(UninstallFlow, ClientLabelAndCustomLabelDaemonSetsAreTakenOffAndWaitedFor
   EXPECT_THAT(r.log, HasSubstr("holds a value; only the label key"));
   EXPECT_THAT(
       r.log, HasSubstr("Shutting down GPU clients using node selector label \"example.com/gpu-agent\"=true"));
-  EXPECT_THAT(r.log,
-              HasSubstr("Waiting for daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client to "
-                        "shutdown"));
   EXPECT_THAT(
       r.log,
-      HasSubstr("Waiting for daemon set pods with nodeSelector key example.com/gpu-agent to shutdown"));
+      HasSubstr("Waiting for any daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client to "
+                "terminate"));
+  EXPECT_THAT(
+      r.log,
+      HasSubstr("Waiting for any daemon set pods with nodeSelector key example.com/gpu-agent to terminate"));
   // The unload succeeded, so both label-selected clients were gone by then.
   EXPECT_FALSE(s.sim().refcnt().has_value());
   EXPECT_EQ(s.label(deploy_label("client")), "true");
@@ -271,7 +275,7 @@ TEST_F(UninstallFlow, DraKubeletPluginIsDrainedLastAfterTheGpuWorkloads) {
   EXPECT_LT(evicted, guard);
   EXPECT_LT(guard, plugin);
   EXPECT_LT(plugin, unload);
-  EXPECT_THAT(r.log, HasSubstr("Waiting for nvidia-dra-driver-kubelet-plugin to shutdown"));
+  EXPECT_THAT(r.log, HasSubstr("Waiting for dra-driver to shutdown"));
   EXPECT_FALSE(s.sim().refcnt().has_value());
   EXPECT_EQ(s.label(deploy_label("dra-driver")), "true");
   expect_labels(s, ops, "true");

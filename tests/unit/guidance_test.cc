@@ -2,35 +2,21 @@
 
 #include <gtest/gtest.h>
 
+#include "common/log.h"
+#include "fixtures/upstream/log_lines.h"
+
 namespace dm::manager {
 namespace {
 
-size_t count(const std::string& s, const std::string& what) {
-  size_t n = 0;
-  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
-  return n;
+using test::upstream::log_messages;
+using test::upstream::upstream_text;
+
+TEST(GuidanceTest, PolicyGuidanceIsUpstreamsBlock) {
+  EXPECT_EQ(policy_guidance("gpu-node-1"), upstream_text("guidance_policy", {"gpu-node-1", "gpu-node-1"}));
 }
 
-TEST(GuidanceTest, PolicyGuidanceHasFourNumberedOptionsAndTheLabelCommand) {
-  const std::string g = policy_guidance("gpu-node-1");
-  for (const char* n : {"  1. ", "  2. ", "  3. ", "  4. "}) EXPECT_EQ(count(g, n), 1U) << n;
-  EXPECT_EQ(count(g, "  5. "), 0U);
-  EXPECT_NE(
-      g.find(
-          "kubectl label node gpu-node-1 nvidia.com/gpu-driver-upgrade-state=upgrade-required --overwrite"),
-      std::string::npos);
-  EXPECT_NE(g.find("ENABLE_GPU_POD_EVICTION=true"), std::string::npos);
-  EXPECT_NE(g.find("node gpu-node-1"), std::string::npos);
-  EXPECT_NE(g.find("auto-upgrade policy"), std::string::npos);
-}
-
-TEST(GuidanceTest, NoEvictionGuidanceHasThreeNumberedOptions) {
-  const std::string g = no_eviction_guidance("n2");
-  for (const char* n : {"  1. ", "  2. ", "  3. "}) EXPECT_EQ(count(g, n), 1U) << n;
-  EXPECT_EQ(count(g, "  4. "), 0U);
-  EXPECT_NE(g.find("ENABLE_GPU_POD_EVICTION"), std::string::npos);
-  EXPECT_NE(g.find("ENABLE_AUTO_DRAIN"), std::string::npos);
-  EXPECT_NE(g.find("node n2"), std::string::npos);
+TEST(GuidanceTest, NoEvictionGuidanceIsUpstreamsBlock) {
+  EXPECT_EQ(no_eviction_guidance("n2"), upstream_text("guidance_no_eviction", {"n2"}));
 }
 
 TEST(GuidanceTest, GpuClientLineNamesBothDesignations) {
@@ -42,11 +28,22 @@ TEST(GuidanceTest, GpuClientLineNamesBothDesignations) {
 }
 
 TEST(GuidanceTest, CleanupGuidanceChoosesByPolicyAndFlags) {
-  EXPECT_EQ(cleanup_guidance("n", true, true, true), policy_guidance("n") + "\n" + gpu_client_guidance("n"));
-  EXPECT_EQ(cleanup_guidance("n", false, false, false),
-            no_eviction_guidance("n") + "\n" + gpu_client_guidance("n"));
+  EXPECT_EQ(cleanup_guidance("n", true, true, true), policy_guidance("n"));
+  EXPECT_EQ(cleanup_guidance("n", false, false, false), no_eviction_guidance("n"));
   EXPECT_EQ(cleanup_guidance("n", false, true, false), "");
   EXPECT_EQ(cleanup_guidance("n", false, false, true), "");
+}
+
+// The multi-line block goes through the text log unchanged (tabs, blank lines, final newline), next to
+// other records.
+TEST(GuidanceTest, TextLogCarriesTheBlockVerbatim) {
+  const std::string block = policy_guidance("n4");
+  const std::string log = format_log_line(LogFormat::kText, "warning", "2026-01-01T00:00:00Z", block) +
+                          format_log_line(LogFormat::kText, "info", "2026-01-01T00:00:01Z", "next");
+  const auto msgs = log_messages(log);
+  ASSERT_EQ(msgs.size(), 2U) << log;
+  EXPECT_EQ(msgs[0], upstream_text("guidance_policy", {"n4", "n4"}));
+  EXPECT_EQ(msgs[1], "next");
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 
+#include "fixtures/upstream/log_lines.h"
 #include "support/process.h"
 
 namespace dm::manager {
@@ -193,7 +195,7 @@ TEST(OperandsTest, WaitsFollowUpstreamOrderAndConditions) {
   const auto pw = plugin_waits(dra, t);
   ASSERT_EQ(pw.size(), 1U);
   EXPECT_EQ(pw[0].label_selector(), "app=nvidia-dra-driver-kubelet-plugin");
-  EXPECT_EQ(pw[0].description(), "nvidia-dra-driver-kubelet-plugin");
+  EXPECT_EQ(pw[0].description(), "dra-driver");
 }
 
 TEST(OperandsTest, WaitDescriptions) {
@@ -202,6 +204,45 @@ TEST(OperandsTest, WaitDescriptions) {
   w.node_selector_key = std::string(kClientLabel);
   EXPECT_EQ(w.label_selector(), "");
   EXPECT_EQ(w.description(), "daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client");
+}
+
+// Every wait prints upstream's own start and failure lines: app label for the always-waited operands,
+// upstream's short name for the optional ones, its own sentence for the client key's DaemonSet pods.
+TEST(OperandsTest, WaitLinesAreUpstreams) {
+  using test::upstream::upstream_text;
+  const auto t = operand_table("");
+  Snapshot s;
+  for (const auto& op : t) s.labels[op.label_key] = "true";
+  std::vector<OperandWait> waits = pause_waits(s, t);
+  for (const auto& w : plugin_waits(s, t)) waits.push_back(w);
+  using Args = std::vector<std::string>;
+  using Lines = std::pair<std::string, std::string>;
+  std::map<std::string, Lines> expected;  // app or key -> start, failure
+  for (const char* app : {"nvidia-operator-validator", "nvidia-container-toolkit-daemonset",
+                          "nvidia-device-plugin-daemonset", "gpu-feature-discovery", "nvidia-dcgm-exporter",
+                          "nvidia-dcgm", "nvidia-dcgm-exporter-dra", "nvidia-dcgm-dra"}) {
+    expected[app] =
+        Lines(upstream_text("wait_app", Args{app}), upstream_text("wait_app_failed", Args{app, "boom"}));
+  }
+  const std::vector<std::pair<const char*, const char*>> optional = {
+      {"nvidia-mig-manager", "wait_mig_manager"},
+      {"nvidia-sandbox-validator", "wait_sandbox_validator"},
+      {"nvidia-sandbox-device-plugin-daemonset", "wait_sandbox_device_plugin"},
+      {"nvidia-vgpu-device-manager", "wait_vgpu_device_manager"},
+      {"nvidia-dra-driver-kubelet-plugin", "wait_dra_driver"}};
+  for (const auto& [app, id] : optional) {
+    expected[app] = Lines(upstream_text(id), upstream_text(std::string(id) + "_failed", Args{"boom"}));
+  }
+  expected[std::string(kClientLabel)] =
+      Lines(upstream_text("wait_client_key", Args{std::string(kClientLabel)}),
+            upstream_text("wait_client_key_failed", Args{"boom"}));
+  ASSERT_EQ(waits.size(), expected.size());
+  for (const auto& w : waits) {
+    const std::string key = w.kind == WaitKind::kAppLabel ? w.app : w.node_selector_key;
+    ASSERT_EQ(expected.count(key), 1U) << key;
+    EXPECT_EQ(w.start_line(), expected[key].first);
+    EXPECT_EQ(w.failure_line("boom"), expected[key].second);
+  }
 }
 
 }  // namespace

@@ -81,6 +81,29 @@ TEST(UndoList, BestEffortRunsEverythingAndNamesWhatIsLeft) {
   EXPECT_TRUE(list.empty());
 }
 
+// A step upstream also has keeps upstream's failure warning: plain on the success path, "during cleanup"
+// after a failure.
+TEST(UndoList, UpstreamNamedFailuresUseUpstreamsWarnings) {
+  auto failing = [](const std::string& name) {
+    return UndoAction{name, []() -> Status { return Error("boom"); }, /*required=*/false, "uncordon node"};
+  };
+  {
+    test::LogCapture log;
+    UndoList list;
+    list.add(failing("uncordon node n1"));
+    ASSERT_TRUE(list.run_all());
+    EXPECT_EQ(log.text(), "warning Failed to uncordon node: boom\n");
+  }
+  {
+    test::LogCapture log;
+    UndoList list;
+    list.add(failing("uncordon node n1"));
+    test::FakeClock clock;
+    EXPECT_EQ(list.run_best_effort(clock, Deadline::none()), (std::vector<std::string>{"uncordon node n1"}));
+    EXPECT_EQ(log.text(), "warning Failed to uncordon node during cleanup: boom\n");
+  }
+}
+
 TEST(UndoList, BestEffortStopsStartingActionsAfterTheDeadline) {
   test::FakeClock clock;
   UndoList list;
