@@ -90,11 +90,11 @@ std::string AccessCheck::describe() const {
   return verb + " " + r;
 }
 
+// `watch pods` is not required: older stock roles lack it and the pod watch then falls back to re-listing.
 std::vector<AccessCheck> uninstall_access_checks(const Settings& s, bool dra_on) {
   std::vector<AccessCheck> c = {
       {"patch", "nodes", "", "", "", s.node_name, "labels, taint, cordon and the run's lease on the node"},
       {"list", "pods", "", "", "", "", "the pods on the node"},
-      {"watch", "pods", "", "", "", "", "waiting for the pods on the node to go"},
       {"create", "pods", "eviction", "", "", "",
        "evicting GPU clients and workloads (PodDisruptionBudgets respected)"},
   };
