@@ -255,6 +255,9 @@ class DriverUpgrade : public ::testing::Test {
   // through the Bidirectional mount, not hidden under the new one) holding that version.
   static void expect_driver_installed(const std::string& digest) {
     const std::string root = node().sim_root();
+    // node-sim writes the state file once it sees the driver container running: a moment after the kubelet
+    // reports it.
+    eventually([&] { return read_file(root + "/run/nvidia/nvidia-driver.state") == digest + "\n"; }, 30);
     EXPECT_EQ(read_file(root + "/run/nvidia/nvidia-driver.state"), digest + "\n");
     EXPECT_EQ(node().mounts_at(root + "/run/nvidia/driver"), std::vector<std::string>{"tmpfs"});
     EXPECT_EQ(node().read_in_node(root + "/run/nvidia/driver/installed").value_or(""), digest + "\n");
