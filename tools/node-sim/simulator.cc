@@ -316,7 +316,8 @@ void Simulator::update_kernel() {
       continue;
     }
     // A terminating pod still holds the device until node-sim has finished it (its process exited).
-    if (!t.finished && !t.exited && (t.started || is_running(t.pod))) holders.push_back({pod_key(t.pod), uid});
+    if (!t.finished && !t.exited && (t.started || is_running(t.pod)))
+      holders.push_back({pod_key(t.pod), uid});
   }
   if (auto st = kernel_.set_holders(std::move(holders)); !st) {
     spdlog::error("kernel: cannot update the nvidia refcount: {} (retrying)", st.error().message);
