@@ -66,8 +66,8 @@ Result<RecoverReport> recover_node(kube::Client& client, const Clock& clock, con
     const bool ours = cordoned_by_us(*node);
     const bool cordoned = node->contains("spec") && (*node)["spec"].value("unschedulable", false);
     if (auto u = node_ops.uncordon(false); !u) return u.error();
-    if (ours && cordoned) report.done.push_back("uncordoned");
-    if (!ours && cordoned) report.left.push_back("cordon (not made by driver-manager)");
+    if (ours && cordoned) report.done.emplace_back("uncordoned");
+    if (!ours && cordoned) report.left.emplace_back("cordon (not made by driver-manager)");
   }
 
   // The labels recorded as paused, in one patch with the removal of the record.
@@ -88,16 +88,16 @@ Result<RecoverReport> recover_node(kube::Client& client, const Clock& clock, con
   for (const auto& [key, value] : plan.changed_by_others) {
     spdlog::warn("Not restoring node label \"{}\": it is now \"{}\", set by someone else since the pause",
                  key, value);
-    report.left.push_back("label " + key + "=" + value + " (changed by someone else)");
+    report.left.push_back(fmt::format("label {}={} (changed by someone else)", key, value));
   }
   for (const auto& [key, value] : plan.labels.items()) {
     spdlog::info("Restoring node label \"{}\"={} (paused by driver-manager)", key, value.get<std::string>());
-    report.done.push_back("restored label " + key + "=" + value.get<std::string>());
+    report.done.push_back(fmt::format("restored label {}={}", key, value.get<std::string>()));
   }
   if (!annotations.empty() || !plan.labels.empty()) {
     if (auto s = node_ops.update_labels(plan.labels, annotations); !s) return s.error();
   }
-  if (annotations.contains(std::string(kLeaseAnnotation))) report.done.push_back("removed the lease");
+  if (annotations.contains(std::string(kLeaseAnnotation))) report.done.emplace_back("removed the lease");
   return report;
 }
 
