@@ -63,7 +63,13 @@ std::optional<LeaseRecord> lease_of(const Json& node) {
 
 std::string lease_holder_identity(const std::string& pod_ref, const std::string& hostname) {
   if (!pod_ref.empty()) return "pod " + pod_ref;
-  return fmt::format("process {} on {}", getpid(), hostname.empty() ? std::string("?") : hostname);
+  std::string host = hostname;
+  if (host.empty()) {
+    char buf[256] = {};
+    // HOSTNAME is a shell variable, rarely exported outside a container: ask the kernel.
+    if (gethostname(buf, sizeof buf - 1) == 0) host = buf;
+  }
+  return fmt::format("process {} on {}", getpid(), host.empty() ? std::string("?") : host);
 }
 
 NodeLease::NodeLease(kube::Client& client, const Clock& clock, std::string node, std::string holder,
