@@ -12,6 +12,7 @@
 #include <system_error>
 #include <utility>
 
+#include "common/go_bool.h"
 #include "manager/pod_rules.h"
 #include "manager/taints.h"
 
@@ -314,7 +315,7 @@ EnvLookup process_env() {
 }
 
 Result<bool> parse_bool_value(std::string_view s) {
-  auto b = manager::parse_go_bool(s);
+  auto b = parse_go_bool(s);
   if (!b) return Error(fmt::format("strconv.ParseBool: parsing {}: invalid syntax", quote(s)));
   return *b;
 }

@@ -6,6 +6,7 @@
 
 #include "kube/client_impl.h"
 #include "kube/errors.h"
+#include "kube/objects.h"
 
 namespace dm::kube {
 namespace {
@@ -34,18 +35,6 @@ Json delete_options_json(const DeleteOptions& o) {
   }
   if (!o.propagation_policy.empty()) j["propagationPolicy"] = o.propagation_policy;
   return j;
-}
-
-std::string str_at(const Json& j, const char* a, const char* b = nullptr) {
-  const Json* p = &j;
-  for (const char* k : {a, b}) {
-    if (k == nullptr) break;
-    if (!p->is_object()) return {};
-    auto it = p->find(k);
-    if (it == p->end()) return {};
-    p = &*it;
-  }
-  return p->is_string() ? p->get<std::string>() : std::string();
 }
 
 }  // namespace
@@ -175,8 +164,8 @@ Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
         items.push_back(std::move(item));
       }
     }
-    resource_version = str_at(l, "metadata", "resourceVersion");
-    page.continue_token = str_at(l, "metadata", "continue");
+    resource_version = string_at(l, {"metadata", "resourceVersion"});
+    page.continue_token = string_at(l, {"metadata", "continue"});
     if (page.continue_token.empty()) break;
   }
   return std::make_pair(std::move(items), std::move(resource_version));
@@ -307,7 +296,7 @@ Status Client::create_event(const Json& involved_object, const std::string& reas
   // Accept a full object (metadata.*) or an ObjectReference (name/namespace/uid at the top level).
   const bool full = involved_object.contains("metadata");
   const auto field = [&](const char* k) {
-    return full ? str_at(involved_object, "metadata", k) : str_at(involved_object, k);
+    return full ? string_at(involved_object, {"metadata", k}) : string_at(involved_object, {k});
   };
   const std::string name = field("name");
   if (name.empty()) return Error("cannot create event " + reason + ": the involved object has no name");

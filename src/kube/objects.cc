@@ -1,5 +1,7 @@
 #include "kube/objects.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 namespace dm::kube {
@@ -121,6 +123,18 @@ bool pod_finished(const Json& pod) {
   return phase == "Succeeded" || phase == "Failed";
 }
 
+bool pod_has_emptydir_volume(const Json& pod) {
+  for (const auto& v : array_or_empty(find(pod, {"spec", "volumes"}))) {
+    if (v.is_object() && v.contains("emptyDir")) return true;
+  }
+  return false;
+}
+
+bool controlled_by_kind(const Json& obj, std::string_view kind) {
+  const auto ref = controller_ref(obj);
+  return ref && ref->kind == kind;
+}
+
 bool pod_ready(const Json& pod) {
   return condition_true(pod, "Ready");
 }
@@ -157,18 +171,44 @@ std::vector<Toleration> pod_tolerations(const Json& pod) {
   return out;
 }
 
-std::set<std::string> pod_resource_names(const Json& pod) {
-  std::set<std::string> names;
-  for (const char* list : {"containers", "initContainers"}) {
-    for (const auto& c : array_or_empty(find(pod, {"spec", list}))) {
-      for (const char* kind : {"requests", "limits"}) {
-        const Json* r = find(c, {"resources", kind});
-        if (r == nullptr || !r->is_object()) continue;
-        for (const auto& [k, v] : r->items()) names.insert(k);
+std::vector<ContainerResource> pod_container_resources(const Json& pod) {
+  std::vector<ContainerResource> out;
+  for (const auto& c : array_or_empty(find(pod, {"spec", "containers"}))) {
+    const std::string container = string_at(c, {"name"});
+    for (const char* kind : {"requests", "limits"}) {
+      const Json* r = find(c, {"resources", kind});
+      if (r == nullptr || !r->is_object()) continue;
+      for (const auto& [k, v] : r->items()) {
+        out.push_back({container, k, v.is_string() ? v.get<std::string>() : v.dump()});
       }
     }
   }
-  return names;
+  return out;
+}
+
+bool quantity_is_zero(std::string_view quantity) {
+  const std::string s(quantity);
+  const char* begin = s.c_str();
+  char* end = nullptr;
+  const double v = std::strtod(begin, &end);
+  return end != begin && v == 0;
+}
+
+bool is_gpu_resource_name(std::string_view name) {
+  return name.starts_with("nvidia.com/gpu") || name.starts_with("nvidia.com/mig-");
+}
+
+bool pod_declares_gpu_resource(const Json& pod) {
+  const auto resources = pod_container_resources(pod);
+  return std::any_of(resources.begin(), resources.end(),
+                     [](const ContainerResource& r) { return is_gpu_resource_name(r.name); });
+}
+
+bool pod_is_allocated_gpu(const Json& pod) {
+  const auto resources = pod_container_resources(pod);
+  return std::any_of(resources.begin(), resources.end(), [](const ContainerResource& r) {
+    return is_gpu_resource_name(r.name) && !quantity_is_zero(r.quantity);
+  });
 }
 
 std::vector<PodResourceClaim> pod_resource_claims(const Json& pod) {
@@ -211,36 +251,36 @@ bool node_ready(const Json& node) {
   return condition_true(node, "Ready");
 }
 
-std::vector<Taint> node_taints(const Json& node) {
-  std::vector<Taint> out;
-  for (const auto& t : array_or_empty(find(node, {"spec", "taints"}))) {
-    out.push_back(Taint{string_at(t, {"key"}), string_at(t, {"value"}), string_at(t, {"effect"})});
-  }
-  return out;
+Json Taint::to_json() const {
+  Json j = {{"key", key}, {"effect", effect}};
+  if (!value.empty()) j["value"] = value;
+  return j;
 }
 
-Json to_json(const Taint& taint) {
-  Json j = {{"key", taint.key}, {"effect", taint.effect}};
-  if (!taint.value.empty()) j["value"] = taint.value;
-  return j;
+std::string Taint::to_string() const {
+  return key + (value.empty() ? "" : "=" + value) + ":" + effect;
+}
+
+Taint taint_from_json(const Json& taint) {
+  return Taint{string_at(taint, {"key"}), string_at(taint, {"value"}), string_at(taint, {"effect"})};
+}
+
+std::vector<Taint> node_taints(const Json& node) {
+  std::vector<Taint> out;
+  for (const auto& t : array_or_empty(find(node, {"spec", "taints"}))) out.push_back(taint_from_json(t));
+  return out;
 }
 
 bool tolerates(const Toleration& toleration, const Taint& taint) {
   if (!toleration.effect.empty() && toleration.effect != taint.effect) return false;
   if (!toleration.key.empty() && toleration.key != taint.key) return false;
-  if (toleration.op == "Exists") return true;
-  if (toleration.op.empty() || toleration.op == "Equal") {
-    // An empty key only makes sense with Exists.
-    return !toleration.key.empty() && toleration.value == taint.value;
-  }
-  return false;
+  if (toleration.op.empty() || toleration.op == "Equal") return toleration.value == taint.value;
+  return toleration.op == "Exists";
 }
 
 bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint) {
-  for (const auto& t : tolerations) {
-    if (tolerates(t, taint)) return true;
-  }
-  return false;
+  return std::any_of(tolerations.begin(), tolerations.end(),
+                     [&](const Toleration& t) { return tolerates(t, taint); });
 }
 
 }  // namespace dm::kube

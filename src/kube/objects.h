@@ -1,5 +1,7 @@
-// Typed read-only views over pod and node JSON: free functions over const Json&. Missing or mistyped fields
-// read as empty (the API server is trusted to send well-formed objects; a default is the safe reading).
+// The one model of pod and node JSON for driver-manager and node-sim: typed read-only views as free functions
+// over const Json&. Missing or mistyped fields read as empty (the API server is trusted to send well-formed
+// objects; a default is the safe reading). Rules about pods (which to evict, which hold a GPU) are built on
+// these views elsewhere; nothing else reads pod or node JSON field by field.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +9,6 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,10 @@ std::string pod_node_name(const Json& pod);  // spec.nodeName
 std::string pod_phase(const Json& pod);      // status.phase ("Pending" when absent)
 // Phase Succeeded or Failed: the pod's containers will not run again.
 bool pod_finished(const Json& pod);
+// Some volume of spec.volumes is an emptyDir (its data is lost when the pod is deleted).
+bool pod_has_emptydir_volume(const Json& pod);
+// Its controller (ownerReference with controller: true) is of kind `kind` (e.g. "DaemonSet").
+bool controlled_by_kind(const Json& obj, std::string_view kind);
 // The Ready condition is True.
 bool pod_ready(const Json& pod);
 // A static pod's mirror (annotation kubernetes.io/config.mirror): the API cannot delete or evict it.
@@ -69,8 +74,26 @@ struct Toleration {
 };
 std::vector<Toleration> pod_tolerations(const Json& pod);
 
-// Names of the resources requested or limited by any container or init container (e.g. "nvidia.com/gpu").
-std::set<std::string> pod_resource_names(const Json& pod);
+// One resource a regular container (spec.containers, not init or ephemeral ones) requests or limits.
+struct ContainerResource {
+  std::string container;
+  std::string name;      // e.g. "nvidia.com/gpu"
+  std::string quantity;  // as written ("1", "0", "500m"); numbers are rendered as text
+};
+std::vector<ContainerResource> pod_container_resources(const Json& pod);
+// A quantity that asks for nothing ("0", "0.0", "0m", 0). An unparsable quantity is not zero.
+bool quantity_is_zero(std::string_view quantity);
+
+// ---- NVIDIA GPU resources ----
+// The resource names of NVIDIA GPUs: nvidia.com/gpu* (so nvidia.com/gpu.shared too) and nvidia.com/mig-*.
+bool is_gpu_resource_name(std::string_view name);
+// Two rules on purpose, both over pod_container_resources:
+// The pod declares a GPU resource (any quantity): what driver-manager treats as a GPU workload, as upstream
+// does (the name is enough; init containers have finished before the pod runs).
+bool pod_declares_gpu_resource(const Json& pod);
+// The device plugin hands the pod a device: a non-zero quantity of a GPU resource. What node-sim's simulated
+// kubelet uses to decide who opens the device; a zero request declares a GPU without getting one.
+bool pod_is_allocated_gpu(const Json& pod);
 
 struct PodResourceClaim {
   std::string name;                          // the name inside the pod
@@ -90,15 +113,20 @@ bool node_ready(const Json& node);          // the Ready condition is True
 
 struct Taint {
   std::string key;
-  std::string value;
+  std::string value;   // may be empty
   std::string effect;  // NoSchedule, PreferNoSchedule, NoExecute
+  // {"key":..,"value":..(omitted if empty),"effect":..}
+  [[nodiscard]] Json to_json() const;
+  // key[=value]:effect
+  [[nodiscard]] std::string to_string() const;
   friend bool operator==(const Taint&, const Taint&) = default;
 };
+// One element of spec.taints.
+Taint taint_from_json(const Json& taint);
 std::vector<Taint> node_taints(const Json& node);
-Json to_json(const Taint& taint);
 
-// Kubernetes' toleration matching: effect (empty tolerates all), key (empty with Exists tolerates all
-// keys), operator Exists or Equal (value must match).
+// Kubernetes' toleration matching (core/v1 Toleration.ToleratesTaint): an empty effect tolerates every
+// effect, an empty key every key; operator Exists ignores the value, Equal (or empty) compares it.
 bool tolerates(const Toleration& toleration, const Taint& taint);
 bool tolerates(const std::vector<Toleration>& tolerations, const Taint& taint);
 

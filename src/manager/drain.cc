@@ -26,7 +26,7 @@ PodFacts api_pod_facts(kube::Client& client) {
         // 404: the claim is gone, or the cluster has no resource.k8s.io/v1 (claims are then ignored).
         if (claim.error().not_found()) continue;
         return claim.error().wrap(
-            fmt::format("failed to look up ResourceClaim {}/{} of pod {}", ns, name, pod_ref(pod)));
+            fmt::format("failed to look up ResourceClaim {}/{} of pod {}", ns, name, kube::ref_string(pod)));
       }
       if (is_allocated_gpu_claim(*claim)) return true;
     }
@@ -96,8 +96,8 @@ Status evict_gpu_workloads(const FlowContext& ctx) {
     return Error("cannot evict every GPU pod on node " + ctx.node.node() + ": " +
                  fmt::format("{}", fmt::join(plan.errors, "; ")));
   }
-  for (const auto& p : plan.to_evict) spdlog::info("GPU pod - {}", pod_ref(p));
-  for (const auto& p : plan.to_wait) spdlog::info("GPU pod - {} (already terminating)", pod_ref(p));
+  for (const auto& p : plan.to_evict) spdlog::info("GPU pod - {}", kube::ref_string(p));
+  for (const auto& p : plan.to_wait) spdlog::info("GPU pod - {} (already terminating)", kube::ref_string(p));
   spdlog::info("Deleting GPU pods...");
   auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(plan), drain_deadline(ctx), ctx.cancel,
                       eviction_options(ctx, "GPU pods"));
@@ -132,10 +132,10 @@ Status check_dra_claim_holders(const FlowContext& ctx) {
   const auto facts = api_pod_facts(ctx.client);
   std::vector<std::string> holders;
   for (const auto& pod : ctx.pods.pods()) {
-    if (is_terminal(pod) || claim_names(pod).empty()) continue;
+    if (kube::pod_finished(pod) || claim_names(pod).empty()) continue;
     auto holds = facts.holds_gpu_claim(pod);
     if (!holds) return holds.error();
-    if (*holds) holders.push_back(pod_ref(pod));
+    if (*holds) holders.push_back(kube::ref_string(pod));
   }
   if (holders.empty()) return ok_status();
   std::string list;

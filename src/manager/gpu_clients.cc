@@ -33,9 +33,8 @@ void log_decision(const PodDecision& d) {
 }
 
 std::string controller_desc(const Json& pod) {
-  const Json* ref = controller_ref(pod);
-  return ref == nullptr ? std::string("no controller")
-                        : ref->value("kind", "") + "/" + ref->value("name", "");
+  const auto ref = kube::controller_ref(pod);
+  return ref ? ref->kind + "/" + ref->name : std::string("no controller");
 }
 
 Error refusal(const std::string& what, const std::vector<std::string>& errors) {
@@ -135,10 +134,10 @@ Result<PodList> GpuClientReset::relist() {
 
   WaitCheck caught_up = [&](const PodList& cached) -> Result<std::vector<std::string>> {
     std::set<std::string> have;
-    for (const auto& p : cached) have.insert(pod_uid(p));
+    for (const auto& p : cached) have.insert(kube::uid(p));
     std::vector<std::string> missing;
     for (const auto& p : *listed) {
-      if (have.count(pod_uid(p)) == 0) missing.push_back(pod_ref(p));
+      if (have.count(kube::uid(p)) == 0) missing.push_back(kube::ref_string(p));
     }
     return missing;
   };
@@ -150,16 +149,16 @@ Result<PodList> GpuClientReset::relist() {
   // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
   PodList out;
   for (auto& p : *listed) {
-    if (pods_.has_uid(pod_uid(p))) {
+    if (pods_.has_uid(kube::uid(p))) {
       out.push_back(std::move(p));
       continue;
     }
     auto g =
         client_.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
     if (!g && g.error().not_found()) continue;
-    if (g && pod_uid(*g) != pod_uid(p)) continue;
-    return Error("the watch of the pods of node " + settings_.node_name + " does not show pod " + pod_ref(p) +
-                 " that a LIST returned; retry the run");
+    if (g && kube::uid(*g) != kube::uid(p)) continue;
+    return Error("the watch of the pods of node " + settings_.node_name + " does not show pod " +
+                 kube::ref_string(p) + " that a LIST returned; retry the run");
   }
   return out;
 }
@@ -169,7 +168,7 @@ void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& 
   std::set<std::string> original;
   for (const auto& t : targets) original.insert(t.uid);
   for (const auto& pod : pods_.pods()) {
-    if (original.count(pod_uid(pod)) > 0 || is_terminating(pod)) continue;
+    if (original.count(kube::uid(pod)) > 0 || kube::terminating(pod)) continue;
     const PodDecision d = pipeline.decide(pod);
     if (d.verdict != Verdict::kDelete) continue;
     spdlog::warn(
@@ -177,7 +176,7 @@ void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& 
         "tolerating taint {} is recreated at once and, if it holds the GPU, the driver unload fails naming "
         "it. For a DaemonSet, select nvidia.com/gpu.deploy.client in its nodeSelector instead of tolerating "
         "the taint",
-        pod_ref(pod), controller_desc(pod), settings_.node_name,
+        kube::ref_string(pod), controller_desc(pod), settings_.node_name,
         effective_taint_ ? effective_taint_->to_string() : std::string("?"));
   }
 }

@@ -6,6 +6,8 @@
 #include <random>
 #include <utility>
 
+#include "kube/objects.h"
+
 namespace dm::manager {
 
 using Json = nlohmann::json;
@@ -17,22 +19,10 @@ bool permanent(const Error& e) {
   return e.http_status == 400 || e.http_status == 403 || e.http_status == 404 || e.http_status == 422;
 }
 
-std::string annotation(const Json& node, const std::string& key) {
-  const auto* ann = node.contains("metadata") ? &node["metadata"] : nullptr;
-  if (ann == nullptr || !ann->contains("annotations") || !(*ann)["annotations"].is_object()) return {};
-  const auto& a = (*ann)["annotations"];
-  auto it = a.find(key);
-  return it != a.end() && it->is_string() ? it->get<std::string>() : std::string{};
-}
-
-bool unschedulable(const Json& node) {
-  return node.contains("spec") && node["spec"].value("unschedulable", false);
-}
-
 }  // namespace
 
 bool cordoned_by_us(const Json& node) {
-  return !annotation(node, kCordonedAnnotation).empty();
+  return !kube::annotation(node, kCordonedAnnotation).value_or("").empty();
 }
 
 NodeOps::NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
@@ -82,7 +72,7 @@ Result<CordonOutcome> NodeOps::cordon() {
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     auto node = get();
     if (!node) return node.error();
-    if (unschedulable(*node)) {
+    if (kube::node_unschedulable(*node)) {
       if (cordoned_by_us(*node)) {
         spdlog::info(
             "Node {} is already cordoned by an earlier run of driver-manager ({}); it will be uncordoned",
@@ -93,7 +83,7 @@ Result<CordonOutcome> NodeOps::cordon() {
       return CordonOutcome::kAlreadyCordonedByOther;
     }
     spdlog::info("Cordoning node {}", node_);
-    const std::string rv = (*node)["metadata"].value("resourceVersion", "");
+    const std::string rv = kube::resource_version(*node);
     Json body = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kCordonedAnnotation, "true"}}}}},
                  {"spec", {{"unschedulable", true}}}};
     auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
@@ -109,7 +99,7 @@ Status NodeOps::uncordon(bool legacy) {
   auto node = get();
   if (!node) return node.error();
   const bool ours = cordoned_by_us(*node);
-  const bool cordoned = unschedulable(*node);
+  const bool cordoned = kube::node_unschedulable(*node);
   if (!ours && !(legacy && cordoned)) {
     if (cordoned) {
       spdlog::info("Node {} was not cordoned by driver-manager; leaving it cordoned", node_);

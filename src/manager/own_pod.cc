@@ -32,12 +32,8 @@ Result<std::optional<OwnPod>> find_own_pod(kube::Client& client, const std::opti
   OwnPod own;
   own.pod = std::move(*got);
   own.ref = ref->ns + "/" + ref->name;
-  const Json& md = own.pod["metadata"];
-  own.uid = md.value("uid", "");
-  if (own.pod.contains("spec") && own.pod["spec"].contains("terminationGracePeriodSeconds") &&
-      own.pod["spec"]["terminationGracePeriodSeconds"].is_number_integer()) {
-    own.grace_period = std::chrono::seconds(own.pod["spec"]["terminationGracePeriodSeconds"].get<int64_t>());
-  }
+  own.uid = kube::uid(own.pod);
+  own.grace_period = std::chrono::seconds(kube::pod_grace_period_seconds(own.pod));
   return std::optional<OwnPod>{std::move(own)};
 }
 
@@ -50,11 +46,7 @@ Duration cleanup_budget(Duration grace_period) {
 }
 
 std::optional<Error> check_tolerates_taint(const OwnPod& pod, const Taint& taint) {
-  const Json* tolerations = nullptr;
-  if (pod.pod.contains("spec") && pod.pod["spec"].contains("tolerations")) {
-    tolerations = &pod.pod["spec"]["tolerations"];
-  }
-  if (tolerations != nullptr && tolerates(*tolerations, taint)) return std::nullopt;
+  if (kube::tolerates(kube::pod_tolerations(pod.pod), taint)) return std::nullopt;
   return Error(fmt::format(
       "refusing to start: this pod ({}) does not tolerate the GPU client taint {}, so if it were deleted "
       "while the taint is on, the DaemonSet controller would not recreate it and nothing would remove the "

@@ -29,7 +29,7 @@ struct OwnPod {
   nlohmann::json pod;
   std::string ref;  // namespace/name
   std::string uid;
-  Duration grace_period = std::chrono::seconds(30);  // spec.terminationGracePeriodSeconds (default 30 s)
+  Duration grace_period = std::chrono::seconds(30);  // kube::pod_grace_period_seconds (default 30 s)
 };
 
 // GETs the pod; nullopt when there is no reference or the pod does not exist (not running in a pod, or a

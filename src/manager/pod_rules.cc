@@ -8,42 +8,6 @@
 namespace dm::manager {
 namespace {
 
-const Json* at(const Json& j, std::initializer_list<const char*> fields) {
-  const Json* cur = &j;
-  for (const char* f : fields) {
-    if (!cur->is_object() || !cur->contains(f)) return nullptr;
-    cur = &(*cur)[f];
-  }
-  return cur;
-}
-
-std::string str_at(const Json& j, std::initializer_list<const char*> fields) {
-  const Json* v = at(j, fields);
-  return v != nullptr && v->is_string() ? v->get<std::string>() : std::string();
-}
-
-// Value of annotation `key`, nullopt when absent.
-std::optional<std::string> annotation(const Json& pod, std::string_view key) {
-  const Json* anns = at(pod, {"metadata", "annotations"});
-  if (anns == nullptr || !anns->is_object()) return std::nullopt;
-  auto it = anns->find(std::string(key));
-  if (it == anns->end()) return std::nullopt;
-  return it->is_string() ? it->get<std::string>() : it->dump();
-}
-
-bool is_gpu_resource_name(std::string_view name) {
-  return name.starts_with("nvidia.com/gpu") || name.starts_with("nvidia.com/mig-");
-}
-
-bool any_gpu_resource(const Json* resources) {
-  if (resources == nullptr || !resources->is_object()) return false;
-  for (const auto& [name, quantity] : resources->items()) {
-    (void)quantity;
-    if (is_gpu_resource_name(name)) return true;
-  }
-  return false;
-}
-
 FilterResult keep() {
   return {};
 }
@@ -58,76 +22,16 @@ FilterResult fail(std::string why) {
 }
 
 std::string controller_name(const Json& pod) {
-  const Json* ref = controller_ref(pod);
-  if (ref == nullptr) return "none";
-  return str_at(*ref, {"kind"}) + "/" + str_at(*ref, {"name"});
+  const auto ref = kube::controller_ref(pod);
+  if (!ref) return "none";
+  return ref->kind + "/" + ref->name;
 }
 
 }  // namespace
 
-std::optional<bool> parse_go_bool(std::string_view s) {
-  if (s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True") return true;
-  if (s == "0" || s == "f" || s == "F" || s == "FALSE" || s == "false" || s == "False") return false;
-  return std::nullopt;
-}
-
-std::string pod_ref(const Json& pod) {
-  return str_at(pod, {"metadata", "namespace"}) + "/" + str_at(pod, {"metadata", "name"});
-}
-
-std::string pod_uid(const Json& pod) {
-  return str_at(pod, {"metadata", "uid"});
-}
-
-bool is_terminal(const Json& pod) {
-  const std::string phase = str_at(pod, {"status", "phase"});
-  return phase == "Succeeded" || phase == "Failed";
-}
-
-bool is_terminating(const Json& pod) {
-  const Json* ts = at(pod, {"metadata", "deletionTimestamp"});
-  return ts != nullptr && !ts->is_null();
-}
-
-bool is_mirror_pod(const Json& pod) {
-  return annotation(pod, kMirrorPodAnnotation).has_value();
-}
-
-bool has_emptydir_volume(const Json& pod) {
-  const Json* volumes = at(pod, {"spec", "volumes"});
-  if (volumes == nullptr || !volumes->is_array()) return false;
-  return std::any_of(volumes->begin(), volumes->end(),
-                     [](const Json& v) { return v.is_object() && v.contains("emptyDir"); });
-}
-
-const Json* controller_ref(const Json& pod) {
-  const Json* refs = at(pod, {"metadata", "ownerReferences"});
-  if (refs == nullptr || !refs->is_array()) return nullptr;
-  for (const auto& ref : *refs) {
-    const Json* c = at(ref, {"controller"});
-    if (c != nullptr && c->is_boolean() && c->get<bool>()) return &ref;
-  }
-  return nullptr;
-}
-
-bool is_daemonset_pod(const Json& pod) {
-  const Json* ref = controller_ref(pod);
-  return ref != nullptr && str_at(*ref, {"kind"}) == "DaemonSet";
-}
-
-bool requests_gpu_resources(const Json& pod) {
-  const Json* containers = at(pod, {"spec", "containers"});
-  if (containers == nullptr || !containers->is_array()) return false;
-  return std::any_of(containers->begin(), containers->end(), [](const Json& c) {
-    return any_gpu_resource(at(c, {"resources", "limits"})) ||
-           any_gpu_resource(at(c, {"resources", "requests"}));
-  });
-}
-
 bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key) {
-  if (!is_daemonset_pod(pod)) return false;
-  const Json* sel = at(pod, {"spec", "nodeSelector"});
-  return sel != nullptr && sel->is_object() && sel->contains(std::string(key));
+  return kube::controlled_by_kind(pod, "DaemonSet") &&
+         kube::pod_node_selector(pod).contains(std::string(key));
 }
 
 std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key) {
@@ -139,7 +43,7 @@ std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>&
 }
 
 ClientDesignation gpu_client_designation(const Json& pod) {
-  const auto v = annotation(pod, kGpuClientAnnotation);
+  const auto v = kube::annotation(pod, kGpuClientAnnotation);
   if (!v) return ClientDesignation::kNone;
   const auto b = parse_go_bool(*v);
   if (!b) return ClientDesignation::kInvalid;
@@ -147,7 +51,7 @@ ClientDesignation gpu_client_designation(const Json& pod) {
 }
 
 bool is_dra_plugin_client(const Json& pod) {
-  const auto v = annotation(pod, kGpuClientDraPluginAnnotation);
+  const auto v = kube::annotation(pod, kGpuClientDraPluginAnnotation);
   return v && parse_go_bool(*v).value_or(false);
 }
 
@@ -180,7 +84,7 @@ PodPipeline::PodPipeline(std::string name, std::vector<PodFilter> filters, std::
 
 PodDecision PodPipeline::decide(const Json& pod) const {
   PodDecision d;
-  d.pod = pod_ref(pod);
+  d.pod = kube::ref_string(pod);
   for (const auto& f : filters_) {
     FilterResult r = f.apply(pod);
     if (r.verdict == Verdict::kDelete) {
@@ -200,10 +104,10 @@ PodDecision PodPipeline::decide(const Json& pod) const {
 
 PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts) {
   return {"daemonset", [ignore_all_daemonsets, force, exists = facts.daemonset_exists](const Json& pod) {
-            const Json* ref = controller_ref(pod);
-            if (ref == nullptr || str_at(*ref, {"kind"}) != "DaemonSet" || is_terminal(pod)) return keep();
-            const std::string ds = str_at(*ref, {"name"});
-            const std::string ns = str_at(pod, {"metadata", "namespace"});
+            const auto ref = kube::controller_ref(pod);
+            if (!ref || ref->kind != "DaemonSet" || kube::pod_finished(pod)) return keep();
+            const std::string& ds = ref->name;
+            const std::string ns = kube::namespace_of(pod);
             if (exists) {
               Result<bool> r = exists(ns, ds);
               if (!r) return fail("cannot check its DaemonSet " + ns + "/" + ds + ": " + r.error().message);
@@ -224,7 +128,7 @@ PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFact
 PodFilter mirror_filter(Verdict verdict) {
   return {
       "mirror", [verdict](const Json& pod) {
-        if (!is_mirror_pod(pod)) return keep();
+        if (!kube::pod_is_mirror(pod)) return keep();
         if (verdict == Verdict::kError) {
           return fail(
               "static (mirror) pod: the kubelet recreates it, so it cannot be reset by eviction; remove its "
@@ -238,7 +142,7 @@ PodFilter mirror_filter(Verdict verdict) {
 PodFilter emptydir_filter(bool delete_emptydir_data) {
   return {
       "emptydir", [delete_emptydir_data](const Json& pod) {
-        if (!has_emptydir_volume(pod) || is_terminal(pod)) return keep();
+        if (!kube::pod_has_emptydir_volume(pod) || kube::pod_finished(pod)) return keep();
         if (!delete_emptydir_data) {
           return fail(
               "cannot delete Pods with local storage (emptyDir; set DRAIN_DELETE_EMPTYDIR_DATA=true to allow "
@@ -250,7 +154,7 @@ PodFilter emptydir_filter(bool delete_emptydir_data) {
 
 PodFilter controller_filter(bool force) {
   return {"controller", [force](const Json& pod) {
-            if (is_terminal(pod) || controller_ref(pod) != nullptr) return keep();
+            if (kube::pod_finished(pod) || kube::controller_ref(pod)) return keep();
             if (force) return warn("deleting Pods that declare no controller (DRAIN_USE_FORCE=true)");
             return fail(
                 "cannot delete Pods that declare no controller: nothing would recreate it (set "
@@ -260,7 +164,7 @@ PodFilter controller_filter(bool force) {
 
 PodFilter gpu_filter(const PodFacts& facts) {
   return {"gpu", [claim = facts.holds_gpu_claim](const Json& pod) {
-            if (requests_gpu_resources(pod)) return keep();
+            if (kube::pod_declares_gpu_resource(pod)) return keep();
             if (claim) {
               Result<bool> r = claim(pod);
               if (!r) return fail("cannot check its resource claims: " + r.error().message);
@@ -273,7 +177,7 @@ PodFilter gpu_filter(const PodFacts& facts) {
 PodFilter selector_filter(const LabelSelector& selector) {
   return {"selector", [selector](const Json& pod) {
             if (selector.empty()) return keep();
-            const Json* labels = at(pod, {"metadata", "labels"});
+            const Json* labels = kube::find(pod, {"metadata", "labels"});
             if (selector.matches(labels != nullptr ? *labels : Json())) return keep();
             return skip("labels do not match pod selector " + selector.text());
           }};
@@ -281,14 +185,14 @@ PodFilter selector_filter(const LabelSelector& selector) {
 
 PodFilter terminal_skip_filter() {
   return {"terminal", [](const Json& pod) {
-            if (!is_terminal(pod)) return keep();
-            return skip("already finished (phase " + str_at(pod, {"status", "phase"}) + ")");
+            if (!kube::pod_finished(pod)) return keep();
+            return skip("already finished (phase " + kube::pod_phase(pod) + ")");
           }};
 }
 
 PodFilter terminating_wait_filter() {
   return {"terminating", [](const Json& pod) {
-            if (!is_terminating(pod)) return keep();
+            if (!kube::terminating(pod)) return keep();
             return FilterResult{Verdict::kWaitOnly, "already terminating; waiting for it to be gone"};
           }};
 }
@@ -321,7 +225,7 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                          case ClientDesignation::kOptOut:
                            return skip("opted out (" + ann + "=false)");
                          case ClientDesignation::kInvalid:
-                           return skip("annotation " + ann + "=\"" + annotation(pod, ann).value_or("") +
+                           return skip("annotation " + ann + "=\"" + kube::annotation(pod, ann).value_or("") +
                                            "\" is not a boolean, so the pod is not reset and may keep the "
                                            "driver busy (accepted: true, false, 1, 0, t, f, TRUE, FALSE, "
                                            "True, False)",
@@ -359,7 +263,7 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
   filters.push_back(terminating_wait_filter());
   filters.push_back(mirror_filter(Verdict::kError));
   filters.push_back({"controller", [force = options.force, ann](const Json& pod) {
-                       if (controller_ref(pod) != nullptr) return keep();
+                       if (kube::controller_ref(pod)) return keep();
                        if (force) {
                          return warn(
                              "has no controller: eviction deletes it for good (DRAIN_USE_FORCE=true)");
@@ -371,8 +275,7 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                      }});
   if (options.taint) {
     filters.push_back({"toleration", [taint = *options.taint](const Json& pod) {
-                         const Json* tol = at(pod, {"spec", "tolerations"});
-                         if (tol == nullptr || !tolerates(*tol, taint)) return keep();
+                         if (!kube::tolerates(kube::pod_tolerations(pod), taint)) return keep();
                          return warn("tolerates the taint " + taint.to_string() + ", so its controller " +
                                      controller_name(pod) +
                                      " may recreate it on this node at once; for a DaemonSet, select "
@@ -413,10 +316,10 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods
   std::vector<bool> gpu(pods.size(), false);
   GpuEvictionPlan out;
   for (size_t i = 0; i < pods.size(); ++i) {
-    gpu[i] = requests_gpu_resources(pods[i]);
+    gpu[i] = kube::pod_declares_gpu_resource(pods[i]);
     if (!gpu[i] && facts.holds_gpu_claim) {
       Result<bool> r = facts.holds_gpu_claim(pods[i]);
-      if (!r) return r.error().wrap("cannot check the resource claims of pod " + pod_ref(pods[i]));
+      if (!r) return r.error().wrap("cannot check the resource claims of pod " + kube::ref_string(pods[i]));
       gpu[i] = *r;
     }
     if (gpu[i]) ++out.gpu_pods;
@@ -432,7 +335,7 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods
     if (!gpu[i]) {
       // Non-GPU pods can never be evicted here and their drain errors do not count (upstream's equality
       // rule compares GPU pods only), so decide them without asking the API about their DaemonSets.
-      d.pod = pod_ref(pods[i]);
+      d.pod = kube::ref_string(pods[i]);
       d.verdict = Verdict::kSkip;
       d.filter = "gpu";
       d.reason = "does not use a GPU";

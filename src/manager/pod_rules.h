@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "common/go_bool.h"
 #include "common/result.h"
+#include "kube/objects.h"
 #include "manager/label_selector.h"
 #include "manager/taints.h"
 
@@ -26,25 +28,8 @@ inline constexpr std::string_view kGpuClientAnnotation = "nvidia.com/gpu.client"
 // after the GPU workloads and the claim-holder guard, right before the module unload (it serves their claims'
 // release).
 inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gpu.client.dra-plugin";
-// Annotation the kubelet puts on the API mirror of a static pod.
-inline constexpr std::string_view kMirrorPodAnnotation = "kubernetes.io/config.mirror";
 
-// Go strconv.ParseBool: 1,t,T,TRUE,true,True => true; 0,f,F,FALSE,false,False => false; else nullopt.
-std::optional<bool> parse_go_bool(std::string_view s);
-
-// --- Pod facts computed from the JSON alone -------------------------------------------------------
-std::string pod_ref(const Json& pod);  // "<namespace>/<name>"
-std::string pod_uid(const Json& pod);
-bool is_terminal(const Json& pod);     // status.phase Succeeded or Failed
-bool is_terminating(const Json& pod);  // metadata.deletionTimestamp set
-bool is_mirror_pod(const Json& pod);   // annotation kubernetes.io/config.mirror
-bool has_emptydir_volume(const Json& pod);
-// The ownerReference with controller=true, or nullptr.
-const Json* controller_ref(const Json& pod);
-bool is_daemonset_pod(const Json& pod);  // controller kind DaemonSet
-// Any regular container (not init/ephemeral) requests or limits a resource named nvidia.com/gpu* or
-// nvidia.com/mig-* (so nvidia.com/gpu.shared matches; vGPU/passthrough names do not).
-bool requests_gpu_resources(const Json& pod);
+// --- Pod facts computed from the JSON alone (the generic ones are in kube/objects.h) ------------------
 // DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
 // custom labels.
 bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key);

@@ -71,7 +71,7 @@ void PodWatch::run() {
   h.on_sync = [this](const std::vector<Json>& items) {
     std::lock_guard lk(mu_);
     by_uid_.clear();
-    for (const auto& p : items) by_uid_[pod_uid(p)] = p;
+    for (const auto& p : items) by_uid_[kube::uid(p)] = p;
     synced_ = true;
     last_error_.clear();
     last_error_status_ = 0;
@@ -80,7 +80,7 @@ void PodWatch::run() {
   };
   h.on_event = [this](const kube::WatchEvent& ev) {
     std::lock_guard lk(mu_);
-    const auto uid = pod_uid(ev.object);
+    const auto uid = kube::uid(ev.object);
     if (uid.empty()) return;
     if (ev.type == "DELETED") {
       by_uid_.erase(uid);

@@ -17,16 +17,11 @@ const Json& taints_of(const Json& node) {
   return it == node["spec"].end() ? kNull : *it;
 }
 
-std::string resource_version(const Json& node) {
-  if (!node.is_object() || !node.contains("metadata")) return {};
-  return node["metadata"].value("resourceVersion", "");
-}
-
 // The entry of `taints` with the key and effect of `t` (the API server allows only one).
 std::optional<Taint> same_key_effect(const Json& taints, const Taint& t) {
   if (!taints.is_array()) return std::nullopt;
   for (const auto& e : taints) {
-    Taint x = taint_from_json(e);
+    Taint x = kube::taint_from_json(e);
     if (x.key == t.key && x.effect == t.effect) return x;
   }
   return std::nullopt;
@@ -37,7 +32,7 @@ std::optional<Taint> same_key_effect(const Json& taints, const Taint& t) {
 Json taint_patch(const Json& node, const Json& taints, const Json& annotation_value) {
   Json list = taints.is_array() && !taints.empty() ? taints : Json(nullptr);
   return {{"metadata",
-           {{"resourceVersion", resource_version(node)},
+           {{"resourceVersion", kube::resource_version(node)},
             {"annotations", {{std::string(kTaintOwnerAnnotation), annotation_value}}}}},
           {"spec", {{"taints", list}}}};
 }

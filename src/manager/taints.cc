@@ -31,22 +31,7 @@ bool valid_dns_subdomain(std::string_view s) {
   return true;
 }
 
-std::string str(const Json& j, const char* field) {
-  if (!j.is_object() || !j.contains(field) || !j[field].is_string()) return {};
-  return j[field].get<std::string>();
-}
-
 }  // namespace
-
-Json Taint::to_json() const {
-  Json j{{"key", key}, {"effect", effect}};
-  if (!value.empty()) j["value"] = value;
-  return j;
-}
-
-std::string Taint::to_string() const {
-  return key + (value.empty() ? "" : "=" + value) + ":" + effect;
-}
 
 Result<Taint> parse_taint(std::string_view spec) {
   const std::string quoted = "\"" + std::string(spec) + "\"";
@@ -95,14 +80,11 @@ Result<Taint> parse_taint(std::string_view spec) {
   return t;
 }
 
-Taint taint_from_json(const Json& taint) {
-  return Taint{str(taint, "key"), str(taint, "value"), str(taint, "effect")};
-}
-
 bool has_taint_key_effect(const Json& taints, const Taint& taint) {
   if (!taints.is_array()) return false;
   for (const auto& t : taints) {
-    if (str(t, "key") == taint.key && str(t, "effect") == taint.effect) return true;
+    const Taint other = kube::taint_from_json(t);
+    if (other.key == taint.key && other.effect == taint.effect) return true;
   }
   return false;
 }
@@ -110,7 +92,7 @@ bool has_taint_key_effect(const Json& taints, const Taint& taint) {
 bool has_exact_taint(const Json& taints, const Taint& taint) {
   if (!taints.is_array()) return false;
   for (const auto& t : taints) {
-    if (taint_from_json(t) == taint) return true;
+    if (kube::taint_from_json(t) == taint) return true;
   }
   return false;
 }
@@ -125,29 +107,10 @@ Json without_taint(const Json& taints, const Taint& taint) {
   Json out = Json::array();
   if (!taints.is_array()) return out;
   for (const auto& t : taints) {
-    if (taint_from_json(t) == taint) continue;
+    if (kube::taint_from_json(t) == taint) continue;
     out.push_back(t);
   }
   return out;
-}
-
-bool toleration_tolerates(const Json& toleration, const Taint& taint) {
-  // Same rules as k8s.io/api core/v1 Toleration.ToleratesTaint.
-  const std::string effect = str(toleration, "effect");
-  if (!effect.empty() && effect != taint.effect) return false;
-  const std::string key = str(toleration, "key");
-  if (!key.empty() && key != taint.key) return false;
-  const std::string op = str(toleration, "operator");
-  if (op.empty() || op == "Equal") return str(toleration, "value") == taint.value;
-  return op == "Exists";
-}
-
-bool tolerates(const Json& tolerations, const Taint& taint) {
-  if (!tolerations.is_array()) return false;
-  for (const auto& t : tolerations) {
-    if (toleration_tolerates(t, taint)) return true;
-  }
-  return false;
 }
 
 }  // namespace dm::manager

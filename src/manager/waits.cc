@@ -30,7 +30,7 @@ std::vector<std::vector<std::string>> remaining_by_wait(const PodList& pods,
   std::vector<std::vector<std::string>> out(waits.size());
   for (const auto& pod : pods) {
     for (size_t i = 0; i < waits.size(); ++i) {
-      if (pod_matches_wait(pod, waits[i], operator_namespace)) out[i].push_back(pod_ref(pod));
+      if (pod_matches_wait(pod, waits[i], operator_namespace)) out[i].push_back(kube::ref_string(pod));
     }
   }
   return out;

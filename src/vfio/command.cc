@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/go_bool.h"
 #include "common/log.h"
 #include "host/host.h"
 #include "vfio/pci.h"
@@ -41,12 +42,6 @@ std::string kernel_release() {
 }
 
 }  // namespace
-
-std::optional<bool> parse_go_bool(std::string_view s) {
-  if (s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True") return true;
-  if (s == "0" || s == "f" || s == "F" || s == "FALSE" || s == "false" || s == "False") return false;
-  return std::nullopt;
-}
 
 int vfio_manage_main(int argc, const char* const* argv) {
   CLI::App app(

@@ -82,7 +82,15 @@ TEST(ObjectsTest, PodFields) {
   EXPECT_TRUE(pod_is_mirror(kPod));
   EXPECT_EQ(pod_grace_period_seconds(kPod), 45);
   EXPECT_THAT(pod_node_selector(kPod), ElementsAre(Pair("nvidia.com/gpu.deploy.client", "true")));
-  EXPECT_THAT(pod_resource_names(kPod), ElementsAre("cpu", "nvidia.com/gpu", "nvidia.com/mig-1g.5gb"));
+  // Regular containers only: the init container's MIG limit is not listed.
+  const auto res = pod_container_resources(kPod);
+  ASSERT_EQ(res.size(), 3U);
+  EXPECT_EQ(res[0].container, "a");
+  EXPECT_EQ(res[0].name, "cpu");
+  EXPECT_EQ(res[0].quantity, "1");
+  EXPECT_EQ(res[1].name, "nvidia.com/gpu");
+  EXPECT_EQ(res[1].quantity, "1");  // a number, rendered as text
+  EXPECT_EQ(res[2].name, "nvidia.com/gpu");
   const auto tols = pod_tolerations(kPod);
   ASSERT_EQ(tols.size(), 2U);
   EXPECT_EQ(tols[0].op, "Exists");
@@ -96,9 +104,55 @@ TEST(ObjectsTest, DefaultsForAnEmptyPod) {
   EXPECT_FALSE(pod_ready(pod));
   EXPECT_FALSE(pod_is_mirror(pod));
   EXPECT_EQ(pod_grace_period_seconds(pod), 30);
-  EXPECT_TRUE(pod_resource_names(pod).empty());
+  EXPECT_TRUE(pod_container_resources(pod).empty());
+  EXPECT_FALSE(pod_declares_gpu_resource(pod));
+  EXPECT_FALSE(pod_is_allocated_gpu(pod));
+  EXPECT_FALSE(pod_has_emptydir_volume(pod));
+  EXPECT_FALSE(controlled_by_kind(pod, "DaemonSet"));
   EXPECT_TRUE(pod_resource_claims(pod).empty());
   EXPECT_EQ(ref_string(pod), "p");
+}
+
+TEST(ObjectsTest, ControllerKindAndEmptyDir) {
+  EXPECT_TRUE(controlled_by_kind(kPod, "DaemonSet"));
+  EXPECT_FALSE(controlled_by_kind(kPod, "ConfigMap"));  // an owner, but not the controller
+  Json pod = kPod;
+  EXPECT_FALSE(pod_has_emptydir_volume(pod));
+  pod["spec"]["volumes"] = Json::parse(R"([{"name": "h", "hostPath": {}}, {"name": "e", "emptyDir": {}}])");
+  EXPECT_TRUE(pod_has_emptydir_volume(pod));
+}
+
+// Declaring a GPU (any quantity in a regular container) and being allocated one (a non-zero quantity) are
+// different rules: the first decides what driver-manager evicts, the second who opens the device in node-sim.
+TEST(ObjectsTest, GpuResourceRules) {
+  EXPECT_TRUE(is_gpu_resource_name("nvidia.com/gpu"));
+  EXPECT_TRUE(is_gpu_resource_name("nvidia.com/gpu.shared"));
+  EXPECT_TRUE(is_gpu_resource_name("nvidia.com/mig-1g.5gb"));
+  EXPECT_FALSE(is_gpu_resource_name("nvidia.com/GH100_H100"));
+  EXPECT_FALSE(is_gpu_resource_name("cpu"));
+  EXPECT_TRUE(pod_declares_gpu_resource(kPod));
+  EXPECT_TRUE(pod_is_allocated_gpu(kPod));
+
+  const auto pod_with = [](const Json& resources) {
+    return Json{{"spec", {{"containers", Json::array({{{"name", "c"}, {"resources", resources}}})}}}};
+  };
+  for (const Json& zero : {Json("0"), Json("0.0"), Json("0m"), Json(0)}) {
+    const Json pod = pod_with({{"limits", {{"nvidia.com/gpu", zero}}}});
+    EXPECT_TRUE(pod_declares_gpu_resource(pod)) << zero.dump();
+    EXPECT_FALSE(pod_is_allocated_gpu(pod)) << zero.dump();
+  }
+  EXPECT_TRUE(pod_is_allocated_gpu(pod_with({{"requests", {{"nvidia.com/mig-1g.5gb", "2"}}}})));
+  EXPECT_TRUE(pod_is_allocated_gpu(pod_with({{"limits", {{"nvidia.com/gpu", "junk"}}}})));  // not zero
+  // An init container's GPU is neither.
+  const Json init = {
+      {"spec",
+       {{"initContainers",
+         Json::array({{{"name", "i"}, {"resources", {{"limits", {{"nvidia.com/gpu", 1}}}}}}})}}}};
+  EXPECT_FALSE(pod_declares_gpu_resource(init));
+  EXPECT_FALSE(pod_is_allocated_gpu(init));
+  EXPECT_TRUE(quantity_is_zero("0"));
+  EXPECT_FALSE(quantity_is_zero("1"));
+  EXPECT_FALSE(quantity_is_zero(""));
 }
 
 TEST(ObjectsTest, TerminatingPodUsesDeletionGracePeriod) {
@@ -140,10 +194,13 @@ TEST(ObjectsTest, NodeFields) {
   const auto taints = node_taints(node);
   ASSERT_EQ(taints.size(), 2U);
   EXPECT_EQ(taints[0], (Taint{"nvidia.com/gpu", "present", "NoSchedule"}));
-  EXPECT_EQ(to_json(taints[0]),
+  EXPECT_EQ(taints[0].to_json(),
             Json::parse(R"({"key":"nvidia.com/gpu","value":"present","effect":"NoSchedule"})"));
-  EXPECT_EQ(to_json(taints[1]),
+  EXPECT_EQ(taints[1].to_json(),
             Json::parse(R"({"key":"node.kubernetes.io/unreachable","effect":"NoExecute"})"));
+  EXPECT_EQ(taints[0].to_string(), "nvidia.com/gpu=present:NoSchedule");
+  EXPECT_EQ(taints[1].to_string(), "node.kubernetes.io/unreachable:NoExecute");
+  EXPECT_EQ(taint_from_json(taints[0].to_json()), taints[0]);
   EXPECT_FALSE(node_unschedulable(Json::object()));
   EXPECT_FALSE(node_ready(Json::object()));
 }
@@ -159,8 +216,60 @@ TEST(ObjectsTest, Toleration) {
   EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Exists", "", "NoExecute", {}}, t));
   EXPECT_FALSE(tolerates(Toleration{"other", "Exists", "", "", {}}, t));
   EXPECT_FALSE(tolerates(Toleration{"nvidia.com/gpu", "Lt", "present", "", {}}, t));
+  // Kubernetes' rule: an empty key with Equal matches every key, comparing the value.
+  EXPECT_TRUE(tolerates(Toleration{"", "Equal", "present", "", {}}, t));
+  EXPECT_FALSE(tolerates(Toleration{"", "Equal", "", "", {}}, t));
   EXPECT_TRUE(tolerates(pod_tolerations(kPod), t));
   EXPECT_FALSE(tolerates(pod_tolerations(kPod), Taint{"x", "", "NoExecute"}));
+}
+
+// The tolerations of a pod whose spec.tolerations is `list`.
+std::vector<Toleration> tolerations_of(std::initializer_list<Json> list) {
+  Json pod = {{"spec", {{"tolerations", Json::array()}}}};
+  for (const auto& t : list) pod["spec"]["tolerations"].push_back(t);
+  return pod_tolerations(pod);
+}
+
+TEST(ObjectsTest, TaintFromJson) {
+  const Taint t = taint_from_json(Json::parse(R"({"key":"a","effect":"NoSchedule","timeAdded":null})"));
+  EXPECT_EQ(t, (Taint{"a", "", "NoSchedule"}));
+}
+
+TEST(ObjectsTest, TolerationMatrix) {
+  const Taint t{"nvidia.com/gpu-driver-update", "k8s-driver-manager", "NoSchedule"};
+  struct Case {
+    const char* toleration;
+    bool tolerates;
+  };
+  const Case cases[] = {
+      {R"({"operator":"Exists"})", true},  // empty key + Exists: everything
+      {R"({"operator":"Exists","effect":"NoSchedule"})", true},
+      {R"({"operator":"Exists","effect":"NoExecute"})", false},
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Exists"})", true},
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Exists","effect":"NoSchedule"})", true},
+      {R"({"key":"nvidia.com/gpu","operator":"Exists"})", false},
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal","value":"k8s-driver-manager"})", true},
+      {R"({"key":"nvidia.com/gpu-driver-update","value":"k8s-driver-manager"})", true},  // default Equal
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal","value":"other"})", false},
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal"})", false},  // value "" != taint value
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal","value":"k8s-driver-manager",
+           "effect":"PreferNoSchedule"})",
+       false},
+      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Bogus","value":"k8s-driver-manager"})", false},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(tolerates(tolerations_of({Json::parse(c.toleration)}), t), c.tolerates) << c.toleration;
+  }
+  const Taint keyonly{"nvidia.com/gpu", "", "NoSchedule"};
+  EXPECT_TRUE(
+      tolerates(tolerations_of({Json::parse(R"({"key":"nvidia.com/gpu","operator":"Equal"})")}), keyonly));
+  EXPECT_TRUE(tolerates(tolerations_of({Json::parse(R"({"key":"nvidia.com/gpu"})")}), keyonly));
+
+  EXPECT_FALSE(tolerates(pod_tolerations(Json()), t));
+  EXPECT_FALSE(tolerates(tolerations_of({}), t));
+  EXPECT_TRUE(tolerates(tolerations_of({Json::parse(R"({"key":"x","operator":"Exists"})"),
+                                        Json::parse(R"({"operator":"Exists"})")}),
+                        t));
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ std::vector<Json> fixtures(std::initializer_list<const char*> names) {
 
 std::set<std::string> refs(const std::vector<Json>& pods) {
   std::set<std::string> out;
-  for (const auto& p : pods) out.insert(pod_ref(p));
+  for (const auto& p : pods) out.insert(kube::ref_string(p));
   return out;
 }
 
@@ -81,34 +81,35 @@ TEST(PodRulesTest, GoBoolSyntax) {
 }
 
 TEST(PodRulesTest, GpuResourceDetectionUsesRegularContainersOnly) {
-  EXPECT_TRUE(requests_gpu_resources(fixture("gpu-deployment-pod")));  // limits nvidia.com/gpu
-  EXPECT_TRUE(requests_gpu_resources(fixture("gpu-shared-pod")));      // requests nvidia.com/gpu.shared
-  EXPECT_TRUE(requests_gpu_resources(fixture("mig-pod")));             // nvidia.com/mig-1g.5gb
-  EXPECT_FALSE(requests_gpu_resources(fixture("gpu-init-only-pod")));  // init container only
-  EXPECT_FALSE(requests_gpu_resources(fixture("vgpu-pod")));           // vGPU resource name
-  EXPECT_FALSE(requests_gpu_resources(fixture("cpu-pod")));
-  EXPECT_FALSE(requests_gpu_resources(fixture("dra-claim-pod")));  // claim, not a resource
+  EXPECT_TRUE(kube::pod_declares_gpu_resource(fixture("gpu-deployment-pod")));  // limits nvidia.com/gpu
+  EXPECT_TRUE(kube::pod_declares_gpu_resource(fixture("gpu-shared-pod")));  // requests nvidia.com/gpu.shared
+  EXPECT_TRUE(kube::pod_declares_gpu_resource(fixture("mig-pod")));         // nvidia.com/mig-1g.5gb
+  EXPECT_FALSE(kube::pod_declares_gpu_resource(fixture("gpu-init-only-pod")));  // init container only
+  EXPECT_FALSE(kube::pod_declares_gpu_resource(fixture("vgpu-pod")));           // vGPU resource name
+  EXPECT_FALSE(kube::pod_declares_gpu_resource(fixture("cpu-pod")));
+  EXPECT_FALSE(kube::pod_declares_gpu_resource(fixture("dra-claim-pod")));  // claim, not a resource
 }
 
+// The shared pod model (kube/objects.h) on the realistic pod fixtures the rules are tested with.
 TEST(PodRulesTest, PodFacts) {
-  EXPECT_EQ(pod_ref(fixture("gpu-deployment-pod")), "ml/trainer-7d9c");
-  EXPECT_EQ(pod_uid(fixture("gpu-deployment-pod")), "uid-trainer-7d9c");
-  EXPECT_TRUE(is_terminal(fixture("gpu-succeeded-bare-pod")));
-  EXPECT_FALSE(is_terminal(fixture("gpu-bare-pod")));
-  EXPECT_TRUE(is_terminating(fixture("client-terminating-pod")));
-  EXPECT_FALSE(is_terminating(fixture("client-deployment-pod")));
-  EXPECT_TRUE(is_mirror_pod(fixture("gpu-mirror-pod")));
-  EXPECT_FALSE(is_mirror_pod(fixture("gpu-bare-pod")));
-  EXPECT_TRUE(has_emptydir_volume(fixture("gpu-emptydir-pod")));
-  EXPECT_FALSE(has_emptydir_volume(fixture("gpu-deployment-pod")));
-  EXPECT_EQ(controller_ref(fixture("gpu-bare-pod")), nullptr);
-  ASSERT_NE(controller_ref(fixture("gpu-daemonset-pod")), nullptr);
-  EXPECT_TRUE(is_daemonset_pod(fixture("gpu-daemonset-pod")));
-  EXPECT_FALSE(is_daemonset_pod(fixture("gpu-deployment-pod")));
+  EXPECT_EQ(kube::ref_string(fixture("gpu-deployment-pod")), "ml/trainer-7d9c");
+  EXPECT_EQ(kube::uid(fixture("gpu-deployment-pod")), "uid-trainer-7d9c");
+  EXPECT_TRUE(kube::pod_finished(fixture("gpu-succeeded-bare-pod")));
+  EXPECT_FALSE(kube::pod_finished(fixture("gpu-bare-pod")));
+  EXPECT_TRUE(kube::terminating(fixture("client-terminating-pod")));
+  EXPECT_FALSE(kube::terminating(fixture("client-deployment-pod")));
+  EXPECT_TRUE(kube::pod_is_mirror(fixture("gpu-mirror-pod")));
+  EXPECT_FALSE(kube::pod_is_mirror(fixture("gpu-bare-pod")));
+  EXPECT_TRUE(kube::pod_has_emptydir_volume(fixture("gpu-emptydir-pod")));
+  EXPECT_FALSE(kube::pod_has_emptydir_volume(fixture("gpu-deployment-pod")));
+  EXPECT_EQ(kube::controller_ref(fixture("gpu-bare-pod")), std::nullopt);
+  ASSERT_NE(kube::controller_ref(fixture("gpu-daemonset-pod")), std::nullopt);
+  EXPECT_TRUE(kube::controlled_by_kind(fixture("gpu-daemonset-pod"), "DaemonSet"));
+  EXPECT_FALSE(kube::controlled_by_kind(fixture("gpu-deployment-pod"), "DaemonSet"));
   // An ownerReference that is not the controller does not count.
   Json p = fixture("gpu-deployment-pod");
   p["metadata"]["ownerReferences"][0]["controller"] = false;
-  EXPECT_EQ(controller_ref(p), nullptr);
+  EXPECT_EQ(kube::controller_ref(p), std::nullopt);
 }
 
 TEST(PodRulesTest, DaemonSetPodsByNodeSelectorKey) {
@@ -295,7 +296,7 @@ TEST(PodRulesTest, GpuWorkloadEvictionEqualityRule) {
     EXPECT_EQ(plan->gpu_pods, 2U);
     ASSERT_EQ(plan->plan.errors.size(), 1U) << blocker;
     EXPECT_TRUE(contains(plan->plan.errors[0], "GPU pod cannot be evicted")) << plan->plan.errors[0];
-    EXPECT_TRUE(contains(plan->plan.errors[0], pod_ref(pods[1]))) << plan->plan.errors[0];
+    EXPECT_TRUE(contains(plan->plan.errors[0], kube::ref_string(pods[1]))) << plan->plan.errors[0];
   }
   // With force / emptyDir allowed, bare and emptyDir GPU pods go; DaemonSet and static ones never do.
   const auto pods = fixtures({"gpu-bare-pod", "gpu-emptydir-pod", "gpu-succeeded-bare-pod"});

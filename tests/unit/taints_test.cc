@@ -87,44 +87,5 @@ TEST(TaintsTest, SameKeyAndEffectIsNotAddedTwiceNorRemovedUnlessEqual) {
   EXPECT_EQ(with_taint(existing, execute).size(), 2U);
 }
 
-TEST(TaintsTest, TaintFromJson) {
-  const Taint t = taint_from_json(Json::parse(R"({"key":"a","effect":"NoSchedule","timeAdded":null})"));
-  EXPECT_EQ(t, (Taint{"a", "", "NoSchedule"}));
-}
-
-TEST(TaintsTest, TolerationMatrix) {
-  const Taint t{"nvidia.com/gpu-driver-update", "k8s-driver-manager", "NoSchedule"};
-  struct Case {
-    const char* toleration;
-    bool tolerates;
-  };
-  const Case cases[] = {
-      {R"({"operator":"Exists"})", true},  // empty key + Exists: everything
-      {R"({"operator":"Exists","effect":"NoSchedule"})", true},
-      {R"({"operator":"Exists","effect":"NoExecute"})", false},
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Exists"})", true},
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Exists","effect":"NoSchedule"})", true},
-      {R"({"key":"nvidia.com/gpu","operator":"Exists"})", false},
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal","value":"k8s-driver-manager"})", true},
-      {R"({"key":"nvidia.com/gpu-driver-update","value":"k8s-driver-manager"})", true},  // default Equal
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal","value":"other"})", false},
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal"})", false},  // value "" != taint value
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Equal","value":"k8s-driver-manager",
-           "effect":"PreferNoSchedule"})",
-       false},
-      {R"({"key":"nvidia.com/gpu-driver-update","operator":"Bogus","value":"k8s-driver-manager"})", false},
-  };
-  for (const auto& c : cases) {
-    EXPECT_EQ(toleration_tolerates(Json::parse(c.toleration), t), c.tolerates) << c.toleration;
-  }
-  const Taint keyonly{"nvidia.com/gpu", "", "NoSchedule"};
-  EXPECT_TRUE(toleration_tolerates(Json::parse(R"({"key":"nvidia.com/gpu","operator":"Equal"})"), keyonly));
-  EXPECT_TRUE(toleration_tolerates(Json::parse(R"({"key":"nvidia.com/gpu"})"), keyonly));
-
-  EXPECT_FALSE(tolerates(Json(), t));
-  EXPECT_FALSE(tolerates(Json::array(), t));
-  EXPECT_TRUE(tolerates(Json::parse(R"([{"key":"x","operator":"Exists"},{"operator":"Exists"}])"), t));
-}
-
 }  // namespace
 }  // namespace dm::manager

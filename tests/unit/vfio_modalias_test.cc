@@ -100,12 +100,5 @@ TEST(Bdf, Validation) {
   EXPECT_FALSE(valid_bdf(""));
 }
 
-TEST(GoBool, AcceptsExactlyStrconvParseBool) {
-  for (const auto* t : {"1", "t", "T", "TRUE", "true", "True"}) EXPECT_EQ(parse_go_bool(t), true) << t;
-  for (const auto* f : {"0", "f", "F", "FALSE", "false", "False"}) EXPECT_EQ(parse_go_bool(f), false) << f;
-  for (const auto* bad : {"yes", "on", "tRUE", " true", ""})
-    EXPECT_EQ(parse_go_bool(bad), std::nullopt) << bad;
-}
-
 }  // namespace
 }  // namespace dm::vfio

@@ -4,49 +4,14 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kube/objects.h"
+
 namespace nodesim {
 namespace {
 
 // Annotation value, or "" if absent.
 std::string annotation(const Json& pod, const char* key) {
-  const auto& meta = pod.value("metadata", Json::object());
-  const auto& ann = meta.value("annotations", Json::object());
-  auto it = ann.find(key);
-  if (it == ann.end() || !it->is_string()) return {};
-  return it->get<std::string>();
-}
-
-bool has_annotation(const Json& pod, const char* key) {
-  const auto& meta = pod.value("metadata", Json::object());
-  const auto& ann = meta.value("annotations", Json::object());
-  return ann.contains(key);
-}
-
-bool gpu_resource_name(const std::string& name) {
-  return name.starts_with("nvidia.com/gpu") || name.starts_with("nvidia.com/mig-");
-}
-
-// A quantity of zero ("0", "0.0", "0m") requests nothing.
-bool nonzero_quantity(const Json& q) {
-  if (q.is_number()) return q.get<double>() != 0;
-  if (!q.is_string()) return false;
-  const std::string s = q.get<std::string>();
-  const char* begin = s.c_str();
-  char* end = nullptr;
-  const double v = std::strtod(begin, &end);
-  if (end == begin) return true;  // unparsable: be conservative, a kubelet would not have admitted it
-  return v != 0;
-}
-
-bool requests_gpu(const Json& container) {
-  const auto& res = container.value("resources", Json::object());
-  for (const char* kind : {"requests", "limits"}) {
-    const auto& m = res.value(kind, Json::object());
-    for (auto it = m.begin(); it != m.end(); ++it) {
-      if (gpu_resource_name(it.key()) && nonzero_quantity(it.value())) return true;
-    }
-  }
-  return false;
+  return dm::kube::annotation(pod, key).value_or("");
 }
 
 bool condition_true(const Json& pod, const std::string& type) {
@@ -59,24 +24,15 @@ bool condition_true(const Json& pod, const std::string& type) {
 
 }  // namespace
 
-bool go_true(std::string_view s) {
-  return s == "1" || s == "t" || s == "T" || s == "TRUE" || s == "true" || s == "True";
-}
-
 std::string pod_key(const Json& pod) {
-  const auto& meta = pod.value("metadata", Json::object());
-  return meta.value("namespace", "") + "/" + meta.value("name", "");
+  return dm::kube::ref_string(pod);
 }
 
 bool holds_gpu(const Json& pod) {
   if (go_true(annotation(pod, kGpuClientAnnotation)) || go_true(annotation(pod, kHoldsGpuAnnotation))) {
     return true;
   }
-  const auto& spec = pod.value("spec", Json::object());
-  for (const auto& c : spec.value("containers", Json::array())) {
-    if (requests_gpu(c)) return true;
-  }
-  return false;
+  return dm::kube::pod_is_allocated_gpu(pod);
 }
 
 bool loads_driver(const Json& pod) {
@@ -130,18 +86,12 @@ std::optional<std::string> driver_config_digest(const Json& pod) {
   return std::nullopt;
 }
 
-bool is_terminating(const Json& pod) {
-  const auto& meta = pod.value("metadata", Json::object());
-  auto it = meta.find("deletionTimestamp");
-  return it != meta.end() && !it->is_null();
-}
-
 bool is_running(const Json& pod) {
   return pod.value("status", Json::object()).value("phase", "") == "Running";
 }
 
 bool needs_start(const Json& pod) {
-  if (is_terminating(pod)) return false;
+  if (dm::kube::terminating(pod)) return false;
   const std::string phase = pod.value("status", Json::object()).value("phase", "");
   if (phase == "Succeeded" || phase == "Failed") return false;
   return phase != "Running" || !condition_true(pod, "Ready");
@@ -149,8 +99,8 @@ bool needs_start(const Json& pod) {
 
 std::optional<double> termination_delay_seconds(const Json& pod, std::string* warning) {
   if (go_true(annotation(pod, kStuckAnnotation))) return std::nullopt;
-  if (has_annotation(pod, kTerminateAfterAnnotation)) {
-    const std::string s = annotation(pod, kTerminateAfterAnnotation);
+  if (const auto value = dm::kube::annotation(pod, kTerminateAfterAnnotation)) {
+    const std::string& s = *value;
     const char* begin = s.c_str();
     char* end = nullptr;
     errno = 0;

@@ -7,8 +7,11 @@
 #include <string>
 #include <string_view>
 
+#include "common/go_bool.h"
+
 namespace nodesim {
 
+using dm::go_true;
 using Json = nlohmann::json;
 
 // Annotation: seconds (may be 0 or a decimal) a terminating pod takes to finish, instead of its grace period.
@@ -22,18 +25,13 @@ inline constexpr const char* kLoadsDriverAnnotation = "node-sim/loads-driver";
 // Annotation of third-party GPU clients (driver-manager's own contract).
 inline constexpr const char* kGpuClientAnnotation = "nvidia.com/gpu.client";
 
-// Go's strconv.ParseBool true values: "1", "t", "T", "TRUE", "true", "True".
-bool go_true(std::string_view s);
-
 // "ns/name" of a pod, for logs and the users file.
 std::string pod_key(const Json& pod);
 
-// The pod holds the GPU device while it runs: it requests/limits nvidia.com/gpu* or nvidia.com/mig-* in a
-// container, or is annotated nvidia.com/gpu.client or node-sim/holds-gpu with a true value.
+// The pod holds the GPU device while it runs: the device plugin allocates it a GPU (dm::kube::
+// pod_is_allocated_gpu: a non-zero GPU resource in a container), or it is annotated nvidia.com/gpu.client or
+// node-sim/holds-gpu with a true value.
 bool holds_gpu(const Json& pod);
-
-// metadata.deletionTimestamp is set.
-bool is_terminating(const Json& pod);
 
 // status.phase == "Running".
 bool is_running(const Json& pod);

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "kube/objects.h"
 #include "pod_rules.h"
 
 namespace nodesim {
@@ -218,7 +219,7 @@ void Simulator::upsert(const Json& pod) {
   TrackedPod& t = it->second;
   t.pod = pod;
   if (inserted) spdlog::debug("pod {}: seen on node {}", pod_key(pod), opt_.node);
-  if (is_terminating(pod) && !t.terminating_since) {
+  if (dm::kube::terminating(pod) && !t.terminating_since) {
     t.terminating_since = clock_.now();
     std::string warning;
     const auto delay = termination_delay_seconds(pod, &warning);
@@ -333,7 +334,7 @@ void Simulator::reconcile() {
       next_heartbeat_ = now + opt_.heartbeat;
     }
     for (auto& [uid, t] : pods_) {
-      if (!t.loaded_driver && now >= t.next_attempt && loads_driver(t.pod) && !is_terminating(t.pod) &&
+      if (!t.loaded_driver && now >= t.next_attempt && loads_driver(t.pod) && !dm::kube::terminating(t.pod) &&
           all_containers_running(t.pod)) {
         load_driver_for(t);
       }
@@ -353,7 +354,7 @@ void Simulator::reconcile() {
     if (cancel_.cancelled()) return;
     now = clock_.now();
     if (t.finished || now < t.next_attempt) continue;
-    if (is_terminating(t.pod)) {
+    if (dm::kube::terminating(t.pod)) {
       // Re-read each time: an annotation may change while the pod is terminating (e.g. a test unsticks it).
       const auto delay = termination_delay_seconds(t.pod);
       if (!delay) {
