@@ -52,7 +52,7 @@ std::string resolve_executable(const std::string& program, const std::string& pa
   if (program.find('/') != std::string::npos) return is_executable_file(program) ? program : std::string{};
   std::istringstream dirs(path_env);
   for (std::string dir; std::getline(dirs, dir, ':');) {
-    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
+    std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + program;
     if (is_executable_file(candidate)) return candidate;
   }
   return {};

@@ -245,7 +245,7 @@ namespace {
 // Fires `token` once `deadline` passes (until destroyed): bounds the retries of the cleanup's requests.
 class CancelAtDeadline {
  public:
-  CancelAtDeadline(const Clock& clock, Deadline deadline, CancelToken token)
+  CancelAtDeadline(const Clock& clock, Deadline deadline, const CancelToken& token)
       : thread_([this, &clock, deadline, token] {
           std::unique_lock<std::mutex> lock(mu_);
           while (!done_ && !deadline.passed(clock)) {
@@ -574,11 +574,7 @@ Status Uninstall::cleanup_driver() {
     return name_driver_holders(u.error(), host_.nvidia_holder_processes(), pods_.pods())
         .wrap("failed to unload NVIDIA driver kernel modules");
   }
-  spdlog::info("Unmounting NVIDIA driver rootfs");
-  if (auto m = host_.unmount_driver_root(); !m)
-    return m.error().wrap("failed to unmount the NVIDIA driver rootfs");
-  host_.remove_pid_file();
-  return ok_status();
+  return remove_stale_driver_root();
 }
 
 // With the full-drain fallback (`kubectl drain` semantics: cordon first; docs/behaviour.md, Full-drain
@@ -601,6 +597,7 @@ Status Uninstall::uninstall_driver_components() {
   return ok_status();
 }
 
+// The old driver root goes with its PID file, after the unload or when no driver is loaded.
 Status Uninstall::remove_stale_driver_root() {
   spdlog::info("Unmounting NVIDIA driver rootfs");
   if (auto m = host_.unmount_driver_root(); !m)
