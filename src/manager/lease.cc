@@ -199,7 +199,7 @@ bool NodeLease::held() const {
   return held_ && !lost_;
 }
 
-Status NodeLease::release() {
+Status NodeLease::release(const std::vector<std::string>& also_remove) {
   stop_renewing();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -211,9 +211,11 @@ Status NodeLease::release() {
     if (!node) return node.error().wrap("failed to release the lease on node " + node_);
     const auto current = lease_of(*node);
     if (!current || current->holder != holder_) return ok_status();
+    Json annotations = {{std::string(kLeaseAnnotation), nullptr}};
+    for (const auto& key : also_remove) annotations[key] = nullptr;
     const Json body = {{"metadata",
                         {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
-                         {"annotations", {{std::string(kLeaseAnnotation), nullptr}}}}}};
+                         {"annotations", annotations}}}};
     auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
     if (r) return ok_status();
     if (!r.error().conflict()) return r.error().wrap("failed to release the lease on node " + node_);

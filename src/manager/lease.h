@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -55,8 +56,9 @@ class NodeLease {
   // Takes the lease (waiting while another live holder has it, at most options.wait_at_most) and starts
   // renewing it in the background; returns the node as the taking write left it. `cancel` aborts the wait.
   Result<nlohmann::json> acquire(const CancelToken& cancel);
-  // Stops renewing and removes the annotation if it is still ours. Idempotent.
-  Status release();
+  // Stops renewing and removes the annotation if it is still ours, with `also_remove` (other annotations
+  // of the run that end with it) in the same patch. Idempotent.
+  Status release(const std::vector<std::string>& also_remove = {});
   // The renewals so far all succeeded (a lost lease is logged as an error when it happens).
   [[nodiscard]] bool held() const;
   [[nodiscard]] const std::string& holder() const { return holder_; }

@@ -135,7 +135,7 @@ bool PodWatch::has_uid(const std::string& uid) const {
 Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
                             const CancelToken& cancel, Duration log_every) const {
   const auto start = clock_.now();
-  auto next_log = start + log_every;
+  WaitProgress progress(clock_, what, deadline, log_every, &observer_);
   while (true) {
     std::vector<std::string> remaining;
     bool synced = false;
@@ -166,13 +166,7 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
       return Error(fmt::format("timed out after {} waiting for {}; still present: {}",
                                format_duration(now - start), what, join_limited(remaining)));
     }
-    if (now >= next_log) {
-      const auto left = deadline.unlimited() ? std::string("no time limit")
-                                             : format_duration(deadline.remaining(clock_)) + " left";
-      spdlog::info("Still waiting for {}: {} (elapsed {}, {})", what, join_limited(remaining),
-                   format_duration(now - start), left);
-      next_log = now + log_every;
-    }
+    progress.update(remaining);
     std::unique_lock lk(mu_);
     const auto gen = generation_;
     changed_.wait_for(lk, kSlice, [&] { return generation_ != gen; });

@@ -10,11 +10,13 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/client.h"
+#include "manager/progress.h"
 
 namespace dm::manager {
 
@@ -41,10 +43,14 @@ class PodWatch {
   [[nodiscard]] bool has_uid(const std::string& uid) const;
 
   // Waits until `check` returns an empty list, evaluating it on every change of the cache (and at least
-  // every 200 ms). Logs "Still waiting for <what>: <remaining> (elapsed <e>, <r> left)" every `log_every`.
+  // every 200 ms). Logs the progress line (wait_progress_line()) every `log_every` and tells the wait
+  // observer, if one is set.
   // Errors: the deadline passed (naming what remained), `cancel` fired, or `check` returned an error.
   Status wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
                     const CancelToken& cancel, Duration log_every = std::chrono::seconds(5)) const;
+
+  // Told at the start of every wait and at each of its progress lines (the run's state annotation).
+  void set_wait_observer(WaitObserver observer) { observer_ = std::move(observer); }
 
  private:
   void run();
@@ -60,6 +66,7 @@ class PodWatch {
   std::string last_error_;
   int last_error_status_ = 0;
   uint64_t generation_ = 0;
+  WaitObserver observer_;
 
   std::atomic<bool> stop_{false};
   CancelToken stop_token_;

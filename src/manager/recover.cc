@@ -9,6 +9,7 @@
 #include "manager/lease.h"
 #include "manager/node_ops.h"
 #include "manager/paused_record.h"
+#include "manager/progress.h"
 #include "manager/taint_ops.h"
 
 namespace dm::manager {
@@ -16,8 +17,6 @@ namespace dm::manager {
 using Json = nlohmann::json;
 
 namespace {
-
-constexpr std::string_view kStateAnnotation = "nvidia.com/gpu-driver-manager.state";
 
 bool has_annotation(const Json& node, std::string_view key) {
   return node.contains("metadata") && node["metadata"].contains("annotations") &&

@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "manager/paused_record.h"
 #include "manager/pod_rules.h"
 #include "manager/preflight.h"
+#include "manager/progress.h"
 #include "manager/undo.h"
 #include "manager/waits.h"
 
@@ -80,9 +82,12 @@ class Uninstall {
         cancel_(std::move(cancel)),
         node_(client, clock, cancel_, settings.node_name),
         pods_(client, clock, settings.node_name),
-        ctx_{settings, client, host, clock, cancel_, node_, pods_} {}
+        ctx_{settings, client, host, clock, cancel_, node_, pods_},
+        progress_(clock) {}
 
   int run(const kube::Config& config);
+  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event).
+  void finish(int exit_code);
 
  private:
   // Paths of the flow (each returns when the run is over: ok = exit 0).
@@ -122,6 +127,13 @@ class Uninstall {
   void release_lease();
   int fail(const Error& error);
 
+  // Progress where operators look (manager/progress): at each phase boundary the state annotation on the
+  // node (`ride_along`: written with the node patch or the wait that follows at once) and a Normal Event.
+  void enter(Phase phase, bool ride_along = false, bool event = true);
+  void count_phase();  // what left the node during the phase that ends now
+  void write_state();
+  void on_wait(const WaitStatus& status, bool started);
+
   const Settings& settings_;
   kube::Client& client_;
   host::Host& host_;
@@ -142,6 +154,16 @@ class Uninstall {
   std::optional<GpuClientReset> gpu_clients_;           // annotated third-party GPU clients and their taint
   std::optional<OwnPod> own_pod_;                       // the pod this program runs in, when found
   std::optional<NodeLease> lease_;                      // held from the first write to the end of the run
+
+  RunProgress progress_;
+  std::optional<Phase> failed_in_;    // the phase a failure or SIGTERM ended
+  std::set<std::string> phase_pods_;  // UIDs on the node when the current phase began
+  size_t phase_modules_ = 0;          // NVIDIA (and nouveau) modules loaded then
+  std::mutex state_mu_;               // waits report from the thread that waits
+  bool state_pending_ = false;        // the current phase's state rides along with the next patch or wait
+  bool state_write_failed_ = false;
+  std::optional<TimePoint> wait_written_at_;  // last state write from a long wait
+  std::vector<std::string> wait_written_;     // what it named
 };
 
 int Uninstall::run(const kube::Config& config) {
@@ -183,6 +205,7 @@ int Uninstall::run(const kube::Config& config) {
   }
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
+  pods_.set_wait_observer([this](const WaitStatus& st, bool started) { on_wait(st, started); });
   snapshot_ = take_snapshot(*node, table_);
   bool malformed_record = false;
   paused_record_ = paused_record_of(*node, &malformed_record);
@@ -235,9 +258,120 @@ std::string Uninstall::own_pod_name() const {
          settings_.pod_name;
 }
 
+// The run's state annotation ends with the lease, in the same patch, on every way out.
 void Uninstall::release_lease() {
   if (!lease_) return;
-  if (auto r = lease_->release(); !r) spdlog::warn("{}", r.error().message);
+  if (auto r = lease_->release({std::string(kStateAnnotation)}); !r) spdlog::warn("{}", r.error().message);
+}
+
+namespace {
+
+// An Event for a phase with nothing to do is noise: most nodes have no annotated GPU clients.
+bool any_gpu_client(const PodList& pods) {
+  for (const auto& p : pods) {
+    if (gpu_client_designation(p) == ClientDesignation::kClient) return true;
+  }
+  return false;
+}
+
+size_t loaded_modules(const host::Host& host) {
+  size_t n = host.module_loaded("nouveau") ? 1 : 0;
+  for (auto m : host::kNvidiaModules) n += host.module_loaded(m) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+void Uninstall::count_phase() {
+  const auto phase = progress_.current();
+  std::set<std::string> now;
+  for (const auto& p : pods_.pods()) now.insert(pod_uid(p));
+  const size_t modules = loaded_modules(host_);
+  if (phase) {
+    size_t gone = 0;
+    for (const auto& uid : phase_pods_) gone += now.count(uid) == 0 ? 1 : 0;
+    progress_.add_pods_gone(*phase, gone);
+    if (phase_modules_ > modules) progress_.add_modules_unloaded(phase_modules_ - modules);
+  }
+  phase_pods_ = std::move(now);
+  phase_modules_ = modules;
+}
+
+void Uninstall::enter(Phase phase, bool ride_along, bool event) {
+  count_phase();
+  progress_.begin(phase);
+  spdlog::debug("Phase {}", phase_name(phase));
+  {
+    std::lock_guard lk(state_mu_);
+    state_pending_ = ride_along;
+    wait_written_at_.reset();
+    wait_written_.clear();
+  }
+  if (!ride_along) write_state();
+  if (event)
+    node_.event(std::string(phase_event_reason(phase)), std::string(phase_description(phase)), "Normal");
+}
+
+// One merge patch of the annotation (no resourceVersion: the value is ours alone); best effort - a run
+// does not fail because its progress could not be shown.
+void Uninstall::write_state() {
+  std::lock_guard lk(state_mu_);
+  state_pending_ = false;
+  const nlohmann::json body = {
+      {"metadata", {{"annotations", {{std::string(kStateAnnotation), progress_.annotation_value()}}}}}};
+  auto r = client_.patch(kube::paths::node(settings_.node_name), kube::PatchType::kMerge, body);
+  if (r) return;
+  if (!state_write_failed_) {
+    spdlog::warn("Could not write the {} annotation on node {} (progress stays in the log only): {}",
+                 kStateAnnotation, settings_.node_name, r.error().message);
+  } else {
+    spdlog::debug("Could not write the {} annotation again: {}", kStateAnnotation, r.error().message);
+  }
+  state_write_failed_ = true;
+}
+
+// A wait writes the state it started with if its phase left that to it, and names what it still waits
+// for once it has lasted a while (refreshed at most every 30 s, when that changed): short waits, the
+// usual case, cost no request.
+void Uninstall::on_wait(const WaitStatus& status, bool started) {
+  constexpr auto kLongWait = std::chrono::seconds(15);
+  constexpr auto kRefresh = std::chrono::seconds(30);
+  progress_.set_waiting(status);
+  bool write = false;
+  {
+    std::lock_guard lk(state_mu_);
+    const auto now = clock_.now();
+    if (started && state_pending_) {
+      write = true;
+    } else if (status.elapsed >= kLongWait && status.remaining != wait_written_ &&
+               (!wait_written_at_ || now - *wait_written_at_ >= kRefresh)) {
+      write = true;
+      wait_written_at_ = now;
+      wait_written_ = status.remaining;
+    }
+  }
+  if (write) write_state();
+}
+
+void Uninstall::finish(int exit_code) {
+  count_phase();
+  progress_.end();
+  std::string outcome;
+  const std::string where = failed_in_ ? fmt::format(" in phase {}", phase_name(*failed_in_)) : "";
+  if (exit_code == kExitOk) {
+    outcome = "node prepared for the driver installation";
+  } else if (exit_code == kExitTerminated) {
+    outcome = "terminated by SIGTERM" + where;
+  } else {
+    outcome = "failed" + where;
+  }
+  const std::string line = progress_.summary(outcome);
+  if (exit_code == kExitOk) {
+    node_.event("NodePreparedForDriver", "driver-manager: " + line, "Normal");
+    spdlog::info("{}", line);
+  } else {
+    spdlog::error("{}", line);
+  }
 }
 
 namespace {
@@ -275,8 +409,16 @@ class CancelAtDeadline {
 
 int Uninstall::fail(const Error& error) {
   const bool terminated = cancel_.cancelled();
+  failed_in_ = progress_.current();
   if (terminated) spdlog::warn("Received SIGTERM: restoring the node before exiting");
   if (!undo_.empty()) {
+    // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.
+    if (terminated) {
+      count_phase();
+      progress_.begin(Phase::kCleanupOnFailure);
+    } else {
+      enter(Phase::kCleanupOnFailure, /*ride_along=*/false, /*event=*/false);
+    }
     // SIGTERM: the kubelet kills the container when the grace period ends, so the cleanup must fit in it;
     // otherwise its requests are bounded only by their own retries.
     const Deadline deadline = terminated ? Deadline::after(clock_, cleanup_budget_) : Deadline::none();
@@ -346,16 +488,22 @@ Status Uninstall::main_path() {
   // Each path: docs/behaviour.md, The paths.
   if (!host_.module_loaded("nvidia")) return no_driver_path();
 
+  enter(Phase::kPauseOperands, /*ride_along=*/true);  // with the pause patch
   DM_STEP(pause_operands());
+  enter(Phase::kResetGpuClients, false, /*event=*/any_gpu_client(pods_.pods()));
   DM_STEP(reset_gpu_clients_with_operands());  // annotated gpu clients go with the operands
   if (skip_uninstall()) return skip_path();
+  enter(Phase::kEvictWorkloads, false, /*event=*/eviction_enabled_ || snapshot_.dra_on());
   DM_STEP(evict_workloads());
   if (snapshot_.dra_on()) DM_STEP(check_dra_claim_holders(ctx_));
   DM_STEP(reset_dra_plugin_gpu_clients());  // third-party DRA plugins go last, like ours
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
+  enter(Phase::kUnloadDriver);
   DM_STEP(uninstall_driver_components());
   DM_STEP(unbind_vfio());
+  if (settings_.gpu_direct_rdma_enabled) enter(Phase::kWaitMofed);
   DM_STEP(wait_for_mofed());
+  enter(Phase::kRestore);
   DM_STEP(undo_changes());    // our cordon, the taint, the labels, newest first
   DM_STEP(unload_nouveau());  // after the labels: the next run retries it
   spdlog::info("Driver uninstallation completed successfully");
@@ -368,11 +516,14 @@ Status Uninstall::main_path() {
 Status Uninstall::no_driver_path() {
   spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
   // Nothing is evicted here (a leftover gpu-client taint of ours was removed at the start).
+  enter(Phase::kCleanDriverRoot);
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
   DM_STEP(remove_stale_driver_root());
   DM_STEP(unload_nouveau());
   DM_STEP(unbind_vfio());
+  if (settings_.gpu_direct_rdma_enabled) enter(Phase::kWaitMofed);
   DM_STEP(wait_for_mofed());
+  enter(Phase::kRestore);
   register_legacy_uncordon();
   DM_STEP(restore_labels());  // labels left paused by a crashed run
   DM_STEP(undo_changes());    // a cordon left by a crashed run
@@ -385,10 +536,12 @@ Status Uninstall::skip_path() {
       "The NVIDIA driver is already loaded with the desired version and configuration, skipping the "
       "uninstallation of the driver in an attempt to not disrupt running workloads");
   // The running plugin bind-mounted the old driver root and would lose its dev/ submounts.
+  enter(Phase::kCleanDriverRoot);
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
   spdlog::info("Cleaning up stale mounts and state files...");
   DM_STEP(remove_stale_driver_root());
   // The clients were bounced with the operands; a cordon of ours left by a crashed run is undone here too.
+  enter(Phase::kRestore);
   DM_STEP(undo_changes());
   spdlog::info("Node prepared for the driver installation (driver kept)");
   return ok_status();
@@ -639,8 +792,17 @@ Status Uninstall::wait_for_mofed() {
 // Pauses `labels` and records, in the same patch, what they were before (see paused_record.h).
 Status Uninstall::pause_labels(const nlohmann::json& labels) {
   paused_record_ = merge_paused_record(paused_record_, labels, snapshot_.labels);
-  return node_.update_labels(labels,
-                             {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}});
+  nlohmann::json annotations = {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}};
+  {
+    std::lock_guard lk(state_mu_);  // the phase's state rides along (manager/progress)
+    if (state_pending_) annotations[std::string(kStateAnnotation)] = progress_.annotation_value();
+  }
+  auto s = node_.update_labels(labels, annotations);
+  if (!s) return s;
+  progress_.add_paused_labels(labels.size());
+  std::lock_guard lk(state_mu_);
+  state_pending_ = false;
+  return s;
 }
 
 // Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
@@ -718,7 +880,9 @@ int run_uninstall_driver(const Settings& in_settings) {
   }
   auto host = host::make_host(settings.sim_root);
   Uninstall flow(settings, **client, *host, clock, cancel);
-  return flow.run(*config);
+  const int exit_code = flow.run(*config);
+  flow.finish(exit_code);
+  return exit_code;
 }
 
 }  // namespace dm::manager

@@ -1,0 +1,234 @@
+#include "manager/progress.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <utility>
+
+namespace dm::manager {
+
+namespace {
+
+constexpr size_t kMaxListed = 10;    // pods named in a progress line
+constexpr size_t kMaxAnnotated = 5;  // pods named in the state annotation (it is shown in describe node)
+
+struct PhaseInfo {
+  std::string_view name;
+  std::string_view reason;
+  std::string_view description;
+  std::string_view gone_verb;  // the summary's words for the pods that left the node during the phase
+};
+
+PhaseInfo info(Phase p) {
+  switch (p) {
+    case Phase::kPauseOperands:
+      return {"pause-operands", "PausingOperands",
+              "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down",
+              "stopped {} operand pod{}"};
+    case Phase::kResetGpuClients:
+      return {"reset-gpu-clients", "ResettingGpuClients",
+              "driver-manager is resetting the annotated GPU client pods under its taint",
+              "reset {} GPU client{}"};
+    case Phase::kEvictWorkloads:
+      return {"evict-workloads", "EvictingGpuWorkloads",
+              "driver-manager is evicting the GPU workloads (and the DRA kubelet plugins) from the node",
+              "evicted {} GPU pod{}"};
+    case Phase::kUnloadDriver:
+      return {"unload-driver", "UnloadingDriver",
+              "driver-manager is unloading the NVIDIA kernel modules and unmounting the old driver root",
+              "drained {} pod{}"};
+    case Phase::kCleanDriverRoot:
+      return {"clean-driver-root", "CleaningDriverRoot",
+              "driver-manager is removing the stale driver root (the driver modules stay as they are)",
+              "stopped {} DRA plugin pod{}"};
+    case Phase::kWaitMofed:
+      return {"wait-mofed", "WaitingForMofed",
+              "driver-manager is waiting for the MOFED driver (GPUDirect RDMA)",
+              "{} pod{} gone while waiting for MOFED"};
+    case Phase::kRestore:
+      return {"restore", "RestoringNode",
+              "driver-manager is removing its taint and cordon and restoring the operand labels",
+              "{} pod{} gone while restoring"};
+    case Phase::kCleanupOnFailure:
+      return {"cleanup-on-failure", "CleaningUpAfterFailure",
+              "driver-manager failed and is restoring the node (taint, cordon, operand labels)",
+              "{} pod{} gone during the cleanup"};
+  }
+  return {"unknown", "Unknown", "", "{} pod{}"};
+}
+
+std::string plural(std::string_view format, size_t n) {
+  return fmt::format(fmt::runtime(format), n, n == 1 ? "" : "s");
+}
+
+std::string join_names(const std::vector<std::string>& items, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < limit; ++i) {
+    if (i > 0) out += ", ";
+    out += items[i];
+  }
+  if (items.size() > limit) out += fmt::format(" and {} more", items.size() - limit);
+  return out;
+}
+
+std::string whole_seconds(Duration d) {
+  auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  if (total < 0) total = 0;
+  if (total >= 3600) return fmt::format("{}h{}m{}s", total / 3600, (total % 3600) / 60, total % 60);
+  if (total >= 60) return fmt::format("{}m{}s", total / 60, total % 60);
+  return fmt::format("{}s", total);
+}
+
+}  // namespace
+
+std::string_view phase_name(Phase p) {
+  return info(p).name;
+}
+std::string_view phase_event_reason(Phase p) {
+  return info(p).reason;
+}
+std::string_view phase_description(Phase p) {
+  return info(p).description;
+}
+
+std::string format_phase_duration(Duration d) {
+  auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 100;
+  if (tenths < 0) tenths = 0;
+  if (tenths < 600) return fmt::format("{}.{}s", tenths / 10, tenths % 10);
+  const auto minutes = tenths / 600;
+  const auto rest = tenths % 600;
+  return fmt::format("{}m{}.{}s", minutes, rest / 10, rest % 10);
+}
+
+std::string format_rfc3339(std::chrono::system_clock::time_point t) {
+  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string wait_progress_line(const WaitStatus& s) {
+  const std::string left = s.left ? whole_seconds(*s.left) + " left" : std::string("no time limit");
+  return fmt::format("Still waiting for {}: {} of {} left: {} (elapsed {}, {})", s.what, s.remaining.size(),
+                     std::max(s.most, s.remaining.size()), join_names(s.remaining, kMaxListed),
+                     whole_seconds(s.elapsed), left);
+}
+
+WaitProgress::WaitProgress(const Clock& clock, std::string what, Deadline deadline, Duration every,
+                           const WaitObserver* observer)
+    : clock_(clock),
+      what_(std::move(what)),
+      deadline_(deadline),
+      every_(every),
+      observer_(observer != nullptr && *observer ? observer : nullptr),
+      start_(clock.now()),
+      next_log_(start_ + every) {}
+
+void WaitProgress::update(const std::vector<std::string>& remaining) {
+  most_ = std::max(most_, remaining.size());
+  const auto now = clock_.now();
+  const bool log = now >= next_log_;
+  if (started_ && !log) return;
+  WaitStatus s{what_, remaining, most_, now - start_, std::nullopt};
+  if (!deadline_.unlimited()) s.left = deadline_.remaining(clock_);
+  if (log) {
+    spdlog::info("{}", wait_progress_line(s));
+    next_log_ = now + every_;
+  }
+  if (observer_ != nullptr) (*observer_)(s, !started_);
+  started_ = true;
+}
+
+RunProgress::RunProgress(const Clock& clock, WallClock wall)
+    : clock_(clock), wall_(std::move(wall)), run_start_(clock.now()), run_start_wall_(wall_()) {}
+
+void RunProgress::begin(Phase p) {
+  std::lock_guard lk(mu_);
+  end_locked();
+  current_ = p;
+  phase_start_ = clock_.now();
+  phase_start_wall_ = wall_();
+}
+
+void RunProgress::end() {
+  std::lock_guard lk(mu_);
+  end_locked();
+}
+
+void RunProgress::end_locked() {
+  if (current_) done_.push_back({*current_, clock_.now() - phase_start_});
+  current_.reset();
+  waiting_.reset();
+}
+
+std::optional<Phase> RunProgress::current() const {
+  std::lock_guard lk(mu_);
+  return current_;
+}
+
+void RunProgress::set_waiting(const WaitStatus& s) {
+  std::lock_guard lk(mu_);
+  waiting_ = s;
+}
+
+void RunProgress::add_paused_labels(size_t n) {
+  std::lock_guard lk(mu_);
+  paused_labels_ += n;
+}
+
+void RunProgress::add_pods_gone(Phase p, size_t n) {
+  std::lock_guard lk(mu_);
+  pods_gone_[p] += n;
+}
+
+void RunProgress::add_modules_unloaded(size_t n) {
+  std::lock_guard lk(mu_);
+  modules_unloaded_ += n;
+}
+
+std::string RunProgress::annotation_value() const {
+  std::lock_guard lk(mu_);
+  std::string out = fmt::format("phase={}; since={}; started={}", current_ ? phase_name(*current_) : "done",
+                                format_rfc3339(phase_start_wall_), format_rfc3339(run_start_wall_));
+  if (waiting_ && !waiting_->remaining.empty()) {
+    out += fmt::format("; waiting for {} of {} {}: {}", waiting_->remaining.size(),
+                       std::max(waiting_->most, waiting_->remaining.size()), waiting_->what,
+                       join_names(waiting_->remaining, kMaxAnnotated));
+  }
+  return out;
+}
+
+std::vector<RunProgress::PhaseTime> RunProgress::phases() const {
+  std::lock_guard lk(mu_);
+  auto out = done_;
+  if (current_) out.push_back({*current_, clock_.now() - phase_start_});
+  return out;
+}
+
+std::string RunProgress::summary(std::string_view outcome) const {
+  const auto times = phases();
+  std::lock_guard lk(mu_);
+  std::vector<std::string> did;
+  if (paused_labels_ > 0) did.push_back(plural("paused {} operand label{}", paused_labels_));
+  for (const auto& [phase, n] : pods_gone_) {
+    if (n > 0) did.push_back(plural(info(phase).gone_verb, n));
+  }
+  if (modules_unloaded_ > 0) did.push_back(plural("unloaded {} kernel module{}", modules_unloaded_));
+  std::string out =
+      fmt::format("Summary: {} in {}: {}", outcome, format_phase_duration(clock_.now() - run_start_),
+                  did.empty() ? std::string("nothing paused, evicted or unloaded")
+                              : fmt::format("{}", fmt::join(did, ", ")));
+  if (!times.empty()) {
+    std::vector<std::string> parts;
+    parts.reserve(times.size());
+    for (const auto& t : times)
+      parts.push_back(fmt::format("{} {}", phase_name(t.phase), format_phase_duration(t.took)));
+    out += fmt::format("; phases: {}", fmt::join(parts, ", "));
+  }
+  return out;
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,135 @@
+// What a run tells the people watching it (docs/behaviour.md, Progress): the phase it is in and since when
+// (kept on the node as an annotation, so that `kubectl describe node` shows it), the duration of each phase
+// and what each one did (the summary line at the end), and the one progress line every wait logs at a
+// steady cadence. Pure bookkeeping: the flow decides when to write what this produces.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+
+namespace dm::manager {
+
+// Written at each phase boundary of a run, removed at its end (also by `recover`).
+inline constexpr std::string_view kStateAnnotation = "nvidia.com/gpu-driver-manager.state";
+
+// The phases of a run, in the order the full path takes them.
+enum class Phase {
+  kPauseOperands,     // pause the operand labels, wait for their pods
+  kResetGpuClients,   // taint, evict the annotated GPU clients
+  kEvictWorkloads,    // cordon, evict GPU workloads (and the DRA plugins and their clients)
+  kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
+  kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
+  kWaitMofed,         // GPUDirect RDMA: wait for the MOFED driver
+  kRestore,           // success: taint, cordon, labels back
+  kCleanupOnFailure,  // failure or SIGTERM: the same, best effort
+};
+
+// "pause-operands": the name in the annotation, the log and the summary.
+std::string_view phase_name(Phase p);
+// The reason of the Normal Event recorded when the phase begins ("PausingOperands").
+std::string_view phase_event_reason(Phase p);
+// One sentence for that Event.
+std::string_view phase_description(Phase p);
+
+// What one wait still waits for, as the progress line and the state annotation name it.
+struct WaitStatus {
+  std::string what;                    // "GPU operand pods to shut down"
+  std::vector<std::string> remaining;  // one entry per pod ("ns/name (detail)")
+  size_t most = 0;                     // the most entries the wait has had (the "of M")
+  Duration elapsed{};
+  std::optional<Duration> left;  // nullopt: no deadline
+};
+
+// Called by every wait whenever it logs its progress line, and once when it starts.
+using WaitObserver = std::function<void(const WaitStatus&, bool started)>;
+
+// "1.2s", "2m3.4s": phase durations in the summary.
+std::string format_phase_duration(Duration d);
+// "2026-11-30T22:01:02Z"
+std::string format_rfc3339(std::chrono::system_clock::time_point t);
+
+// "Still waiting for <what>: <n> of <m> left: <names> (elapsed <e>, <r> left)" (at most 10 names).
+std::string wait_progress_line(const WaitStatus& s);
+
+// The progress of one wait: update() it with what remains on every check; it logs the progress line every
+// `every` (counted from the start) and tells `observer` (may be null) at the start and at each line.
+class WaitProgress {
+ public:
+  WaitProgress(const Clock& clock, std::string what, Deadline deadline, Duration every,
+               const WaitObserver* observer);
+  void update(const std::vector<std::string>& remaining);
+  [[nodiscard]] Duration elapsed() const { return clock_.now() - start_; }
+
+ private:
+  const Clock& clock_;
+  std::string what_;
+  Deadline deadline_;
+  Duration every_;
+  const WaitObserver* observer_;
+  TimePoint start_;
+  TimePoint next_log_;
+  size_t most_ = 0;
+  bool started_ = false;
+};
+
+// The phases of one run, their durations and counters, the annotation value and the summary line.
+// Thread-safe: waits may report from any thread.
+class RunProgress {
+ public:
+  using WallClock = std::function<std::chrono::system_clock::time_point()>;
+  explicit RunProgress(
+      const Clock& clock, WallClock wall = [] { return std::chrono::system_clock::now(); });
+
+  // Ends the current phase (its duration is kept) and begins `p`.
+  void begin(Phase p);
+  // Ends the current phase (at the end of the run).
+  void end();
+  [[nodiscard]] std::optional<Phase> current() const;
+  // The latest wait of the current phase (cleared by begin()).
+  void set_waiting(const WaitStatus& s);
+
+  // Counters for the summary.
+  void add_paused_labels(size_t n);
+  void add_pods_gone(Phase p, size_t n);  // pods that left the node during the phase
+  void add_modules_unloaded(size_t n);
+
+  // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>; started=<RFC3339>[; waiting for ...]".
+  [[nodiscard]] std::string annotation_value() const;
+  // "Summary: <outcome> in 6.3s: paused 8 labels, ...; phases: pause-operands 1.2s, ..."
+  // `outcome` e.g. "node prepared", "failed in phase evict-workloads".
+  [[nodiscard]] std::string summary(std::string_view outcome) const;
+
+  struct PhaseTime {
+    Phase phase;
+    Duration took;
+  };
+  [[nodiscard]] std::vector<PhaseTime> phases() const;
+
+ private:
+  void end_locked();
+
+  const Clock& clock_;
+  WallClock wall_;
+  mutable std::mutex mu_;
+  TimePoint run_start_;
+  std::chrono::system_clock::time_point run_start_wall_;
+  std::optional<Phase> current_;
+  TimePoint phase_start_{};
+  std::chrono::system_clock::time_point phase_start_wall_{};
+  std::optional<WaitStatus> waiting_;
+  std::vector<PhaseTime> done_;
+  size_t paused_labels_ = 0;
+  std::map<Phase, size_t> pods_gone_;
+  size_t modules_unloaded_ = 0;
+};
+
+}  // namespace dm::manager

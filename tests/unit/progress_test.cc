@@ -1,0 +1,168 @@
+#include "manager/progress.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "support/doubles.h"
+
+namespace dm::manager {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// 2026-11-30T22:00:00Z, moving with the fake clock.
+struct Wall {
+  const test::FakeClock& clock;
+  std::chrono::system_clock::time_point operator()() const {
+    return std::chrono::system_clock::time_point(seconds(1796076000)) +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(clock.now().time_since_epoch());
+  }
+};
+
+TEST(RunProgress, PhasesTakeTheTimeBetweenTheirBoundaries) {
+  test::FakeClock clock;
+  RunProgress p(clock, Wall{clock});
+  EXPECT_FALSE(p.current());
+  clock.advance(milliseconds(300));  // before the first phase: counted in the total only
+  p.begin(Phase::kPauseOperands);
+  clock.advance(milliseconds(1200));
+  p.begin(Phase::kResetGpuClients);
+  EXPECT_EQ(p.current(), Phase::kResetGpuClients);
+  clock.advance(milliseconds(800));
+  p.begin(Phase::kRestore);
+  clock.advance(milliseconds(50));
+  p.end();
+  EXPECT_FALSE(p.current());
+
+  const auto phases = p.phases();
+  ASSERT_EQ(phases.size(), 3U);
+  EXPECT_EQ(phases[0].phase, Phase::kPauseOperands);
+  EXPECT_EQ(phases[0].took, milliseconds(1200));
+  EXPECT_EQ(phases[1].phase, Phase::kResetGpuClients);
+  EXPECT_EQ(phases[1].took, milliseconds(800));
+  EXPECT_EQ(phases[2].took, milliseconds(50));
+  EXPECT_EQ(
+      p.summary("node prepared for the driver installation"),
+      "Summary: node prepared for the driver installation in 2.3s: nothing paused, evicted or unloaded; "
+      "phases: pause-operands 1.2s, reset-gpu-clients 0.8s, restore 0.0s");
+}
+
+TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
+  test::FakeClock clock;
+  RunProgress p(clock, Wall{clock});
+  p.begin(Phase::kPauseOperands);
+  p.add_paused_labels(8);
+  p.add_pods_gone(Phase::kPauseOperands, 4);
+  clock.advance(seconds(3));
+  p.begin(Phase::kResetGpuClients);
+  p.add_pods_gone(Phase::kResetGpuClients, 1);
+  clock.advance(seconds(65));
+  p.begin(Phase::kEvictWorkloads);
+  p.add_pods_gone(Phase::kEvictWorkloads, 2);
+  p.begin(Phase::kUnloadDriver);
+  p.add_modules_unloaded(5);
+  clock.advance(milliseconds(450));
+  // A failure in the unload: the summary is written while the phase is still open.
+  EXPECT_EQ(
+      p.summary("failed in phase unload-driver"),
+      "Summary: failed in phase unload-driver in 1m8.4s: paused 8 operand labels, stopped 4 operand pods, "
+      "reset 1 GPU client, evicted 2 GPU pods, unloaded 5 kernel modules; phases: pause-operands 3.0s, "
+      "reset-gpu-clients 1m5.0s, evict-workloads 0.0s, unload-driver 0.4s");
+}
+
+TEST(RunProgress, AnnotationNamesThePhaseItsStartAndWhatAWaitStillWaitsFor) {
+  test::FakeClock clock;
+  RunProgress p(clock, Wall{clock});
+  clock.advance(seconds(2));
+  p.begin(Phase::kPauseOperands);
+  EXPECT_EQ(p.annotation_value(),
+            "phase=pause-operands; since=2026-11-30T22:00:02Z; started=2026-11-30T22:00:00Z");
+
+  WaitStatus w{"GPU operand pods to shut down", {"op/dcgm-1 (app=nvidia-dcgm)"}, 4, seconds(20), seconds(40)};
+  p.set_waiting(w);
+  EXPECT_EQ(
+      p.annotation_value(),
+      "phase=pause-operands; since=2026-11-30T22:00:02Z; started=2026-11-30T22:00:00Z; waiting for 1 of 4 "
+      "GPU operand pods to shut down: op/dcgm-1 (app=nvidia-dcgm)");
+
+  // A new phase forgets the wait of the last one.
+  clock.advance(seconds(61));
+  p.begin(Phase::kEvictWorkloads);
+  EXPECT_EQ(p.annotation_value(),
+            "phase=evict-workloads; since=2026-11-30T22:01:03Z; started=2026-11-30T22:00:00Z");
+
+  // At most five pods are named: the annotation is read in `kubectl describe node`.
+  w.remaining = {"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7"};
+  w.what = "GPU pods to be evicted";
+  p.set_waiting(w);
+  EXPECT_THAT(p.annotation_value(),
+              HasSubstr("; waiting for 7 of 7 GPU pods to be evicted: a/1, a/2, a/3, a/4, a/5 and 2 more"));
+}
+
+TEST(RunProgress, EveryPhaseHasANameAnEventReasonAndADescription) {
+  for (auto ph :
+       {Phase::kPauseOperands, Phase::kResetGpuClients, Phase::kEvictWorkloads, Phase::kUnloadDriver,
+        Phase::kCleanDriverRoot, Phase::kWaitMofed, Phase::kRestore, Phase::kCleanupOnFailure}) {
+    EXPECT_THAT(std::string(phase_name(ph)), Not(HasSubstr("unknown")));
+    EXPECT_FALSE(phase_event_reason(ph).empty());
+    EXPECT_FALSE(phase_description(ph).empty());
+  }
+  EXPECT_EQ(phase_event_reason(Phase::kUnloadDriver), "UnloadingDriver");
+}
+
+TEST(WaitProgress, LogsTheProgressLineAtASteadyCadenceWithCountsNamesAndTimes) {
+  test::FakeClock clock;
+  test::LogCapture log;
+  std::vector<std::pair<size_t, bool>> seen;  // remaining, started
+  WaitObserver observer = [&](const WaitStatus& s, bool started) {
+    seen.emplace_back(s.remaining.size(), started);
+  };
+  WaitProgress w(clock, "GPU pods to be evicted", Deadline::after(clock, seconds(60)), seconds(5), &observer);
+
+  w.update({"wl/a", "wl/b", "wl/c"});  // the start: no line yet
+  clock.advance(seconds(3));
+  w.update({"wl/a", "wl/b"});
+  clock.advance(seconds(2));
+  w.update({"wl/b (eviction refused: pdb)"});  // 5 s: a line
+  clock.advance(seconds(4));
+  w.update({"wl/b (eviction refused: pdb)"});
+  clock.advance(seconds(1));
+  w.update({"wl/b (eviction refused: pdb)"});  // 10 s: a line
+
+  EXPECT_EQ(
+      log.text(),
+      "info Still waiting for GPU pods to be evicted: 1 of 3 left: wl/b (eviction refused: pdb) (elapsed 5s, "
+      "55s left)\n"
+      "info Still waiting for GPU pods to be evicted: 1 of 3 left: wl/b (eviction refused: pdb) (elapsed "
+      "10s, "
+      "50s left)\n");
+  EXPECT_EQ(seen, (std::vector<std::pair<size_t, bool>>{{3, true}, {1, false}, {1, false}}));
+}
+
+TEST(WaitProgress, ANameListIsCutAfterTenAndNoDeadlineIsSaid) {
+  WaitStatus s{"operands", {}, 0, seconds(125), std::nullopt};
+  for (int i = 0; i < 12; ++i) s.remaining.push_back("ns/p" + std::to_string(i));
+  EXPECT_EQ(
+      wait_progress_line(s),
+      "Still waiting for operands: 12 of 12 left: ns/p0, ns/p1, ns/p2, ns/p3, ns/p4, ns/p5, ns/p6, ns/p7, "
+      "ns/p8, ns/p9 and 2 more (elapsed 2m5s, no time limit)");
+}
+
+TEST(Format, PhaseDurationsAndTimestamps) {
+  EXPECT_EQ(format_phase_duration(milliseconds(0)), "0.0s");
+  EXPECT_EQ(format_phase_duration(milliseconds(1249)), "1.2s");
+  EXPECT_EQ(format_phase_duration(seconds(59) + milliseconds(990)), "59.9s");
+  EXPECT_EQ(format_phase_duration(seconds(125)), "2m5.0s");
+  EXPECT_EQ(format_rfc3339(std::chrono::system_clock::time_point(seconds(1796076000))),
+            "2026-11-30T22:00:00Z");
+}
+
+}  // namespace
+}  // namespace dm::manager
