@@ -127,7 +127,8 @@ Status NodeOps::drop_cordon_annotation() {
 }
 
 void NodeOps::event(const std::string& reason, const std::string& message, const std::string& type) {
-  Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}};
+  // The node name as UID, as the kubelet does: `kubectl describe node` looks for Events by that UID.
+  Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}, {"uid", node_}};
   if (events_forbidden_) return;
   auto s = client_.create_event(involved, reason, message, type);
   if (!s && s.error().forbidden()) {

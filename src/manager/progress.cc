@@ -11,7 +11,7 @@ namespace dm::manager {
 namespace {
 
 constexpr size_t kMaxListed = 10;    // pods named in a progress line
-constexpr size_t kMaxAnnotated = 5;  // pods named in the state annotation (it is shown in describe node)
+constexpr size_t kMaxAnnotated = 3;  // pods named in the state annotation
 
 struct PhaseInfo {
   std::string_view name;
@@ -189,15 +189,20 @@ void RunProgress::add_modules_unloaded(size_t n) {
   modules_unloaded_ += n;
 }
 
+// `kubectl describe node` cuts an annotation after 140 characters: what matters comes first, pods by name
+// only (the log has the details), the time the run began last.
 std::string RunProgress::annotation_value() const {
   std::lock_guard lk(mu_);
-  std::string out = fmt::format("phase={}; since={}; started={}", current_ ? phase_name(*current_) : "done",
-                                format_rfc3339(phase_start_wall_), format_rfc3339(run_start_wall_));
+  std::string out = fmt::format("phase={}; since={}", current_ ? phase_name(*current_) : "done",
+                                format_rfc3339(phase_start_wall_));
   if (waiting_ && !waiting_->remaining.empty()) {
-    out += fmt::format("; waiting for {} of {} {}: {}", waiting_->remaining.size(),
-                       std::max(waiting_->most, waiting_->remaining.size()), waiting_->what,
-                       join_names(waiting_->remaining, kMaxAnnotated));
+    std::vector<std::string> names;
+    names.reserve(waiting_->remaining.size());
+    for (const auto& r : waiting_->remaining) names.push_back(r.substr(0, r.find(" (")));
+    out += fmt::format("; waiting for {} of {} pods: {}", names.size(),
+                       std::max(waiting_->most, names.size()), join_names(names, kMaxAnnotated));
   }
+  out += "; run started=" + format_rfc3339(run_start_wall_);
   return out;
 }
 

@@ -102,7 +102,8 @@ class RunProgress {
   void add_pods_gone(Phase p, size_t n);  // pods that left the node during the phase
   void add_modules_unloaded(size_t n);
 
-  // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>; started=<RFC3339>[; waiting for ...]".
+  // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>[; waiting for <n> of <m> pods: <names>];
+  // run started=<RFC3339>".
   [[nodiscard]] std::string annotation_value() const;
   // "Summary: <outcome> in 6.3s: paused 8 labels, ...; phases: pause-operands 1.2s, ..."
   // `outcome` e.g. "node prepared", "failed in phase evict-workloads".

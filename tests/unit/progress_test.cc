@@ -77,33 +77,34 @@ TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
       "reset-gpu-clients 1m5.0s, evict-workloads 0.0s, unload-driver 0.4s");
 }
 
-TEST(RunProgress, AnnotationNamesThePhaseItsStartAndWhatAWaitStillWaitsFor) {
+TEST(RunProgress, AnnotationNamesThePhaseItsStartAndThePodsAWaitStillWaitsFor) {
   test::FakeClock clock;
   RunProgress p(clock, Wall{clock});
   clock.advance(seconds(2));
   p.begin(Phase::kPauseOperands);
   EXPECT_EQ(p.annotation_value(),
-            "phase=pause-operands; since=2026-11-30T22:00:02Z; started=2026-11-30T22:00:00Z");
+            "phase=pause-operands; since=2026-11-30T22:00:02Z; run started=2026-11-30T22:00:00Z");
 
-  WaitStatus w{"GPU operand pods to shut down", {"op/dcgm-1 (app=nvidia-dcgm)"}, 4, seconds(20), seconds(40)};
+  WaitStatus w{"GPU operand pods to shut down", {"op/dcgm-1 (nvidia-dcgm)"}, 4, seconds(20), seconds(40)};
   p.set_waiting(w);
-  EXPECT_EQ(
-      p.annotation_value(),
-      "phase=pause-operands; since=2026-11-30T22:00:02Z; started=2026-11-30T22:00:00Z; waiting for 1 of 4 "
-      "GPU operand pods to shut down: op/dcgm-1 (app=nvidia-dcgm)");
+  EXPECT_EQ(p.annotation_value(),
+            "phase=pause-operands; since=2026-11-30T22:00:02Z; waiting for 1 of 4 pods: op/dcgm-1; run "
+            "started=2026-11-30T22:00:00Z");
 
   // A new phase forgets the wait of the last one.
   clock.advance(seconds(61));
   p.begin(Phase::kEvictWorkloads);
   EXPECT_EQ(p.annotation_value(),
-            "phase=evict-workloads; since=2026-11-30T22:01:03Z; started=2026-11-30T22:00:00Z");
+            "phase=evict-workloads; since=2026-11-30T22:01:03Z; run started=2026-11-30T22:00:00Z");
 
-  // At most five pods are named: the annotation is read in `kubectl describe node`.
-  w.remaining = {"a/1", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7"};
-  w.what = "GPU pods to be evicted";
+  // At most three pods are named: `kubectl describe node` shows only the first 140 characters.
+  w.remaining = {"a/1 (terminating)", "a/2", "a/3", "a/4", "a/5", "a/6", "a/7"};
   p.set_waiting(w);
-  EXPECT_THAT(p.annotation_value(),
-              HasSubstr("; waiting for 7 of 7 GPU pods to be evicted: a/1, a/2, a/3, a/4, a/5 and 2 more"));
+  const std::string v = p.annotation_value();
+  EXPECT_EQ(
+      v,
+      "phase=evict-workloads; since=2026-11-30T22:01:03Z; waiting for 7 of 7 pods: a/1, a/2, a/3 and 4 more; "
+      "run started=2026-11-30T22:00:00Z");
 }
 
 TEST(RunProgress, EveryPhaseHasANameAnEventReasonAndADescription) {
