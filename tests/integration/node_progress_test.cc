@@ -28,11 +28,14 @@ constexpr const char* kLease = "nvidia.com/gpu-driver-manager.lease";
 // Every version of the node's state and paused-labels annotations, as a `kubectl get --watch` sees them
 // (a watch delivers each change of the object, so no phase is missed).
 class NodeWatcher {
+  // One line per version: "<state>|<paused-labels>".
+  static constexpr const char* kTemplate =
+      "jsonpath={.metadata.annotations.nvidia\\.com/gpu-driver-manager\\.state}|"
+      "{.metadata.annotations.nvidia\\.com/gpu-driver-manager\\.paused-labels}{\"\\n\"}";
+
  public:
   NodeWatcher(const TestCluster& c, const std::string& node)
-      : process_({"kubectl", "--kubeconfig", c.kubeconfig(), "get", "node", node, "--watch", "-o",
-                  "jsonpath={.metadata.annotations.nvidia\\.com/gpu-driver-manager\\.state}|{.metadata."
-                  "annotations.nvidia\\.com/gpu-driver-manager\\.paused-labels}{\"\\n\"}"},
+      : process_({"kubectl", "--kubeconfig", c.kubeconfig(), "get", "node", node, "--watch", "-o", kTemplate},
                  make_temp_dir("dm-progress-watch") + "/watch.log") {
     // The watch is established once it printed the node as it is.
     if (!eventually([&] { return !lines().empty(); }, 30))
@@ -89,12 +92,14 @@ class Progress : public UninstallSuite {
       return a["metadata"].value("creationTimestamp", "") < b["metadata"].value("creationTimestamp", "");
     });
     std::vector<Event> out;
+    out.reserve(items.size());
     for (const auto& e : items)
       out.push_back({e.value("type", ""), e.value("reason", ""), e.value("message", "")});
     return out;
   }
   static std::vector<std::string> reasons(const std::vector<Event>& events) {
     std::vector<std::string> out;
+    out.reserve(events.size());
     for (const auto& e : events) out.push_back(e.type + " " + e.reason);
     return out;
   }
