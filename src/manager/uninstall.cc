@@ -15,6 +15,7 @@
 #include <sstream>
 #include <thread>
 
+#include "kube/objects.h"
 #include "manager/cleanup.h"
 #include "manager/drain.h"
 #include "manager/flow.h"
@@ -285,7 +286,7 @@ size_t loaded_modules(const host::Host& host) {
 void Uninstall::count_phase() {
   const auto phase = progress_.current();
   std::set<std::string> now;
-  for (const auto& p : pods_.pods()) now.insert(pod_uid(p));
+  for (const auto& p : pods_.pods()) now.insert(kube::uid(p));
   const size_t modules = loaded_modules(host_);
   if (phase) {
     size_t gone = 0;
