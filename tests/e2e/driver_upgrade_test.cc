@@ -422,8 +422,13 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
   EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
   EXPECT_THAT(log, HasSubstr("Removing taint"));
   EXPECT_THAT(log, HasSubstr("Rescheduling all GPU clients on the current node"));
-  EXPECT_THAT(log.substr(log.rfind('\n', log.size() - 2) + 1), HasSubstr("level=fatal msg=cancelled"))
+  // The end of the cleanup: the error, then the summary line that ends every run.
+  const size_t last_start = log.rfind('\n', log.size() - 2) + 1;
+  const size_t error_start = log.rfind('\n', last_start - 2) + 1;
+  EXPECT_THAT(log.substr(last_start), HasSubstr("msg=Summary: terminated by SIGTERM in phase "))
       << "the last line is not the end of the cleanup:\n"
+      << log;
+  EXPECT_THAT(log.substr(error_start, last_start - error_start), HasSubstr("level=fatal msg=cancelled"))
       << log;
   // The kubelet marks a container it killed during a pod's termination as terminated with 137 and reason
   // ContainerStatusUnknown without looking at its real exit status; a real status is 143.
