@@ -1,6 +1,7 @@
 // uninstall_driver refuses bad inputs before it changes anything: invalid environment values, a missing
 // NODE_NAME, an unknown node, an unreadable kubeconfig, missing RBAC permissions. Each is a clear message
 // and exit 1, and the API server's audit log shows no write request from the driver-manager's user.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -162,7 +163,8 @@ TEST_F(UninstallInputs, BadNamesAndPathsAreRefusedBeforeAnyApiRequest) {
     const size_t from = cluster().audit_events().size();
     auto out = run(env(sa_kubeconfig(), {{var, value}}));
     EXPECT_EQ(out.exit_code, 1) << var << "=" << value << "\n" << out.err;
-    EXPECT_THAT(out.err, HasSubstr(var + "=\"" + value + "\"")) << "the message names the variable and value";
+    EXPECT_THAT(out.err, HasSubstr(fmt::format("{}=\"{}\"", var, value)))
+        << "the message names the variable and value";
     EXPECT_TRUE(requests_of(cluster(), sa_user(), from).empty()) << var << ": no API request expected";
   }
   expect_node_untouched();
