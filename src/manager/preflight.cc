@@ -5,8 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
+#include <optional>
 #include <regex>
 #include <sstream>
+#include <thread>
 
 namespace dm::manager {
 
@@ -109,25 +113,49 @@ std::vector<AccessCheck> uninstall_access_checks(const Settings& s, bool dra_on)
   return c;
 }
 
+namespace {
+
+// How many reviews are in flight at once: a path needs a handful, and the client pools at most 8 connections.
+constexpr size_t kConcurrentReviews = 4;
+
+Result<bool> ask_access(kube::Client& client, const AccessCheck& c) {
+  Json attrs = {{"verb", c.verb}, {"resource", c.resource}};
+  if (!c.subresource.empty()) attrs["subresource"] = c.subresource;
+  if (!c.group.empty()) attrs["group"] = c.group;
+  if (!c.ns.empty()) attrs["namespace"] = c.ns;
+  if (!c.name.empty()) attrs["name"] = c.name;
+  const Json review = {{"apiVersion", "authorization.k8s.io/v1"},
+                       {"kind", "SelfSubjectAccessReview"},
+                       {"spec", {{"resourceAttributes", attrs}}}};
+  auto r = client.create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review);
+  if (!r) return r.error();
+  return r->contains("status") && (*r)["status"].value("allowed", false);
+}
+
+}  // namespace
+
+// The reviews are independent questions: they are asked concurrently (kube::Client is thread-safe), and the
+// answers are read in the order of `checks`, so the message is the same as if they were asked one by one.
 Status check_access(kube::Client& client, const std::vector<AccessCheck>& checks) {
+  std::vector<std::optional<Result<bool>>> answers(checks.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i = next++; i < checks.size(); i = next++) answers[i] = ask_access(client, checks[i]);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 1; t < std::min(kConcurrentReviews, checks.size()); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+
   std::vector<std::string> denied;
-  for (const auto& c : checks) {
-    Json attrs = {{"verb", c.verb}, {"resource", c.resource}};
-    if (!c.subresource.empty()) attrs["subresource"] = c.subresource;
-    if (!c.group.empty()) attrs["group"] = c.group;
-    if (!c.ns.empty()) attrs["namespace"] = c.ns;
-    if (!c.name.empty()) attrs["name"] = c.name;
-    const Json review = {{"apiVersion", "authorization.k8s.io/v1"},
-                         {"kind", "SelfSubjectAccessReview"},
-                         {"spec", {{"resourceAttributes", attrs}}}};
-    auto r = client.create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", review);
-    if (!r) {
+  for (size_t i = 0; i < checks.size(); ++i) {
+    const auto& answer = *answers[i];
+    if (!answer) {
       spdlog::info("Could not ask the API server about permissions up front ({}); skipping that check",
-                   r.error().message);
+                   answer.error().message);
       return ok_status();
     }
-    const bool allowed = r->contains("status") && (*r)["status"].value("allowed", false);
-    if (!allowed) denied.push_back(fmt::format("{} ({})", c.describe(), c.why));
+    if (!*answer) denied.push_back(fmt::format("{} ({})", checks[i].describe(), checks[i].why));
   }
   if (denied.empty()) return ok_status();
   return Error(fmt::format(

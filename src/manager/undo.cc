@@ -21,17 +21,31 @@ std::vector<std::string> UndoList::names() const {
   return out;
 }
 
-Status UndoList::run_all() {
+Status UndoList::run_all(const CancelToken& cancel) {
+  std::vector<UndoAction> failed;  // optional actions that failed, newest first
+  Status result = ok_status();
   while (!actions_.empty()) {
     auto s = actions_.back().run();
     if (!s) {
-      if (actions_.back().required) return s;
+      if (actions_.back().required) {
+        result = s;
+        break;
+      }
       const auto& a = actions_.back();
       spdlog::warn("Failed to {}: {}", a.upstream_name.empty() ? a.name : a.upstream_name, s.error().message);
+      if (cancel.cancelled()) {
+        result = s;  // SIGTERM: the cleanup takes over from here, this action included
+        break;
+      }
+      failed.push_back(std::move(actions_.back()));
     }
     actions_.pop_back();
   }
-  return ok_status();
+  // A run that fails after all is cleaned up: what failed here is still on the node.
+  if (!result) {
+    for (auto it = failed.rbegin(); it != failed.rend(); ++it) actions_.push_back(std::move(*it));
+  }
+  return result;
 }
 
 std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Deadline& deadline) {

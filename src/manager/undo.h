@@ -32,8 +32,10 @@ class UndoList {
 
   // The success path: runs the actions newest first, removing each one that succeeds; a failing required
   // action stops the run and is returned (it and the older ones stay registered for the cleanup); a failing
-  // optional one is logged as a warning and dropped.
-  Status run_all();
+  // optional one is logged as a warning and dropped - unless the run does not end well after all: when a
+  // required one fails later, or `cancel` (SIGTERM) has fired by the time it failed (then it stops there
+  // and is returned), the failed optional ones stay registered too, so the cleanup tries them again.
+  Status run_all(const CancelToken& cancel = CancelToken());
 
   // Cleanup after a failure or SIGTERM: runs every action newest first, logging a failure as a warning and
   // going on; stops starting actions once `deadline` has passed. Returns the names of the actions that

@@ -659,7 +659,7 @@ void Uninstall::register_label_restore() {
 
 // The success path: taint, cordon and labels come back, newest change first.
 Status Uninstall::undo_changes() {
-  return undo_.run_all();
+  return undo_.run_all(cancel_);
 }
 
 // See docs/behaviour.md, Skip-uninstall.

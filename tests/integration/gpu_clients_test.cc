@@ -24,66 +24,10 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kClientAnnotation = "nvidia.com/gpu.client";
-constexpr const char* kDraPluginAnnotation = "nvidia.com/gpu.client.dra-plugin";
 constexpr const char* kOwnerAnnotation = "nvidia.com/gpu-driver-manager.tainted";
 constexpr const char* kTaintKey = "nvidia.com/gpu-driver-update";
 constexpr const char* kTaintValue = "k8s-driver-manager";
 constexpr const char* kMofedWaitLine = "Waiting for MOFED to be installed";
-
-// One client workload on the test's node.
-struct Client {
-  std::string name;
-  std::string kind = "Deployment";  // DaemonSet, Deployment, StatefulSet, Pod, MirrorPod
-  std::string gpu_client = "true";  // value of nvidia.com/gpu.client; "" = no annotation
-  bool dra_plugin = false;
-  std::string terminate_after = "0.5";  // node-sim: seconds a terminating pod takes
-  bool holds_gpu = false;               // node-sim/holds-gpu (annotated clients hold it anyway)
-  bool request_gpu = false;             // a container limit nvidia.com/gpu: 1 (a GPU workload)
-  json tolerations = nullptr;           // none
-  std::map<std::string, std::string> node_selector = {};  // besides the pin to the test's node
-};
-
-json client_object(const Scenario& s, const Client& c) {
-  json ann = {{"node-sim/terminate-after-seconds", c.terminate_after}};
-  if (!c.gpu_client.empty()) ann[kClientAnnotation] = c.gpu_client;
-  if (c.dra_plugin) ann[kDraPluginAnnotation] = "true";
-  if (c.holds_gpu) ann["node-sim/holds-gpu"] = "true";
-  json selector = {{kNodeLabel, s.node()}};
-  for (const auto& [k, v] : c.node_selector) selector[k] = v;
-  json container = {{"name", "main"}, {"image", "example.com/gpu-agent:1"}};
-  if (c.request_gpu) container["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
-  json spec = {{"terminationGracePeriodSeconds", 30}, {"containers", json::array({container})}};
-  if (!c.tolerations.is_null()) spec["tolerations"] = c.tolerations;
-  const json labels = {{"app", c.name}};
-
-  if (c.kind == "Pod" || c.kind == "MirrorPod") {
-    json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata", {{"name", c.name}, {"namespace", s.workload_ns()}, {"labels", labels}}},
-                {"spec", spec}};
-    if (c.kind == "MirrorPod") {
-      // What the kubelet creates for a static pod: bound by the kubelet itself, no service account.
-      ann["kubernetes.io/config.mirror"] = "b1946ac92492d2347c6235b4d2611184";
-      pod["spec"]["nodeName"] = s.node();
-      pod["spec"]["automountServiceAccountToken"] = false;
-    } else {
-      pod["spec"]["nodeSelector"] = selector;
-    }
-    pod["metadata"]["annotations"] = ann;
-    return pod;
-  }
-  spec["nodeSelector"] = selector;
-  json obj = {{"apiVersion", "apps/v1"},
-              {"kind", c.kind},
-              {"metadata", {{"name", c.name}, {"namespace", s.workload_ns()}}},
-              {"spec",
-               {{"selector", {{"matchLabels", labels}}},
-                {"template", {{"metadata", {{"labels", labels}, {"annotations", ann}}}, {"spec", spec}}}}}};
-  if (c.kind == "Deployment" || c.kind == "StatefulSet") obj["spec"]["replicas"] = 1;
-  if (c.kind == "StatefulSet") obj["spec"]["serviceName"] = c.name;
-  return obj;
-}
 
 class GpuClients : public UninstallSuite {
  public:
@@ -97,7 +41,7 @@ class GpuClients : public UninstallSuite {
 
  protected:
   static void deploy(Scenario& s, const std::vector<Client>& clients) {
-    for (const auto& c : clients) cluster().apply(client_object(s, c).dump());
+    for (const auto& c : clients) s.deploy_client(c);
   }
 
   // The UID of the one running pod app=<app> on the node (fails the test if there is not exactly one).
@@ -115,10 +59,7 @@ class GpuClients : public UninstallSuite {
     return s.pods_in(s.workload_ns(), "app=" + app).size();
   }
 
-  static json taints(const Scenario& s) {
-    const auto n = s.node_json();
-    return n["spec"].contains("taints") ? n["spec"]["taints"] : json::array();
-  }
+  static json taints(const Scenario& s) { return s.taints(); }
   static size_t count_taints(const Scenario& s, const std::string& key,
                              const std::optional<std::string>& value, const std::string& effect) {
     size_t n = 0;

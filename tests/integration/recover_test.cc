@@ -13,19 +13,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr const char* kLease = "nvidia.com/gpu-driver-manager.lease";
-constexpr const char* kTainted = "nvidia.com/gpu-driver-manager.tainted";
-constexpr const char* kCordoned = "nvidia.com/gpu-driver-manager.cordoned";
-constexpr const char* kPausedLabels = "nvidia.com/gpu-driver-manager.paused-labels";
-constexpr const char* kPaused = "paused-for-driver-upgrade";
+constexpr const char* kLease = kLeaseAnnotation;
+constexpr const char* kTainted = kTaintedAnnotation;
+constexpr const char* kCordoned = kCordonedAnnotation;
+constexpr const char* kPausedLabels = kPausedLabelsAnnotation;
+constexpr const char* kPaused = kPausedValue;
 
 class Recover : public UninstallSuite {
  protected:
   static std::unique_ptr<BackgroundProcess> start(const Scenario& s, const std::string& log_name,
                                                   const std::map<std::string, std::string>& extra = {}) {
-    return std::make_unique<BackgroundProcess>(
-        std::vector<std::string>{bin_path("driver-manager"), "uninstall_driver"},
-        cluster().state_dir() + "/" + log_name + ".log", s.env(sa_kubeconfig(), extra));
+    return s.start(sa_kubeconfig(), cluster().state_dir() + "/" + log_name + ".log", extra);
   }
   // Kills the run once `pred` holds on the node.
   static void kill_when(BackgroundProcess& p, const std::function<bool()>& pred) {
@@ -33,30 +31,17 @@ class Recover : public UninstallSuite {
     p.signal(SIGKILL);
     p.wait(10);
   }
-  // recover as an operator runs it from a laptop: only --node-name and a kubeconfig, nothing else set.
-  static DmRun recover(const Scenario& s, bool force) {
-    std::vector<std::string> argv = {bin_path("driver-manager"), "recover", "--node-name", s.node()};
-    if (force) argv.emplace_back("--force");
-    auto out = run_command(argv, {}, {{"KUBECONFIG", sa_kubeconfig()}});
-    return {out.exit_code, out.out + out.err};
-  }
+  static DmRun recover(const Scenario& s, bool force) { return s.recover(sa_kubeconfig(), force); }
   static void deploy_daemonset_client(const Scenario& s, const std::string& name) {
-    cluster().apply("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: " + name + "\n  namespace: " +
-                    s.workload_ns() + "\nspec:\n  selector:\n    matchLabels:\n      app: " + name +
-                    "\n  template:\n    metadata:\n      labels:\n        app: " + name +
-                    "\n      annotations:\n        nvidia.com/gpu.client: \"true\"\n"
-                    "        node-sim/holds-gpu: \"true\"\n        node-sim/terminate-after-seconds: \"30\"\n"
-                    "    spec:\n      terminationGracePeriodSeconds: 60\n      nodeSelector:\n        " +
-                    std::string(kNodeLabel) + ": " + s.node() +
-                    "\n      containers:\n      - name: main\n        image: example.com/gpu-agent:1\n");
+    s.deploy_client({.name = name,
+                     .kind = "DaemonSet",
+                     .terminate_after = "30",
+                     .holds_gpu = true,
+                     .grace_period_seconds = 60});
   }
   static std::vector<std::string> taint_keys(const Scenario& s) {
     std::vector<std::string> out;
-    const auto n = s.node_json();
-    if (n["spec"].contains("taints")) {
-      for (const auto& t : n["spec"]["taints"])
-        out.push_back(t.value("key", "") + ":" + t.value("effect", ""));
-    }
+    for (const auto& t : s.taints()) out.push_back(t.value("key", "") + ":" + t.value("effect", ""));
     return out;
   }
   static void expect_no_trace_of_us(const Scenario& s) {

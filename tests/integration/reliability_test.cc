@@ -18,31 +18,24 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr const char* kLeaseAnnotation = "nvidia.com/gpu-driver-manager.lease";
-
 class Reliability : public UninstallSuite {
  protected:
   // An annotated DaemonSet client that holds the GPU (recreated the moment a taint stops keeping it off).
   static void deploy_daemonset_client(const Scenario& s, const std::string& name,
                                       const std::string& gpu_client = "true", bool holds_gpu = true) {
-    cluster().apply("apiVersion: apps/v1\nkind: DaemonSet\nmetadata:\n  name: " + name + "\n  namespace: " +
-                    s.workload_ns() + "\nspec:\n  selector:\n    matchLabels:\n      app: " + name +
-                    "\n  template:\n    metadata:\n      labels:\n        app: " + name +
-                    "\n      annotations:\n        nvidia.com/gpu.client: \"" + gpu_client +
-                    "\"\n        node-sim/holds-gpu: \"" + (holds_gpu ? "true" : "false") +
-                    "\"\n        node-sim/terminate-after-seconds: \"0.3\"\n"
-                    "    spec:\n      terminationGracePeriodSeconds: 5\n      nodeSelector:\n        " +
-                    std::string(kNodeLabel) + ": " + s.node() +
-                    "\n      containers:\n      - name: main\n        image: example.com/gpu-agent:1\n");
+    s.deploy_client({.name = name,
+                     .kind = "DaemonSet",
+                     .gpu_client = gpu_client,
+                     .terminate_after = "0.3",
+                     .holds_gpu = holds_gpu,
+                     .grace_period_seconds = 5});
   }
   static std::unique_ptr<BackgroundProcess> start(const Scenario& s, const std::string& log_name,
                                                   const std::map<std::string, std::string>& extra) {
-    return std::make_unique<BackgroundProcess>(
-        std::vector<std::string>{bin_path("driver-manager"), "uninstall_driver"},
-        cluster().state_dir() + "/" + log_name + ".log", s.env(sa_kubeconfig(), extra));
+    return s.start(sa_kubeconfig(), cluster().state_dir() + "/" + log_name + ".log", extra);
   }
   static bool wait_log(BackgroundProcess& p, const std::string& needle, double timeout_s = 90) {
-    return eventually([&] { return p.log().find(needle) != std::string::npos; }, timeout_s);
+    return wait_for_log(p, needle, timeout_s);
   }
 };
 
@@ -69,7 +62,7 @@ TEST_F(Reliability, SigkillDuringWorkloadEvictionThenAnImmediateRerunHeals) {
     ASSERT_TRUE(wait_log(*first, "evicting pod " + s.workload_ns() + "/train-")) << first->log();
     first->signal(SIGKILL);
     first->wait(10);
-    ASSERT_TRUE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted")) << "the killed run left its taint";
+    ASSERT_TRUE(s.has_annotation(kTaintedAnnotation)) << "the killed run left its taint";
 
     auto rerun = s.run(sa_kubeconfig(), env);
     EXPECT_EQ(rerun.exit_code, 0) << rerun.log;
@@ -77,7 +70,7 @@ TEST_F(Reliability, SigkillDuringWorkloadEvictionThenAnImmediateRerunHeals) {
     EXPECT_THAT(rerun.log, HasSubstr("keeping it on until the driver is unloaded"));
     EXPECT_THAT(rerun.log, Not(HasSubstr("driver is in use")));
     EXPECT_FALSE(s.sim().refcnt().has_value()) << "unloaded";
-    EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+    EXPECT_FALSE(s.has_annotation(kTaintedAnnotation));
     EXPECT_FALSE(s.has_annotation(kLeaseAnnotation));
     EXPECT_FALSE(s.unschedulable());
     for (const auto& op : ops) EXPECT_EQ(s.label(deploy_label(op.label)), "true") << op.label;
@@ -109,7 +102,7 @@ TEST_F(Reliability, ASecondRunWaitsForTheFirstInsteadOfHealingIt) {
   EXPECT_THAT(second->log(), Not(HasSubstr("left by an earlier run")));
   EXPECT_THAT(first->log(), Not(HasSubstr("Lost the lease")));
   EXPECT_FALSE(s.has_annotation(kLeaseAnnotation));
-  EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+  EXPECT_FALSE(s.has_annotation(kTaintedAnnotation));
   EXPECT_FALSE(s.unschedulable());
   for (const auto& op : ops) EXPECT_EQ(s.label(deploy_label(op.label)), "true") << op.label;
 }
@@ -191,7 +184,7 @@ TEST_F(Reliability, EveryStepSurvivesAnApiServerRestart) {
     std::this_thread::sleep_for(std::chrono::seconds(10));
     cluster().start_apiserver();
     EXPECT_EQ(dm->wait(180), 0) << dm->log();
-    EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+    EXPECT_FALSE(s.has_annotation(kTaintedAnnotation));
     EXPECT_FALSE(s.unschedulable());
     EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
     if (HasFailure()) break;

@@ -1,10 +1,13 @@
 // uninstall_driver refuses bad inputs before it changes anything: invalid environment values, a missing
 // NODE_NAME, an unknown node, an unreadable kubeconfig, missing RBAC permissions. Each is a clear message
 // and exit 1, and the API server's audit log shows no write request from the driver-manager's user.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "fixtures/uninstall/fixture.h"
+#include "kube/client.h"
+#include "manager/preflight.h"
 
 namespace dm::test::uninstall {
 namespace {
@@ -160,7 +163,8 @@ TEST_F(UninstallInputs, BadNamesAndPathsAreRefusedBeforeAnyApiRequest) {
     const size_t from = cluster().audit_events().size();
     auto out = run(env(sa_kubeconfig(), {{var, value}}));
     EXPECT_EQ(out.exit_code, 1) << var << "=" << value << "\n" << out.err;
-    EXPECT_THAT(out.err, HasSubstr(var + "=\"" + value + "\"")) << "the message names the variable and value";
+    EXPECT_THAT(out.err, HasSubstr(fmt::format("{}=\"{}\"", var, value)))
+        << "the message names the variable and value";
     EXPECT_TRUE(requests_of(cluster(), sa_user(), from).empty()) << var << ": no API request expected";
   }
   expect_node_untouched();
@@ -182,6 +186,55 @@ TEST_F(UninstallInputs, AMissingPermissionIsFoundBeforeAnyWrite) {
   EXPECT_FALSE(requests_of(cluster(), user("dm-no-evict"), from).empty());
   EXPECT_TRUE(write_requests(cluster(), user("dm-no-evict"), from).empty()) << "no write, no Event";
   expect_node_untouched();
+}
+
+// The reviews are asked together, yet the answer reads as if they were asked one by one: every denied
+// permission, in the order of the checks, and each question reaches the API server once.
+TEST_F(UninstallInputs, AccessReviewsAskedTogetherAnswerInTheOrderOfTheChecks) {
+  const auto kc = limited_kubeconfig("dm-half",
+                                     "- apiGroups: [\"\"]\n  resources: [\"nodes\"]\n  verbs: [\"patch\"]\n"
+                                     "- apiGroups: [\"\"]\n  resources: [\"pods\"]\n  verbs: [\"list\"]\n");
+  auto config = kube::load_config(kc);
+  ASSERT_TRUE(config) << config.error().message;
+  auto client = kube::Client::create(*config);
+  ASSERT_TRUE(client) << client.error().message;
+  using manager::AccessCheck;
+  const std::vector<AccessCheck> checks = {
+      {"patch", "nodes", "", "", "", kNode, "a"},
+      {"create", "pods", "eviction", "", "", "", "b"},
+      {"list", "pods", "", "", "", "", "c"},
+      {"get", "daemonsets", "", "apps", "", "", "d"},
+      {"watch", "pods", "", "", "", "", "e"},
+      {"list", "resourceclaims", "", "resource.k8s.io", "", "", "f"},
+      {"patch", "nodes", "", "", "", "other", "g"},
+      {"delete", "nodes", "", "", "", kNode, "h"},
+      {"list", "pods", "", "", "gpu-operator", "", "i"},
+  };
+  const size_t from = cluster().audit_events().size();
+  auto denied = manager::check_access(**client, checks);
+  ASSERT_FALSE(denied);
+  EXPECT_EQ(denied.error().message,
+            "missing permissions, nothing was changed: create pods/eviction (b); get daemonsets.apps (d); "
+            "watch pods (e); list resourceclaims.resource.k8s.io (f); delete nodes (h). Bind the service "
+            "account to a role with these rules (the GPU Operator's nvidia-driver ClusterRole has them; see "
+            "deploy/clusterrole.yaml)");
+  size_t reviews = 0;
+  for (const auto& e : requests_of(cluster(), user("dm-half"), from)) {
+    if (e.value("stage", "") == "ResponseComplete" && e.contains("objectRef") &&
+        e["objectRef"].value("resource", "") == "selfsubjectaccessreviews") {
+      ++reviews;
+    }
+  }
+  EXPECT_EQ(reviews, checks.size());
+
+  // The least-privilege role has every permission of the main path.
+  auto full_config = kube::load_config(sa_kubeconfig());
+  ASSERT_TRUE(full_config);
+  auto full = kube::Client::create(*full_config);
+  ASSERT_TRUE(full);
+  manager::Settings s;
+  s.node_name = kNode;
+  EXPECT_TRUE(manager::check_access(**full, manager::uninstall_access_checks(s, /*dra_on=*/true)));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "support/doubles.h"
 #include "support/process.h"
 
 namespace dm::manager {
@@ -90,6 +91,27 @@ TEST(Preflight, AccessChecksFollowTheSettings) {
   s.enable_gpu_pod_eviction = false;
   s.enable_auto_drain = false;
   EXPECT_FALSE(has(uninstall_access_checks(s, false), "get daemonsets.apps"));
+}
+
+// An API server that cannot answer the reviews: the check is skipped with one line naming the first
+// question's error (as when they were asked one by one), and the run goes on.
+TEST(Preflight, UnansweredAccessReviewsSkipTheCheckWithOneLine) {
+  kube::Config config;
+  config.server = "https://127.0.0.1:1";  // nothing listens there
+  config.insecure_skip_tls_verify = true;
+  kube::ClientOptions options;
+  options.max_retries = 0;
+  auto client = kube::Client::create(config, options);
+  ASSERT_TRUE(client) << client.error().message;
+  Settings s;
+  s.node_name = "gpu-1";
+  test::LogCapture log;
+  EXPECT_TRUE(check_access(**client, uninstall_access_checks(s, /*dra_on=*/true)));
+  const std::string text = log.text();
+  const std::string line = "Could not ask the API server about permissions up front";
+  ASSERT_NE(text.find(line), std::string::npos) << text;
+  EXPECT_EQ(text.find(line), text.rfind(line)) << "one line, not one per review:\n" << text;
+  EXPECT_NE(text.find("selfsubjectaccessreviews"), std::string::npos) << text;
 }
 
 }  // namespace

@@ -68,6 +68,35 @@ TEST(UndoList, OptionalFailureIsOnlyAWarningOnTheSuccessPath) {
   EXPECT_TRUE(list.empty());
 }
 
+// The uncordon failed (say, the API server was down) and then the label restore failed too: the run fails
+// and its cleanup must try the uncordon again, not leave the node cordoned.
+TEST(UndoList, OptionalFailureStaysForTheCleanupWhenARequiredOneFailsLater) {
+  Recorder r;
+  UndoList list;
+  list.add(r.action("restore labels", /*fail=*/true));
+  list.add(r.action("remove taint"));
+  list.add(r.action("uncordon", /*fail=*/true, /*required=*/false));
+  ASSERT_FALSE(list.run_all());
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
+  EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon", "restore labels"}));
+}
+
+// SIGTERM during the success path's restore: an optional action that fails then stops it and stays, with
+// everything older, for the cleanup.
+TEST(UndoList, OptionalFailureAfterSigtermStopsTheSuccessPathAndStays) {
+  Recorder r;
+  UndoList list;
+  list.add(r.action("restore labels"));
+  list.add(r.action("uncordon", /*fail=*/true, /*required=*/false));
+  CancelToken cancel;
+  cancel.cancel();
+  auto s = list.run_all(cancel);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, "uncordon failed");
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon"}));
+  EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon", "restore labels"}));
+}
+
 TEST(UndoList, BestEffortRunsEverythingAndNamesWhatIsLeft) {
   Recorder r;
   UndoList list;
