@@ -438,7 +438,9 @@ TEST_F(KubeClientTest, TokenRotationTheTokenFileIsReadAgainPeriodically) {
 
 TEST_F(KubeClientTest, TokenRotationAWatchOutlivesItsToken) {
   const std::string ns = make_namespace("token-watch");
-  const auto [old_token, new_token] = two_tokens(ns);
+  const auto tokens = two_tokens(ns);
+  const std::string old_token = tokens.first;  // named copies: lambdas capture them
+  const std::string new_token = tokens.second;
   const std::string file = cluster_->state_dir() + "/token-watch";
   ClientOptions opts;
   opts.token_refresh = 24h;

@@ -70,8 +70,8 @@ TEST(SystemClock, SleepReturnsFalseWhenCancelled) {
 
 TEST(CancelToken, ExternalFlagIsShared) {
   std::atomic<bool> flag{false};
-  const CancelToken a(&flag);
-  const CancelToken b = a;
+  CancelToken a(&flag);
+  const CancelToken b = a;  // a copy shares the flag
   EXPECT_FALSE(b.cancelled());
   flag = true;
   EXPECT_TRUE(a.cancelled());

@@ -1,6 +1,7 @@
 // The simulated host (docs/simulated-host.md): module files under a root, refusal while referenced or while
 // a process has a device file open, removal at refcount 0 (releasing holders links and vGPU pins), a kernel
 // without module unloading, a built-in nvidia, the synthesised /proc/modules.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -34,7 +35,8 @@ class SimHostTest : public ::testing::Test {
     const std::string dir = root_ + "/sys/module/" + name;
     test::write_file(dir + "/refcnt", std::to_string(refcnt) + "\n");
     fs::create_directories(dir + "/holders");
-    for (const auto& h : holders) fs::create_symlink("../../" + h, dir + "/holders/" + h);
+    for (const auto& h : holders)
+      fs::create_symlink(fmt::format("../../{}", h), fmt::format("{}/holders/{}", dir, h));
   }
   // A process with /dev/nvidia0 open, in the pod `uid` ("" = a host process).
   void gpu_process(int pid, const std::string& comm, const std::string& uid = {}) {

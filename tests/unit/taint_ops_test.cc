@@ -13,7 +13,7 @@ using Json = nlohmann::json;
 
 const Taint kOurs{"nvidia.com/gpu-driver-update", "k8s-driver-manager", "NoSchedule"};
 
-Json node(Json taints, Json annotations = Json::object(), const std::string& rv = "42") {
+Json node(const Json& taints, const Json& annotations = Json::object(), const std::string& rv = "42") {
   Json n = {{"metadata", {{"name", "n1"}, {"resourceVersion", rv}, {"annotations", annotations}}},
             {"spec", Json::object()}};
   if (!taints.is_null()) n["spec"]["taints"] = taints;
