@@ -136,7 +136,7 @@ PodPlan take_gpu_clients(PodLedger& ledger, const Settings& settings, GpuClientP
   return first;
 }
 
-void plan_taint(Plan& plan, const Json& node, const Settings& settings, bool needed,
+void plan_taint(Plan& plan, const Json& node, const Settings& settings, bool needed, bool refused,
                 const std::optional<Taint>& taint) {
   plan.taint = settings.gpu_client_taint;
   if (!taint) {
@@ -146,7 +146,8 @@ void plan_taint(Plan& plan, const Json& node, const Settings& settings, bool nee
   }
   if (!needed) {
     plan.taint_action = "none";
-    plan.taint_reason = "no GPU client pod to reset";
+    plan.taint_reason =
+        refused ? "the GPU client reset is refused before the node is tainted" : "no GPU client pod to reset";
     return;
   }
   const TaintAddPlan add = plan_taint_add(node, *taint);
@@ -294,7 +295,9 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   std::vector<Json> to_evict;
   plan.taint = settings.gpu_client_taint;
   plan.taint_action = "none";
+  plan.taint_reason = "this path resets no GPU client";
   plan.cordon = "none";
+  plan.cordon_reason = "this path evicts no GPU pod";
 
   // The paths, in the order uninstall_driver tries them (docs/behaviour.md, The paths).
   if (in.host_driver_version) {
@@ -374,7 +377,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
     plan.steps.emplace_back("unmount a stale " + std::string(host::kDriverRoot) +
                             ", remove stale state files");
     plan.steps.emplace_back("restore the labels, remove the taint, undo our cordon");
-    plan_taint(plan, in.node, settings, needs_taint, configured);
+    plan_taint(plan, in.node, settings, needs_taint, !clients.ok(), configured);
     plan.pods = ledger.finish("the skip path keeps GPU workloads and other pods running");
     plan.pdbs = in.pdbs ? pdb_impacts(*in.pdbs, in.pdb_version, to_evict) : std::vector<PdbImpact>{};
     plan.pdb_note = in.pdb_error;
@@ -417,6 +420,8 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
       }
     }
   } else {
+    plan.cordon_reason =
+        plan.upgrade_policy ? "the GPU Operator's upgrade policy owns the cordon" : "GPU pod eviction is off";
     // Nobody evicts them: a GPU pod still running holds the driver and the unload fails.
     for (const auto& pod : ledger.remaining()) {
       if (!requests_gpu_resources(pod)) continue;
@@ -449,7 +454,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   plan.steps.emplace_back("remove the taint, uncordon (if ours), restore the operand labels");
   if (in.nouveau_loaded) plan.steps.emplace_back("unload nouveau");
 
-  plan_taint(plan, in.node, settings, needs_taint, configured);
+  plan_taint(plan, in.node, settings, needs_taint, !clients.ok(), configured);
   plan.pods = ledger.finish("not an operand, GPU client or GPU workload: stays");
   plan.pdbs = in.pdbs ? pdb_impacts(*in.pdbs, in.pdb_version, to_evict) : std::vector<PdbImpact>{};
   plan.pdb_note = in.pdb_error;
