@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "manager/pod_rules.h"
+#include "kube/objects.h"
 
 namespace dm::manager {
 
@@ -20,17 +20,17 @@ std::string join_values(const Json& values) {
   return out;
 }
 
-int64_t int_at(const Json& obj, const char* key) {
-  return obj.contains(key) && obj[key].is_number_integer() ? obj[key].get<int64_t>() : 0;
+int64_t status_int(const Json& pdb, std::string_view key) {
+  const Json* v = kube::find(pdb, {"status", key});
+  return v != nullptr && v->is_number_integer() ? v->get<int64_t>() : 0;
 }
 
 }  // namespace
 
 std::optional<LabelSelector> pdb_selector(const Json& pdb, const std::string& api_version) {
-  if (!pdb.contains("spec") || !pdb["spec"].contains("selector") || !pdb["spec"]["selector"].is_object()) {
-    return std::nullopt;
-  }
-  const Json& sel = pdb["spec"]["selector"];
+  const Json* found = kube::find(pdb, {"spec", "selector"});
+  if (found == nullptr || !found->is_object()) return std::nullopt;
+  const Json& sel = *found;
   std::string text;
   auto add = [&text](const std::string& req) { text += (text.empty() ? "" : ",") + req; };
   if (sel.contains("matchLabels") && sel["matchLabels"].is_object()) {
@@ -66,26 +66,24 @@ std::vector<PdbImpact> pdb_impacts(const std::vector<Json>& pdbs, const std::str
                                    const std::vector<Json>& pods_to_evict) {
   std::vector<PdbImpact> out;
   for (const auto& pdb : pdbs) {
-    const Json md = pdb.value("metadata", Json::object());
-    const std::string ns = md.value("namespace", "");
+    const std::string ns = kube::namespace_of(pdb);
     const auto selector = pdb_selector(pdb, api_version);
     if (!selector) continue;
     PdbImpact impact;
-    impact.pdb = ns + "/" + md.value("name", "");
+    impact.pdb = kube::ref_string(pdb);
     for (const auto& pod : pods_to_evict) {
-      const Json pmd = pod.value("metadata", Json::object());
-      if (pmd.value("namespace", "") != ns) continue;
-      if (selector->matches(pmd.contains("labels") ? pmd["labels"] : Json()))
-        impact.pods.push_back(pod_ref(pod));
+      if (kube::namespace_of(pod) != ns) continue;
+      const Json* labels = kube::find(pod, {"metadata", "labels"});
+      if (selector->matches(labels != nullptr ? *labels : Json()))
+        impact.pods.push_back(kube::ref_string(pod));
     }
     if (impact.pods.empty()) continue;
-    const Json status = pdb.value("status", Json::object());
-    impact.disruptions_allowed = int_at(status, "disruptionsAllowed");
+    impact.disruptions_allowed = status_int(pdb, "disruptionsAllowed");
     const auto n = static_cast<int64_t>(impact.pods.size());
     impact.blocks = impact.disruptions_allowed < n;
-    const std::string health =
-        fmt::format("currentHealthy {}, desiredHealthy {}, expectedPods {}", int_at(status, "currentHealthy"),
-                    int_at(status, "desiredHealthy"), int_at(status, "expectedPods"));
+    const std::string health = fmt::format(
+        "currentHealthy {}, desiredHealthy {}, expectedPods {}", status_int(pdb, "currentHealthy"),
+        status_int(pdb, "desiredHealthy"), status_int(pdb, "expectedPods"));
     if (impact.disruptions_allowed <= 0) {
       impact.why = fmt::format(
           "allows no disruption now ({}): each eviction is refused and retried until the budget allows it "

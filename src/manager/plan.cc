@@ -11,6 +11,7 @@
 
 #include "host/mounts.h"
 #include "kube/config.h"
+#include "kube/objects.h"
 #include "manager/drain.h"
 #include "manager/gpu_clients.h"
 #include "manager/holders.h"
@@ -32,7 +33,7 @@ namespace {
 class PodLedger {
  public:
   explicit PodLedger(const std::vector<Json>& pods) {
-    for (const auto& p : pods) order_.push_back(pod_ref(p)), pods_[pod_ref(p)] = p;
+    for (const auto& p : pods) order_.push_back(kube::ref_string(p)), pods_[kube::ref_string(p)] = p;
   }
   [[nodiscard]] std::vector<Json> remaining() const {
     std::vector<Json> out;
@@ -93,7 +94,7 @@ void take_operand_pods(PodLedger& ledger, const std::vector<OperandWait>& waits,
   for (const auto& pod : ledger.remaining()) {
     for (const auto& w : waits) {
       if (!pod_matches_wait(pod, w, settings.operator_namespace)) continue;
-      ledger.decide({pod_ref(pod), "wait", step, w.description() + ": " + why, {}});
+      ledger.decide({kube::ref_string(pod), "wait", step, w.description() + ": " + why, {}});
       break;
     }
   }
@@ -170,7 +171,7 @@ void plan_taint(Plan& plan, const Json& node, const Settings& settings, bool nee
 }
 
 void plan_cordon(Plan& plan, const Json& node) {
-  const bool cordoned = node.contains("spec") && node["spec"].value("unschedulable", false);
+  const bool cordoned = kube::node_unschedulable(node);
   if (cordoned_by_us(node)) {
     plan.cordon = "already-ours";
     plan.cordon_reason = "cordoned by an earlier run of driver-manager; uncordoned at the end";
@@ -251,15 +252,6 @@ void vfio_mofed_steps(Plan& plan, const Settings& settings, const PlanInputs& in
                               : "MOFED: no Mellanox device, no wait");
 }
 
-std::string node_label(const Json& node, std::string_view key) {
-  const Json* labels = node.contains("metadata") && node["metadata"].contains("labels")
-                           ? &node["metadata"]["labels"]
-                           : nullptr;
-  if (labels == nullptr || !labels->is_object()) return {};
-  auto it = labels->find(std::string(key));
-  return it != labels->end() && it->is_string() ? it->get<std::string>() : std::string();
-}
-
 }  // namespace
 
 Plan build_plan(const Settings& settings, const PlanInputs& in) {
@@ -304,7 +296,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
     plan.path = "pre-installed";
     plan.path_reason =
         "a driver is installed on the host itself (nvidia-smi: " + *in.host_driver_version + ")";
-    plan.labels.push_back({std::string(kDriverLabel), node_label(in.node, kDriverLabel),
+    plan.labels.push_back({std::string(kDriverLabel), kube::label(in.node, kDriverLabel).value_or(""),
                            std::string(kPreInstalledValue), "pre-installed"});
     plan.steps.push_back("label the node " + std::string(kDriverLabel) + "=" +
                          std::string(kPreInstalledValue) + " (the driver DaemonSet leaves the node)");
@@ -424,8 +416,8 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
         plan.upgrade_policy ? "the GPU Operator's upgrade policy owns the cordon" : "GPU pod eviction is off";
     // Nobody evicts them: a GPU pod still running holds the driver and the unload fails.
     for (const auto& pod : ledger.remaining()) {
-      if (!requests_gpu_resources(pod)) continue;
-      ledger.decide({pod_ref(pod),
+      if (!kube::pod_declares_gpu_resource(pod)) continue;
+      ledger.decide({kube::ref_string(pod),
                      "ignored",
                      "gpu-workloads",
                      plan.upgrade_policy
@@ -508,7 +500,7 @@ Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Client& clie
   if (!pods) return Error(read_error("cannot list the pods of node " + settings.node_name, pods.error()));
   in.pods = std::move(*pods);
   std::sort(in.pods.begin(), in.pods.end(),
-            [](const Json& a, const Json& b) { return pod_ref(a) < pod_ref(b); });
+            [](const Json& a, const Json& b) { return kube::ref_string(a) < kube::ref_string(b); });
   in.facts = api_pod_facts(client);
 
   in.own_pod_ref =
