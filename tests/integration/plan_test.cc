@@ -149,7 +149,7 @@ class Plan : public UninstallSuite {
   inline static std::string last_stderr_;
 };
 
-TEST_F(Plan, FullPathNamesEveryPodsDecisionTheBlockingBudgetAndTheRefusalWithoutWriting) {
+TEST_F(Plan, FullPathNamesEveryPodsDecisionAndTheBlockingBudgetWithoutWriting) {
   Scenario s(cluster(), "plan-full");
   deploy_full(s);
   const auto node_before = s.node_json();
