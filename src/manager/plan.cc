@@ -106,7 +106,7 @@ PodPlan take_gpu_clients(PodLedger& ledger, const Settings& settings, GpuClientP
                          const std::optional<Taint>& taint, const std::vector<std::string>& keys,
                          const std::string& step, std::vector<Json>& to_evict, Plan& plan) {
   const auto pods = ledger.remaining();
-  const PodPlan first = plan_pods(gpu_client_pipeline_for(settings, phase, taint, keys), pods);
+  PodPlan first = plan_pods(gpu_client_pipeline_for(settings, phase, taint, keys), pods);
   for (size_t i = 0; i < pods.size(); ++i) {
     const PodDecision& d = first.decisions[i];
     switch (d.verdict) {
@@ -198,8 +198,8 @@ void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, bool
   }
   const PausedRecord record = paused_record_of(node);
   for (const auto& [key, before] : record) {
-    plan.leftovers.push_back("label " + key + " recorded as paused by a run (was \"" + before +
-                             "\"): restored with the other labels");
+    plan.leftovers.push_back(fmt::format(
+        "label {} recorded as paused by a run (was \"{}\"): restored with the other labels", key, before));
   }
   if (auto lease = lease_of(node)) {
     const auto now = std::chrono::system_clock::now();
