@@ -9,6 +9,7 @@
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/config.h"
+#include "manager/plan.h"
 #include "manager/recover.h"
 #include "manager/uninstall.h"
 
@@ -70,6 +71,8 @@ int main(int argc, char** argv) {
       return dm::manager::run_uninstall_driver(parsed.settings);
     case dm::cli::Command::kRecover:
       return dm::manager::run_recover(parsed.settings, parsed.force);
+    case dm::cli::Command::kPlan:
+      return dm::manager::run_plan(parsed.settings, parsed.output);
     case dm::cli::Command::kNone:
       break;
   }

@@ -434,6 +434,9 @@ std::string help_text(const VersionInfo& version) {
       "   recover           undo what a killed run left on the node (its taint, cordon, paused labels, "
       "lease);\n"
       "                     options: --node-name value, --force (even while a run's lease is live)\n";
+  out +=
+      "   plan              print what uninstall_driver would do on the node now, changing nothing;\n"
+      "                     options: --node-name value, -o, --output text|json (default: text)\n";
   out += "   help, h           Shows a list of commands or help for one command\n\n";
   out += "GLOBAL OPTIONS:\n";
   const ParseResult defaults;
@@ -552,6 +555,35 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
       }
     }
   }
+  // plan takes the node the same way, and its output format.
+  if (rest.size() > cmd_at && rest[cmd_at] == "plan") {
+    for (size_t i = cmd_at + 1; i < rest.size(); ++i) {
+      const std::string& a = rest[i];
+      std::string value;
+      if (a == "-h" || a == "--help") return exit_with(0, help_text(version), "");
+      if ((a == "-o" || a == "--output") && i + 1 < rest.size()) {
+        value = rest[++i];
+      } else if (a.rfind("--output=", 0) == 0 || a.rfind("-o=", 0) == 0) {
+        value = a.substr(a.find('=') + 1);
+      } else if (a == "--node-name" && i + 1 < rest.size()) {
+        r.settings.node_name = rest[++i];
+        node_name_given = true;
+        continue;
+      } else if (a.rfind("--node-name=", 0) == 0) {
+        r.settings.node_name = a.substr(std::string("--node-name=").size());
+        node_name_given = true;
+        continue;
+      } else {
+        const std::string msg = "flag provided but not defined: " + a;
+        return exit_with(1, "Incorrect Usage. " + msg + "\n\n" + help_text(version), msg);
+      }
+      if (value != "text" && value != "json") {
+        const std::string msg = "invalid value \"" + value + "\" for flag -o/--output: text or json";
+        return exit_with(1, "Incorrect Usage. " + msg + "\n\n" + help_text(version), msg);
+      }
+      r.output = value;
+    }
+  }
   if (!node_name_given) return exit_with(1, help_text(version), "Required flag \"node-name\" not set");
 
   if (rest.size() <= cmd_at) return exit_with(0, help_text(version), "");
@@ -574,11 +606,13 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
     r.command = Command::kPreflightCheck;
   } else if (cmd == "recover") {
     r.command = Command::kRecover;
+  } else if (cmd == "plan") {
+    r.command = Command::kPlan;
   } else if (cmd == "help" || cmd == "h") {
     if (rest.size() <= cmd_at + 1) return exit_with(0, help_text(version), "");
     const std::string& topic = rest[cmd_at + 1];
-    if (topic == "uninstall_driver" || topic == "preflight_check" || topic == "recover" || topic == "help" ||
-        topic == "h") {
+    if (topic == "uninstall_driver" || topic == "preflight_check" || topic == "recover" || topic == "plan" ||
+        topic == "help" || topic == "h") {
       return exit_with(0, help_text(version), "");
     }
     return unknown(topic);

@@ -25,6 +25,7 @@ enum class Command {
   kUninstallDriver,  // uninstall_driver
   kPreflightCheck,   // preflight_check
   kRecover,          // recover: undo what a killed run left on the node
+  kPlan,             // plan: what uninstall_driver would do on the node now, changing nothing
 };
 
 // What the caller does with a parse: run `command` with `settings`, or print and exit.
@@ -36,6 +37,7 @@ struct ParseResult {
   bool vfio_manage_given = false;     // --vfio-manage / VFIO_MANAGE_PATH was set (see default_vfio_manage)
   std::vector<std::string> warnings;  // to log once logging is set up
   bool force = false;                 // recover --force: a live lease does not stop it
+  std::string output = "text";        // plan -o/--output: text (a table) or json
 
   // Print out_text to stdout, err_text to stderr, error (if any) as a fatal log line, then exit exit_code.
   bool exit_now = false;

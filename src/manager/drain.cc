@@ -67,14 +67,23 @@ EvictionOptions eviction_options(const FlowContext& ctx, std::string what) {
   return o;  // the pod's own grace period, as `kubectl drain` and upstream's GPU-pod eviction
 }
 
-DrainOptions drain_options(const Settings& s) {
+}  // namespace
+
+DrainOptions drain_options(const Settings& settings) {
   DrainOptions o;
-  o.force = s.drain_use_force;
-  o.delete_emptydir_data = s.drain_delete_emptydir_data;
+  o.force = settings.drain_use_force;
+  o.delete_emptydir_data = settings.drain_delete_emptydir_data;
   return o;
 }
 
-}  // namespace
+EvictionSwitches eviction_switches(const Settings& settings, bool upgrade_policy_enabled) {
+  return {!upgrade_policy_enabled && settings.enable_gpu_pod_eviction,
+          !upgrade_policy_enabled && settings.enable_auto_drain};
+}
+
+bool workload_step_runs(const EvictionSwitches& switches, bool dra_on) {
+  return switches.gpu_pod_eviction || (dra_on && switches.auto_drain);
+}
 
 Status evict_gpu_workloads(const FlowContext& ctx) {
   // Upstream logs both: the first from its flow, the second from its Kubernetes client.

@@ -13,6 +13,19 @@ namespace dm::manager {
 // resource.k8s.io/v1; 404 - also on clusters without that API - means "no claim").
 PodFacts api_pod_facts(kube::Client& client);
 
+// DRAIN_USE_FORCE and DRAIN_DELETE_EMPTYDIR_DATA as the pod filters take them.
+DrainOptions drain_options(const Settings& settings);
+
+// Whether this run evicts GPU pods and may fall back to a full drain: the GPU Operator's upgrade policy
+// (node annotation) supersedes both.
+struct EvictionSwitches {
+  bool gpu_pod_eviction = false;  // ENABLE_GPU_POD_EVICTION, unless the policy is on
+  bool auto_drain = false;        // ENABLE_AUTO_DRAIN, unless the policy is on
+};
+EvictionSwitches eviction_switches(const Settings& settings, bool upgrade_policy_enabled);
+// The GPU-workload step runs (cordon, then eviction) with eviction on, or with DRA and the drain fallback on.
+bool workload_step_runs(const EvictionSwitches& switches, bool dra_on);
+
 // The deadline of DRAIN_TIMEOUT_SECONDS (zero = no limit, as upstream).
 Deadline drain_deadline(const FlowContext& ctx);
 

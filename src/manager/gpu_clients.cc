@@ -51,6 +51,21 @@ std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, con
   return keys;
 }
 
+PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
+                                    const std::optional<Taint>& taint,
+                                    const std::vector<std::string>& label_handled_keys) {
+  GpuClientOptions o;
+  o.phase = phase;
+  o.force = settings.drain_use_force;
+  o.taint = taint;
+  o.label_handled_keys = label_handled_keys;
+  return gpu_client_pipeline(o);
+}
+
+bool client_reset_needs_taint(const PodPlan& first_look) {
+  return first_look.ok() && !(first_look.to_evict.empty() && first_look.to_wait.empty());
+}
+
 GpuClientReset::GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                                const Settings& settings, UndoList& undo,
                                std::vector<std::string> label_handled_keys)
@@ -97,12 +112,7 @@ void GpuClientReset::register_undo() {
 }
 
 PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const {
-  GpuClientOptions o;
-  o.phase = phase;
-  o.force = settings_.drain_use_force;
-  o.taint = taint;
-  o.label_handled_keys = label_handled_keys_;
-  return gpu_client_pipeline(o);
+  return gpu_client_pipeline_for(settings_, phase, taint, label_handled_keys_);
 }
 
 Status GpuClientReset::reset_clients() {
@@ -199,7 +209,7 @@ Status GpuClientReset::reset(GpuClientPhase phase) {
       }
       return refusal(what, first.errors);
     }
-    if (first.to_evict.empty() && first.to_wait.empty()) {
+    if (!client_reset_needs_taint(first)) {
       for (const auto& d : first.decisions) log_decision(d);
       spdlog::info("No {} to reset on node {}", what, settings_.node_name);
       return ok_status();

@@ -26,6 +26,16 @@ namespace dm::manager {
 // batch takes them only when their snapshot is non-empty): gpu.deploy.client and the custom key.
 std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key);
 
+// The client pipeline of one phase as a run configured with `settings` applies it (`taint`: the one keeping
+// clients off, for the toleration warning).
+PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
+                                    const std::optional<Taint>& taint,
+                                    const std::vector<std::string>& label_handled_keys);
+
+// The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
+// or waited for.
+bool client_reset_needs_taint(const PodPlan& first_look);
+
 class GpuClientReset {
  public:
   // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this

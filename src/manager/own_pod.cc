@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "manager/settings.h"
 
 namespace dm::manager {
 
@@ -19,6 +23,14 @@ std::optional<OwnPodRef> own_pod_ref(const std::string& pod_name, const std::str
     return OwnPodRef{operator_namespace, hostname, "HOSTNAME in OPERATOR_NAMESPACE"};
   }
   return std::nullopt;
+}
+
+void fill_pod_identity_from_env(Settings& settings) {
+  for (auto [field, var] :
+       {std::pair{&settings.pod_name, "POD_NAME"}, std::pair{&settings.pod_namespace, "POD_NAMESPACE"},
+        std::pair{&settings.hostname, "HOSTNAME"}}) {
+    if (const char* v = std::getenv(var); field->empty() && v != nullptr) *field = v;
+  }
 }
 
 Result<std::optional<OwnPod>> find_own_pod(kube::Client& client, const std::optional<OwnPodRef>& ref) {

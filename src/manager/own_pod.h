@@ -25,6 +25,11 @@ struct OwnPodRef {
 std::optional<OwnPodRef> own_pod_ref(const std::string& pod_name, const std::string& pod_namespace,
                                      const std::string& hostname, const std::string& operator_namespace);
 
+// Fills settings' pod_name, pod_namespace and hostname from POD_NAME, POD_NAMESPACE and HOSTNAME where they
+// are still empty (the environment of a pod; no flags).
+struct Settings;
+void fill_pod_identity_from_env(Settings& settings);
+
 struct OwnPod {
   nlohmann::json pod;
   std::string ref;  // namespace/name

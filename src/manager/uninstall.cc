@@ -28,6 +28,7 @@
 #include "manager/pod_rules.h"
 #include "manager/preflight.h"
 #include "manager/progress.h"
+#include "manager/skip.h"
 #include "manager/undo.h"
 #include "manager/waits.h"
 
@@ -483,8 +484,9 @@ Status Uninstall::main_path() {
   } else {
     spdlog::info("Auto upgrade policy of the GPU driver on the node is disabled");
   }
-  eviction_enabled_ = !policy && settings_.enable_gpu_pod_eviction;
-  auto_drain_enabled_ = !policy && settings_.enable_auto_drain;
+  const auto switches = eviction_switches(settings_, policy);
+  eviction_enabled_ = switches.gpu_pod_eviction;
+  auto_drain_enabled_ = switches.auto_drain;
 
   // Each path: docs/behaviour.md, The paths.
   if (!host_.module_loaded("nvidia")) return no_driver_path();
@@ -664,27 +666,18 @@ Status Uninstall::undo_changes() {
 
 // See docs/behaviour.md, Skip-uninstall.
 bool Uninstall::skip_uninstall() {
-  if (settings_.force_reinstall) {
-    spdlog::info("Force reinstall is enabled, proceeding with driver uninstall");
-    return false;
+  const SkipDecision d = decide_skip_uninstall(settings_, host_);
+  if (d.checked) {
+    spdlog::info(
+        "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
+        "state...");
   }
-  spdlog::info(
-      "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
-      "state...");
-  if (!settings_.driver_config_digest || settings_.driver_config_digest->empty()) {
-    spdlog::warn("DRIVER_CONFIG_DIGEST env var not set, assuming config changed");
-    return false;
+  if (d.warning) {
+    spdlog::warn("{}", d.log_line);
+  } else if (!d.log_line.empty()) {
+    spdlog::info("{}", d.log_line);
   }
-  auto state = host_.read_driver_state();
-  if (!state) {
-    spdlog::warn("Failed to read driver config state file: {}", state.error().message);
-    return false;
-  }
-  if (!state->has_value()) {
-    spdlog::info("No previous driver configuration found");
-    return false;
-  }
-  return host::driver_config_matches(*settings_.driver_config_digest, **state);
+  return d.skip;
 }
 
 Status Uninstall::cordon() {
@@ -696,7 +689,7 @@ Status Uninstall::cordon() {
 
 // See docs/behaviour.md, GPU workload eviction.
 Status Uninstall::evict_workloads() {
-  if (!eviction_enabled_ && !(snapshot_.dra_on() && auto_drain_enabled_)) return ok_status();
+  if (!workload_step_runs({eviction_enabled_, auto_drain_enabled_}, snapshot_.dra_on())) return ok_status();
   if (auto c = cordon(); !c) return c;
   auto s = evict_gpu_workloads(ctx_);
   if (s) return s;
@@ -849,11 +842,7 @@ int run_uninstall_driver(const Settings& in_settings) {
   Settings settings = in_settings;
   // vfio-manage (a child process) finds the simulated host through the environment.
   if (!settings.sim_root.empty()) setenv("DRIVER_MANAGER_SIM_ROOT", settings.sim_root.c_str(), 1);
-  for (auto [field, var] :
-       {std::pair{&settings.pod_name, "POD_NAME"}, std::pair{&settings.pod_namespace, "POD_NAMESPACE"},
-        std::pair{&settings.hostname, "HOSTNAME"}}) {
-    if (const char* v = std::getenv(var); field->empty() && v != nullptr) *field = v;
-  }
+  fill_pod_identity_from_env(settings);
   if (settings.node_name.empty()) {
     spdlog::critical("NODE_NAME (--node-name) is empty: set it to the name of this Kubernetes node");
     return kExitFailed;

@@ -554,3 +554,39 @@ TEST(OptionsTest, SelfExecutableIsThisTest) {
 
 }  // namespace
 }  // namespace dm::cli
+
+namespace dm::cli {
+namespace {
+
+TEST(OptionsTest, PlanTakesAnOutputFormatAndTheNode) {
+  auto text = parse({{"NODE_NAME", "n1"}}, {"plan"});
+  EXPECT_FALSE(text.exit_now);
+  EXPECT_EQ(text.command, Command::kPlan);
+  EXPECT_EQ(text.output, "text");
+  for (const auto& args : std::vector<std::vector<std::string>>{{"plan", "-o", "json"},
+                                                                {"plan", "--output", "json"},
+                                                                {"plan", "--output=json"},
+                                                                {"plan", "-o=json"}}) {
+    auto r = parse({{"NODE_NAME", "n1"}}, args);
+    EXPECT_FALSE(r.exit_now) << args.back();
+    EXPECT_EQ(r.output, "json") << args.back();
+  }
+  auto node = parse({}, {"plan", "--node-name", "gpu-7", "-o", "json"});
+  EXPECT_FALSE(node.exit_now) << node.error;
+  EXPECT_EQ(node.settings.node_name, "gpu-7");
+
+  auto bad = parse({{"NODE_NAME", "n1"}}, {"plan", "-o", "yaml"});
+  EXPECT_TRUE(bad.exit_now);
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_EQ(bad.error, "invalid value \"yaml\" for flag -o/--output: text or json");
+  auto unknown = parse({{"NODE_NAME", "n1"}}, {"plan", "--force"});
+  EXPECT_EQ(unknown.error, "flag provided but not defined: --force");
+
+  auto help = parse({{"NODE_NAME", "n1"}}, {"help", "plan"});
+  EXPECT_TRUE(help.exit_now);
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out_text.find("   plan "), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dm::cli

@@ -1,0 +1,23 @@
+// The skip-uninstall decision (docs/behaviour.md, Skip-uninstall): keep the loaded driver when its recorded
+// configuration digest equals DRIVER_CONFIG_DIGEST. Reads the host's state file only; shared by the flow
+// and `plan`.
+#pragma once
+
+#include <string>
+
+#include "host/host.h"
+#include "manager/settings.h"
+
+namespace dm::manager {
+
+struct SkipDecision {
+  bool skip = false;
+  bool checked = false;  // false: FORCE_REINSTALL, the state was not looked at
+  std::string log_line;  // what the flow logs about a "no" before any comparison ("" = nothing)
+  bool warning = false;  // log_line is a warning
+  std::string summary;   // why, in one line, for every outcome
+};
+
+SkipDecision decide_skip_uninstall(const Settings& settings, const host::Host& host);
+
+}  // namespace dm::manager
