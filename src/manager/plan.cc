@@ -305,7 +305,9 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
     plan.pods = ledger.finish("the pre-installed path touches no pod");
     return plan;
   }
-  if (!in.can_unload) plan.refusals.push_back("before any write: " + in.can_unload.error().message);
+  if (refuse_for_unloadable_driver(in.can_unload, in.skip)) {
+    plan.refusals.push_back("before any write: " + in.can_unload.error().message);
+  }
   if (plan.own_pod_tolerates && !*plan.own_pod_tolerates && configured) {
     plan.refusals.push_back("before any write: " + check_tolerates_taint(*in.own_pod, *configured)->message);
   }

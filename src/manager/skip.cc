@@ -34,4 +34,8 @@ SkipDecision decide_skip_uninstall(const Settings& settings, const host::Host& h
   return d;
 }
 
+bool refuse_for_unloadable_driver(const Status& can_unload, const SkipDecision& skip) {
+  return !can_unload && !skip.skip;
+}
+
 }  // namespace dm::manager

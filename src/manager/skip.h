@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "common/result.h"
 #include "host/host.h"
 #include "manager/settings.h"
 
@@ -19,5 +20,9 @@ struct SkipDecision {
 };
 
 SkipDecision decide_skip_uninstall(const Settings& settings, const host::Host& host);
+
+// A kernel that can never unload the loaded driver (built in, module unloading disabled) refuses the run
+// before any write, unless the run would keep that driver anyway: the skip path never unloads it.
+bool refuse_for_unloadable_driver(const Status& can_unload, const SkipDecision& skip);
 
 }  // namespace dm::manager

@@ -189,8 +189,13 @@ int Uninstall::run(const kube::Config& config) {
 
   // A driver installed on the host itself makes the containerized driver unnecessary.
   if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
-  // A driver the kernel can never unload (built in, no module unloading) fails before any write.
-  if (auto u = host_.can_unload_nvidia(); !u) return fail(u.error());
+  // A driver the kernel can never unload (built in, no module unloading) fails before any write, unless
+  // the loaded driver is the desired one and would be kept.
+  if (auto u = host_.can_unload_nvidia(); !u) {
+    if (refuse_for_unloadable_driver(u, decide_skip_uninstall(settings_, host_))) return fail(u.error());
+    spdlog::info("{}; the loaded driver matches the desired configuration and will be kept",
+                 u.error().message);
+  }
 
   // Everything knowable up front is checked before the first write (the lease).
   if (auto p = preflight(); !p) {

@@ -171,6 +171,19 @@ TEST(Plan, AnUnloadableKernelOrAnIntolerantOwnPodRefusesBeforeAnyWrite) {
   EXPECT_EQ(find(p, "gpu-operator/driver-1").reason, "this program's own pod");
 }
 
+// The skip path never unloads, so a kernel that cannot unload the driver does not refuse it.
+TEST(Plan, AnUnloadableKernelKeepingTheDesiredDriverTakesTheSkipPath) {
+  PlanInputs in = full_inputs();
+  in.can_unload = Error("nvidia is built into the kernel");
+  in.skip.skip = true;
+  const Plan p = build_plan(settings(), in);
+  EXPECT_EQ(p.path, "skip");
+  EXPECT_TRUE(p.refusals.empty());
+  EXPECT_TRUE(refuse_for_unloadable_driver(in.can_unload, SkipDecision{}));
+  EXPECT_FALSE(refuse_for_unloadable_driver(in.can_unload, in.skip));
+  EXPECT_FALSE(refuse_for_unloadable_driver(ok_status(), SkipDecision{}));
+}
+
 TEST(Plan, NoDriverAndSkipPathsEvictNoWorkload) {
   PlanInputs in = full_inputs();
   in.nvidia_loaded = false;
