@@ -78,6 +78,20 @@ TEST(CancelToken, ExternalFlagIsShared) {
   EXPECT_TRUE(b.cancelled());
 }
 
+TEST(CancelToken, ChildFiresWithItsParentButNotTheOtherWayRound) {
+  std::atomic<bool> sigterm{false};
+  const CancelToken parent(&sigterm);
+  const CancelToken stopped = parent.child();
+  stopped.cancel();
+  EXPECT_TRUE(stopped.cancelled());
+  EXPECT_FALSE(parent.cancelled());
+
+  const CancelToken other = parent.child();
+  EXPECT_FALSE(other.cancelled());
+  sigterm = true;
+  EXPECT_TRUE(other.cancelled());
+}
+
 TEST(LogFormat, TextIsLogrusWithoutQuoting) {
   EXPECT_EQ(format_log_line(LogFormat::kText, "warning", "2026-11-30T00:00:00Z", "Cordoning node gpu-1"),
             "time=2026-11-30T00:00:00Z level=warning msg=Cordoning node gpu-1\n");
