@@ -71,7 +71,7 @@ TEST(SystemClock, SleepReturnsFalseWhenCancelled) {
 TEST(CancelToken, ExternalFlagIsShared) {
   std::atomic<bool> flag{false};
   CancelToken a(&flag);
-  const CancelToken b = a;  // a copy shares the flag
+  const CancelToken b = a;  // NOLINT(performance-unnecessary-copy-initialization): the copy is what is tested
   EXPECT_FALSE(b.cancelled());
   flag = true;
   EXPECT_TRUE(a.cancelled());
