@@ -1,7 +1,9 @@
 // driver-manager: the GPU Operator's driver-manager init container.
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ int preflight_check(const dm::manager::Settings& settings) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // One malloc arena for every thread (glibc would make up to 8 per core, each holding freed memory of its
+  // own): the threads mostly wait on the network, so they do not contend for it (docs/benchmarks.md,
+  // Memory). MALLOC_ARENA_MAX in the environment still wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 1);
   const std::vector<std::string> args(argv, argv + argc);
   dm::cli::ParseResult parsed =
       dm::cli::parse_options(args, dm::cli::process_env(), dm::cli::VersionInfo{DM_VERSION, DM_GIT_COMMIT});

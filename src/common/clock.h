@@ -19,12 +19,22 @@ class CancelToken {
   explicit CancelToken(std::atomic<bool>* external) : external_(external) {}
 
   void cancel() const { flag()->store(true); }
-  [[nodiscard]] bool cancelled() const { return flag()->load(std::memory_order_relaxed); }
+  [[nodiscard]] bool cancelled() const {
+    return flag()->load(std::memory_order_relaxed) || (parent_ && parent_->cancelled());
+  }
+  // A token that fires with this one (SIGTERM) and can also be fired on its own, without firing this one:
+  // stops one of two steps running side by side when the other fails.
+  [[nodiscard]] CancelToken child() const {
+    CancelToken c;
+    c.parent_ = std::make_shared<const CancelToken>(*this);
+    return c;
+  }
 
  private:
   [[nodiscard]] std::atomic<bool>* flag() const { return external_ != nullptr ? external_ : flag_.get(); }
   std::shared_ptr<std::atomic<bool>> flag_;
   std::atomic<bool>* external_ = nullptr;
+  std::shared_ptr<const CancelToken> parent_;
 };
 
 class Clock {

@@ -46,6 +46,15 @@ void append_query(std::string& path, const std::string& key, const std::string& 
   path += HttpConnection::escape(value);
 }
 
+Json parse_response(std::string_view text) {
+  static const Json::parser_callback_t kDropManagedFields = [](int /*depth*/, Json::parse_event_t event,
+                                                               Json& parsed) {
+    return !(event == Json::parse_event_t::key && parsed.is_string() &&
+             parsed.get_ref<const std::string&>() == "managedFields");
+  };
+  return Json::parse(text, kDropManagedFields, false);
+}
+
 std::string list_path(const std::string& path, const ListOptions& options, bool watch) {
   std::string p = path;
   if (watch) {
@@ -98,7 +107,7 @@ Result<Json> Client::Impl::send(const Call& call) {
     Error err;
     if (resp.transport_error.empty() && is_2xx(resp.status)) {
       if (resp.body.empty()) return Json::object();
-      auto j = Json::parse(resp.body, nullptr, false);
+      auto j = parse_response(resp.body);
       if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
       spdlog::debug("{} -> {}", what, resp.status);
       return j;

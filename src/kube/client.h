@@ -62,8 +62,9 @@ struct WatchEvent {
 // 410 Gone); on_event each change after it. `done` is checked after each sync/event and at least every
 // `tick`; returning true ends list_watch successfully.
 struct WatchHandlers {
-  std::function<void(const std::vector<Json>& items)> on_sync;
-  std::function<void(const WatchEvent& event)> on_event;
+  // Both may move from what they are handed (it is not used afterwards).
+  std::function<void(std::vector<Json>& items)> on_sync;
+  std::function<void(WatchEvent& event)> on_event;
   std::function<bool()> done;
   std::chrono::milliseconds tick{1000};
 };

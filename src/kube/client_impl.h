@@ -7,6 +7,7 @@
 #include <mutex>
 #include <random>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,12 @@ struct Client::Impl {
 
 // `path` with the query parameters of `options` appended (empty values are left out).
 std::string list_path(const std::string& path, const ListOptions& options, bool watch = false);
+
+// Parses an API server response without metadata.managedFields (server-side apply bookkeeping, often the
+// largest part of an object, never read here: it takes no memory). Objects written back keep theirs on the
+// server, which keeps managedFields that a request omits. The callback sees keys, not paths: a label or
+// annotation literally named managedFields would be dropped too (no decision reads such a key).
+Json parse_response(std::string_view text);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

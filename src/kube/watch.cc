@@ -119,7 +119,7 @@ class ListWatch {
     auto last_tick = clock_.now();
     LineSplitter lines;
     const auto on_line = [&](std::string_view line) -> bool {
-      auto ev = Json::parse(line, nullptr, false);
+      auto ev = parse_response(line);
       if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
         r.end = StreamEnd::kBadData;
         bad_line = std::string(line.substr(0, 200));

@@ -111,9 +111,9 @@ Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& cloc
     workers.emplace_back([&, i] { evict_one(client, watch, clock, targets[i], i, *shared, stop, options); });
   }
 
-  WaitCheck check = [&](const PodList& pods) -> Result<std::vector<std::string>> {
+  WaitCheck check = [&](const PodSnapshot& pods) -> Result<std::vector<std::string>> {
     std::set<std::string> present;
-    for (const auto& p : pods) present.insert(kube::uid(p));
+    for (const auto& p : pods) present.insert(kube::uid(*p));
     std::vector<std::string> remaining;
     std::lock_guard lk(shared->mu);
     for (size_t i = 0; i < targets.size(); ++i) {

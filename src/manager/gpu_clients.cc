@@ -116,11 +116,15 @@ PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<T
 }
 
 Status GpuClientReset::reset_clients() {
-  return reset(GpuClientPhase::kWithOperands);
+  return reset(GpuClientPhase::kWithOperands, cancel_);
+}
+
+Status GpuClientReset::reset_clients(const CancelToken& stop) {
+  return reset(GpuClientPhase::kWithOperands, stop);
 }
 
 Status GpuClientReset::reset_dra_plugin_clients() {
-  return reset(GpuClientPhase::kDraPlugin);
+  return reset(GpuClientPhase::kDraPlugin, cancel_);
 }
 
 Status GpuClientReset::ensure_taint() {
@@ -136,15 +140,15 @@ Status GpuClientReset::ensure_taint() {
   return ok_status();
 }
 
-Result<PodList> GpuClientReset::relist() {
+Result<PodList> GpuClientReset::relist(const CancelToken& cancel) {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + settings_.node_name;
   auto listed = client_.list_all(kube::paths::pods(), opts);
   if (!listed) return listed.error().wrap("failed to list the pods of node " + settings_.node_name);
 
-  WaitCheck caught_up = [&](const PodList& cached) -> Result<std::vector<std::string>> {
+  WaitCheck caught_up = [&](const PodSnapshot& cached) -> Result<std::vector<std::string>> {
     std::set<std::string> have;
-    for (const auto& p : cached) have.insert(kube::uid(p));
+    for (const auto& p : cached) have.insert(kube::uid(*p));
     std::vector<std::string> missing;
     for (const auto& p : *listed) {
       if (have.count(kube::uid(p)) == 0) missing.push_back(kube::ref_string(p));
@@ -152,10 +156,10 @@ Result<PodList> GpuClientReset::relist() {
     return missing;
   };
   if (pods_.wait_until("the pod watch to show the listed pods", caught_up,
-                       Deadline::after(clock_, kWatchCatchUp), cancel_)) {
+                       Deadline::after(clock_, kWatchCatchUp), cancel)) {
     return std::move(*listed);
   }
-  if (cancel_.cancelled()) return Error("terminated by SIGTERM");
+  if (cancel.cancelled()) return Error("terminated by SIGTERM");
   // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
   PodList out;
   for (auto& p : *listed) {
@@ -191,7 +195,7 @@ void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& 
   }
 }
 
-Status GpuClientReset::reset(GpuClientPhase phase) {
+Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
   if (!taint_) return taint_.error().wrap("GPU_CLIENT_TAINT");
   const std::string what = phase_name(phase);
   spdlog::info("Checking for {} to reset on node {} (pods annotated {}=true{})", what, settings_.node_name,
@@ -217,10 +221,10 @@ Status GpuClientReset::reset(GpuClientPhase phase) {
   }
 
   if (auto t = ensure_taint(); !t) return t;
-  if (cancel_.cancelled()) return Error("terminated by SIGTERM");
+  if (cancel.cancelled()) return Error("terminated by SIGTERM");
 
   // Second look after tainting: a client bound to the node in between is not missed.
-  auto pods = relist();
+  auto pods = relist(cancel);
   if (!pods) return pods.error();
   const PodPipeline pl = pipeline(phase, effective_taint_);
   const PodPlan plan = plan_pods(pl, *pods);
@@ -242,9 +246,9 @@ Status GpuClientReset::reset(GpuClientPhase phase) {
   eo.what = what;
   eo.retry_interval = settings_.eviction_retry_interval;
   const Deadline deadline = timeout == Duration::zero() ? Deadline::none() : Deadline::after(clock_, timeout);
-  auto s = evict_pods(client_, pods_, clock_, targets, deadline, cancel_, eo);
+  auto s = evict_pods(client_, pods_, clock_, targets, deadline, cancel, eo);
   if (!s) {
-    if (cancel_.cancelled()) return s.error();
+    if (cancel.cancelled()) return s.error();
     std::string hint;
     if (s.error().has_cause("DisruptionBudget")) {
       hint =

@@ -52,8 +52,10 @@ class GpuClientReset {
   // On a path that will unload the driver: keeps such a taint on (its clients stay away) and registers its
   // removal, which runs after the unload like that of a taint added by this run.
   void adopt_leftover_taint(const nlohmann::json& node);
-  // Resets the annotated clients that are not DRA plugins (with the operands, after their waits).
+  // Resets the annotated clients that are not DRA plugins (while the operands are waited for). `stop`
+  // stops its evictions and waits like SIGTERM (the flow fires it when the operand wait fails).
   Status reset_clients();
+  Status reset_clients(const CancelToken& stop);
   // Resets the annotated clients that are DRA kubelet plugins (after the GPU workloads and the DRA claim
   // guard, before the module unload).
   Status reset_dra_plugin_clients();
@@ -63,13 +65,13 @@ class GpuClientReset {
   [[nodiscard]] bool tainted() const { return owned_; }
 
  private:
-  Status reset(GpuClientPhase phase);
+  Status reset(GpuClientPhase phase, const CancelToken& cancel);
   Status ensure_taint();
   void register_undo();
   [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;
   // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
   // pods the watch is then given a moment to catch up with (waits and evictions go by the watch).
-  Result<PodList> relist();
+  Result<PodList> relist(const CancelToken& cancel);
   void warn_about_replacements(const std::vector<EvictionTarget>& targets, const PodPipeline& pipeline) const;
 
   kube::Client& client_;

@@ -25,6 +25,11 @@ std::string join_limited(const std::vector<std::string>& items) {
   return out;
 }
 
+// A pod moved into the cache, never to be changed there (snapshots share it).
+std::shared_ptr<const Json> cached_pod(Json&& pod) {
+  return std::make_shared<const Json>(std::move(pod));
+}
+
 }  // namespace
 
 std::string format_duration(Duration d) {
@@ -68,26 +73,31 @@ void PodWatch::run() {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + node_;
   kube::WatchHandlers h;
-  h.on_sync = [this](const std::vector<Json>& items) {
+  h.on_sync = [this](std::vector<Json>& items) {
+    std::map<std::string, std::shared_ptr<const Json>> fresh;
+    for (auto& p : items) {
+      auto uid = kube::uid(p);
+      fresh[std::move(uid)] = cached_pod(std::move(p));
+    }
     std::lock_guard lk(mu_);
-    by_uid_.clear();
-    for (const auto& p : items) by_uid_[kube::uid(p)] = p;
+    by_uid_.swap(fresh);
     synced_ = true;
     last_error_.clear();
     last_error_status_ = 0;
     ++generation_;
     changed_.notify_all();
   };
-  h.on_event = [this](const kube::WatchEvent& ev) {
-    std::lock_guard lk(mu_);
+  h.on_event = [this](kube::WatchEvent& ev) {
     const auto uid = kube::uid(ev.object);
     if (uid.empty()) return;
-    if (ev.type == "DELETED") {
-      by_uid_.erase(uid);
-    } else if (ev.type == "ADDED" || ev.type == "MODIFIED") {
-      by_uid_[uid] = ev.object;
+    const bool stored = ev.type == "ADDED" || ev.type == "MODIFIED";
+    if (!stored && ev.type != "DELETED") return;
+    auto pod = stored ? cached_pod(std::move(ev.object)) : nullptr;
+    std::lock_guard lk(mu_);
+    if (stored) {
+      by_uid_[uid] = std::move(pod);
     } else {
-      return;
+      by_uid_.erase(uid);
     }
     ++generation_;
     changed_.notify_all();
@@ -123,6 +133,14 @@ PodList PodWatch::pods() const {
   std::lock_guard lk(mu_);
   PodList out;
   out.reserve(by_uid_.size());
+  for (const auto& [uid, p] : by_uid_) out.push_back(*p);
+  return out;
+}
+
+PodSnapshot PodWatch::snapshot() const {
+  std::lock_guard lk(mu_);
+  PodSnapshot out;
+  out.reserve(by_uid_.size());
   for (const auto& [uid, p] : by_uid_) out.push_back(p);
   return out;
 }
@@ -139,7 +157,7 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
   while (true) {
     std::vector<std::string> remaining;
     bool synced = false;
-    PodList snapshot;
+    PodSnapshot snapshot;
     std::string watch_error;
     {
       std::lock_guard lk(mu_);

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,9 +23,13 @@ namespace dm::manager {
 
 using PodList = std::vector<nlohmann::json>;
 
+// The pods of the node as the cache held them at one moment, shared with the cache instead of copied: the
+// cache never changes a pod it handed out (an update replaces it), so a snapshot stays valid without a lock.
+using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
+
 // What a wait still waits for (one human-readable entry per pod or condition; empty = done), or an error
 // that ends the wait at once.
-using WaitCheck = std::function<Result<std::vector<std::string>>(const PodList& pods)>;
+using WaitCheck = std::function<Result<std::vector<std::string>>(const PodSnapshot& pods)>;
 
 class PodWatch {
  public:
@@ -39,6 +44,8 @@ class PodWatch {
 
   // The pods currently on the node (copy of the cache).
   [[nodiscard]] PodList pods() const;
+  // The same, shared with the cache (no pod is copied).
+  [[nodiscard]] PodSnapshot snapshot() const;
   // Whether a pod with this UID is still on the node.
   [[nodiscard]] bool has_uid(const std::string& uid) const;
 
@@ -61,7 +68,7 @@ class PodWatch {
 
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
-  std::map<std::string, nlohmann::json> by_uid_;
+  std::map<std::string, std::shared_ptr<const nlohmann::json>> by_uid_;
   bool synced_ = false;
   std::string last_error_;
   int last_error_status_ = 0;

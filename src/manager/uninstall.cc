@@ -573,7 +573,7 @@ int Uninstall::pre_installed_path(const std::string& version) {
   return kExitFailed;
 }
 
-// See docs/behaviour.md, Pausing and restoring operand labels and Operand waits.
+// See docs/behaviour.md, Pausing and restoring operand labels. The operand waits run with the client reset.
 Status Uninstall::pause_operands() {
   spdlog::info(
       "Shutting down all GPU clients on the current node by disabling their component-specific "
@@ -592,17 +592,45 @@ Status Uninstall::pause_operands() {
       return s.error();
     }
   }
-  auto w = wait_for_operands(pods_, pause_waits(snapshot_, table_), settings_.operator_namespace,
-                             operand_deadline(), cancel_);
-  if (!w) spdlog::error("Failed to evict GPU operator components, attempting cleanup");
-  return w;
+  return ok_status();
 }
 
-// The pods annotated nvidia.com/gpu.client (not DRA plugins) go after the operand waits, before the skip
-// decision (they are bounced on the skip path too) and before GPU workload eviction, also when the upgrade
-// policy owns workload eviction (they are clients, not workloads). The taint registers its own undo.
+// The operand waits and the reset of the pods annotated nvidia.com/gpu.client (not DRA plugins) run side by
+// side: neither needs the other gone (docs/gpu-clients.md, Clients go while the operands go). Both end
+// before the skip decision (clients are bounced on the skip path too) and before GPU workload eviction,
+// also when the upgrade policy owns workload eviction (they are clients, not workloads). The first of the
+// two to fail stops the other and is the run's error; the taint registers its own undo. The client reset
+// runs on this thread (it writes the node and the undo list); the operand wait only reads the pod watch.
 Status Uninstall::reset_gpu_clients_with_operands() {
-  return gpu_clients_->reset_clients();
+  const auto waits = pause_waits(snapshot_, table_);
+  const auto& ns = settings_.operator_namespace;
+  log_operand_waits_start(pods_, waits, ns);
+  const CancelToken stop_wait = cancel_.child();
+  const CancelToken stop_clients = cancel_.child();
+  enum Side : int { kNone, kOperands, kClients };
+  std::atomic<int> failed_first{kNone};
+  Status waited = ok_status();
+  std::thread waiter([&] {
+    waited = await_operands(pods_, waits, ns, operand_deadline(), stop_wait);
+    if (waited) return;
+    int none = kNone;
+    failed_first.compare_exchange_strong(none, kOperands);
+    stop_clients.cancel();
+  });
+  Status reset = gpu_clients_->reset_clients(stop_clients);
+  if (!reset) {
+    int none = kNone;
+    failed_first.compare_exchange_strong(none, kClients);
+    stop_wait.cancel();
+  }
+  waiter.join();
+  if (failed_first == kClients) return reset;
+  if (failed_first == kOperands) {
+    const Error e = operand_wait_failed(pods_, waits, ns, waited.error());
+    spdlog::error("Failed to evict GPU operator components, attempting cleanup");
+    return e;
+  }
+  return ok_status();
 }
 
 // Annotated gpu-clients that are DRA kubelet plugins go after the claim-holder guard, before the module

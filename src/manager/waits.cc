@@ -24,13 +24,13 @@ bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::strin
 namespace {
 
 // For each wait, the pods still matching it.
-std::vector<std::vector<std::string>> remaining_by_wait(const PodList& pods,
+std::vector<std::vector<std::string>> remaining_by_wait(const PodSnapshot& pods,
                                                         const std::vector<OperandWait>& waits,
                                                         const std::string& operator_namespace) {
   std::vector<std::vector<std::string>> out(waits.size());
   for (const auto& pod : pods) {
     for (size_t i = 0; i < waits.size(); ++i) {
-      if (pod_matches_wait(pod, waits[i], operator_namespace)) out[i].push_back(kube::ref_string(pod));
+      if (pod_matches_wait(*pod, waits[i], operator_namespace)) out[i].push_back(kube::ref_string(*pod));
     }
   }
   return out;
@@ -38,19 +38,22 @@ std::vector<std::vector<std::string>> remaining_by_wait(const PodList& pods,
 
 }  // namespace
 
-Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
-                         const std::string& operator_namespace, Deadline deadline,
-                         const CancelToken& cancel) {
-  if (waits.empty()) return ok_status();
+void log_operand_waits_start(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                             const std::string& operator_namespace) {
   for (const auto& w : waits) spdlog::info("{}", w.start_line());
   // Upstream also counts the DaemonSet pods of a nodeSelector-key wait while some remain.
-  const auto at_start = remaining_by_wait(pods.pods(), waits, operator_namespace);
+  const auto at_start = remaining_by_wait(pods.snapshot(), waits, operator_namespace);
   for (size_t i = 0; i < waits.size(); ++i) {
     if (waits[i].kind != WaitKind::kDaemonSetNodeSelectorKey || at_start[i].empty()) continue;
     spdlog::info("Waiting for {} daemon set pod(s) with nodeSelector key \"{}\" to terminate",
                  at_start[i].size(), waits[i].node_selector_key);
   }
-  WaitCheck check = [&](const PodList& list) -> Result<std::vector<std::string>> {
+}
+
+Status await_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                      const std::string& operator_namespace, Deadline deadline, const CancelToken& cancel) {
+  if (waits.empty()) return ok_status();
+  WaitCheck check = [&](const PodSnapshot& list) -> Result<std::vector<std::string>> {
     std::vector<std::string> left;
     const auto by_wait = remaining_by_wait(list, waits, operator_namespace);
     for (size_t i = 0; i < waits.size(); ++i) {
@@ -59,15 +62,27 @@ Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& w
     return left;
   };
   auto s = pods.wait_until("GPU operand pods to shut down", check, deadline, cancel);
-  if (s) {
-    spdlog::info("All GPU operand pods on the node have shut down");
-    return s;
-  }
-  const auto by_wait = remaining_by_wait(pods.pods(), waits, operator_namespace);
+  if (s) spdlog::info("All GPU operand pods on the node have shut down");
+  return s;
+}
+
+Error operand_wait_failed(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                          const std::string& operator_namespace, const Error& error) {
+  const auto by_wait = remaining_by_wait(pods.snapshot(), waits, operator_namespace);
   for (size_t i = 0; i < waits.size(); ++i) {
-    if (!by_wait[i].empty()) spdlog::error("{}", waits[i].failure_line(s.error().message));
+    if (!by_wait[i].empty()) spdlog::error("{}", waits[i].failure_line(error.message));
   }
-  return s.error().wrap("failed to evict GPU operator components");
+  return error.wrap("failed to evict GPU operator components");
+}
+
+Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                         const std::string& operator_namespace, Deadline deadline,
+                         const CancelToken& cancel) {
+  if (waits.empty()) return ok_status();
+  log_operand_waits_start(pods, waits, operator_namespace);
+  auto s = await_operands(pods, waits, operator_namespace, deadline, cancel);
+  if (s) return s;
+  return operand_wait_failed(pods, waits, operator_namespace, s.error());
 }
 
 }  // namespace dm::manager

@@ -443,6 +443,115 @@ TEST_F(GpuClients, DraPluginClientIsResetAfterTheGpuWorkloadsAndOtherClientsBefo
   expect_no_taint_of_ours(s);
 }
 
+// The annotated clients do not wait for the operands: with one operand pod held terminating, the client is
+// evicted and gone, under the taint, while that operand pod is still on the node; the run goes on once it
+// is gone. The taint is written before the first eviction (the service account's writes, in the API
+// server's order).
+TEST_F(GpuClients, ClientsAreResetWhileAnOperandIsStillTerminatingAndTheTaintComesFirst) {
+  Scenario s(cluster(), "gc-overlap");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // held until the test removes it
+  s.deploy_operands(ops);
+  deploy(s, {{.name = "agent"}});
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 1);
+  const std::string agent_uid = uid_of(s, "agent");
+  const size_t audit_from = cluster().audit_events().size();
+
+  auto dm = start(s, {});
+  ASSERT_TRUE(eventually([&] { return on_node(s, "agent") == 0; }, 90)) << dm->log();
+  // The client is gone (and its replacement kept off by the taint) while the operand still terminates.
+  const auto held = s.pods_in(s.operator_ns(), "app=nvidia-dcgm");
+  ASSERT_EQ(held.size(), 1U) << dm->log();
+  EXPECT_TRUE(held.front()["metadata"].contains("deletionTimestamp")) << held.front().dump();
+  EXPECT_TRUE(our_taint_on(s)) << taints(s).dump();
+  EXPECT_THAT(dm->log(), Not(HasSubstr("All GPU operand pods on the node have shut down")));
+
+  // The taint is on the node now, and the run wrote it before its first eviction request (the audit log at
+  // Metadata level cannot tell the taint's node patch from the run's other node writes, so the order comes
+  // from the run's log; the node shows the result).
+  const std::string so_far = dm->log();
+  const auto tainting = so_far.find("Tainting node " + s.node());
+  const auto first_eviction = so_far.find("evicting pod ");
+  ASSERT_NE(tainting, std::string::npos) << so_far;
+  ASSERT_NE(first_eviction, std::string::npos) << so_far;
+  EXPECT_LT(tainting, first_eviction);
+  EXPECT_EQ(evictions_since(sa_user(), audit_from), 1U);
+
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "delete", "pods", "-l", "app=nvidia-dcgm", "--force",
+                         "--grace-period=0"});
+  ASSERT_EQ(dm->wait(120), 0) << dm->log();
+  const std::string log = dm->log();
+  EXPECT_THAT(log, HasSubstr("All GPU operand pods on the node have shut down"));
+  EXPECT_THAT(log, HasSubstr("Driver uninstallation completed successfully"));
+  expect_no_taint_of_ours(s);
+  expect_labels_restored(s, ops);
+  s.wait_running(s.workload_ns(), 1, "app=agent", 90);
+  EXPECT_EQ(s.running_uids(s.workload_ns(), "app=agent").count(agent_uid), 0U);
+}
+
+// A client reset that fails while an operand is still terminating ends the run at once: the operand wait is
+// stopped, the run's error is the client's, and the taint and the labels are restored.
+TEST_F(GpuClients, AClientFailureStopsTheOperandWaitAndRestoresTheNode) {
+  Scenario s(cluster(), "gc-clientfail");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // never finishes terminating
+  s.deploy_operands(ops);
+  deploy(s, {{.name = "guarded"}});
+  s.block_with_pdb("guarded-budget", "guarded");
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 1);
+  ASSERT_TRUE(eventually([&] {
+    const auto pdb = cluster().get_json({"pdb", "guarded-budget", "-n", s.workload_ns()});
+    return pdb["status"].value("expectedPods", 0) == 1;
+  })) << "the disruption controller did not process the budget";
+
+  const auto r =
+      s.run(sa_kubeconfig(), {{"GPU_CLIENT_EVICTION_TIMEOUT", "6s"}, {"OPERAND_WAIT_TIMEOUT", "0"}});
+  ASSERT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("GPU_CLIENT_EVICTION_TIMEOUT=6s"));
+  EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
+  // The operand was never waited out (it still terminates), and its wait is not reported as a failure.
+  const auto held = s.pods_in(s.operator_ns(), "app=nvidia-dcgm");
+  ASSERT_EQ(held.size(), 1U);
+  EXPECT_TRUE(held.front()["metadata"].contains("deletionTimestamp"));
+  EXPECT_THAT(r.log, Not(HasSubstr("Failed to wait for nvidia-dcgm to shutdown")));
+  EXPECT_THAT(r.log, Not(HasSubstr("failed to evict GPU operator components")));
+  expect_no_taint_of_ours(s);
+  expect_labels_restored(s, ops);
+}
+
+// An operand wait that fails while a client is still terminating ends the run at once too: the client reset
+// is stopped, the run's error is the operand wait's (upstream's failure lines), the node is restored.
+TEST_F(GpuClients, AnOperandWaitFailureStopsTheClientResetAndRestoresTheNode) {
+  Scenario s(cluster(), "gc-opfail");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // never finishes terminating
+  s.deploy_operands(ops);
+  deploy(s, {{.name = "agent", .stuck = true}});
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 1);
+
+  const auto r =
+      s.run(sa_kubeconfig(), {{"OPERAND_WAIT_TIMEOUT", "6s"}, {"GPU_CLIENT_EVICTION_TIMEOUT", "0"}});
+  ASSERT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Failed to wait for nvidia-dcgm to shutdown"));
+  EXPECT_THAT(r.log, HasSubstr("Failed to evict GPU operator components, attempting cleanup"));
+  EXPECT_THAT(r.log, HasSubstr("failed to evict GPU operator components"));
+  EXPECT_THAT(r.log, HasSubstr("evicting pod " + s.workload_ns() + "/agent-"));
+  EXPECT_THAT(r.log, Not(HasSubstr("failed to reset GPU client pods")));
+  // The client was evicted but never waited out: it still terminates.
+  const auto agent = s.pods_in(s.workload_ns(), "app=agent");
+  EXPECT_EQ(std::count_if(agent.begin(), agent.end(),
+                          [](const json& p) { return p["metadata"].contains("deletionTimestamp"); }),
+            1)
+      << agent.size() << " agent pods";
+  expect_no_taint_of_ours(s);
+  expect_labels_restored(s, ops);
+  kubectl_ok(cluster(),
+             {"-n", s.workload_ns(), "delete", "pods", "-l", "app=agent", "--force", "--grace-period=0"});
+}
+
 TEST_F(GpuClients, SkipUninstallPathStillBouncesClientsAndRemovesTheTaint) {
   Scenario s(cluster(), "gc-skip");
   deploy(s, {{.name = "agent"}});

@@ -71,11 +71,25 @@ TEST(SystemClock, SleepReturnsFalseWhenCancelled) {
 TEST(CancelToken, ExternalFlagIsShared) {
   std::atomic<bool> flag{false};
   CancelToken a(&flag);
-  const CancelToken b = a;  // a copy shares the flag
+  const CancelToken b = a;  // NOLINT(performance-unnecessary-copy-initialization): the copy is what is tested
   EXPECT_FALSE(b.cancelled());
   flag = true;
   EXPECT_TRUE(a.cancelled());
   EXPECT_TRUE(b.cancelled());
+}
+
+TEST(CancelToken, ChildFiresWithItsParentButNotTheOtherWayRound) {
+  std::atomic<bool> sigterm{false};
+  const CancelToken parent(&sigterm);
+  const CancelToken stopped = parent.child();
+  stopped.cancel();
+  EXPECT_TRUE(stopped.cancelled());
+  EXPECT_FALSE(parent.cancelled());
+
+  const CancelToken other = parent.child();
+  EXPECT_FALSE(other.cancelled());
+  sigterm = true;
+  EXPECT_TRUE(other.cancelled());
 }
 
 TEST(LogFormat, TextIsLogrusWithoutQuoting) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kube/client.h"
+#include "kube/client_impl.h"
 #include "kube/errors.h"
 #include "kube/retry.h"
 #include "kube/watch_stream.h"
@@ -175,6 +176,26 @@ TEST(PathsTest, ApiPaths) {
   EXPECT_EQ(paths::pod("a", "p"), "/api/v1/namespaces/a/pods/p");
   EXPECT_EQ(paths::daemonset("a", "d"), "/apis/apps/v1/namespaces/a/daemonsets/d");
   EXPECT_EQ(paths::resource_claim("a", "c"), "/apis/resource.k8s.io/v1/namespaces/a/resourceclaims/c");
+}
+
+}  // namespace
+}  // namespace dm::kube
+
+namespace dm::kube {
+namespace {
+
+TEST(ParseResponseTest, DropsManagedFieldsAndKeepsEverythingElse) {
+  const auto j = parse_response(
+      R"({"kind":"PodList","items":[{"metadata":{"name":"a","uid":"u1","managedFields":[{"manager":"k"}],)"
+      R"("labels":{"app":"x"}},"spec":{"nodeName":"n"}}],"metadata":{"resourceVersion":"7"}})");
+  ASSERT_FALSE(j.is_discarded());
+  const auto& md = j["items"][0]["metadata"];
+  EXPECT_FALSE(md.contains("managedFields"));
+  EXPECT_EQ(md["name"], "a");
+  EXPECT_EQ(md["labels"]["app"], "x");
+  EXPECT_EQ(j["items"][0]["spec"]["nodeName"], "n");
+  EXPECT_EQ(j["metadata"]["resourceVersion"], "7");
+  EXPECT_TRUE(parse_response("{not json").is_discarded());
 }
 
 }  // namespace
