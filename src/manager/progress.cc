@@ -24,12 +24,9 @@ PhaseInfo info(Phase p) {
   switch (p) {
     case Phase::kPauseOperands:
       return {"pause-operands", "PausingOperands",
-              "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down",
+              "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down, "
+              "while it resets the annotated GPU client pods under its taint",
               "stopped {} operand pod{}"};
-    case Phase::kResetGpuClients:
-      return {"reset-gpu-clients", "ResettingGpuClients",
-              "driver-manager is resetting the annotated GPU client pods under its taint",
-              "reset {} GPU client{}"};
     case Phase::kEvictWorkloads:
       return {"evict-workloads", "EvictingGpuWorkloads",
               "driver-manager is evicting the GPU workloads (and the DRA kubelet plugins) from the node",
@@ -184,6 +181,11 @@ void RunProgress::add_pods_gone(Phase p, size_t n) {
   pods_gone_[p] += n;
 }
 
+void RunProgress::add_gpu_clients_reset(size_t n) {
+  std::lock_guard lk(mu_);
+  gpu_clients_reset_ += n;
+}
+
 void RunProgress::add_modules_unloaded(size_t n) {
   std::lock_guard lk(mu_);
   modules_unloaded_ += n;
@@ -220,6 +222,10 @@ std::string RunProgress::summary(std::string_view outcome) const {
   if (paused_labels_ > 0) did.push_back(plural("paused {} operand label{}", paused_labels_));
   for (const auto& [phase, n] : pods_gone_) {
     if (n > 0) did.push_back(plural(info(phase).gone_verb, n));
+    // The clients go side by side with the operands: counted apart, said right after them.
+    if (phase == Phase::kPauseOperands && gpu_clients_reset_ > 0) {
+      did.push_back(plural("reset {} GPU client{}", gpu_clients_reset_));
+    }
   }
   if (modules_unloaded_ > 0) did.push_back(plural("unloaded {} kernel module{}", modules_unloaded_));
   std::string out =

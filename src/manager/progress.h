@@ -23,8 +23,7 @@ inline constexpr std::string_view kStateAnnotation = "nvidia.com/gpu-driver-mana
 
 // The phases of a run, in the order the full path takes them.
 enum class Phase {
-  kPauseOperands,     // pause the operand labels, wait for their pods
-  kResetGpuClients,   // taint, evict the annotated GPU clients
+  kPauseOperands,     // pause the operand labels; their pods go while the annotated GPU clients are reset
   kEvictWorkloads,    // cordon, evict GPU workloads (and the DRA plugins and their clients)
   kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
   kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
@@ -99,7 +98,8 @@ class RunProgress {
 
   // Counters for the summary.
   void add_paused_labels(size_t n);
-  void add_pods_gone(Phase p, size_t n);  // pods that left the node during the phase
+  void add_pods_gone(Phase p, size_t n);  // pods that left the node during the phase (but GPU clients)
+  void add_gpu_clients_reset(size_t n);   // annotated GPU clients that left during pause-operands
   void add_modules_unloaded(size_t n);
 
   // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>[; waiting for <n> of <m> pods: <names>];
@@ -131,6 +131,7 @@ class RunProgress {
   size_t paused_labels_ = 0;
   std::map<Phase, size_t> pods_gone_;
   size_t modules_unloaded_ = 0;
+  size_t gpu_clients_reset_ = 0;
 };
 
 }  // namespace dm::manager

@@ -9,9 +9,9 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -158,11 +158,11 @@ class Uninstall {
   std::optional<NodeLease> lease_;                      // held from the first write to the end of the run
 
   RunProgress progress_;
-  std::optional<Phase> failed_in_;    // the phase a failure or SIGTERM ended
-  std::set<std::string> phase_pods_;  // UIDs on the node when the current phase began
-  size_t phase_modules_ = 0;          // NVIDIA (and nouveau) modules loaded then
-  std::mutex state_mu_;               // waits report from the thread that waits
-  bool state_pending_ = false;        // the current phase's state rides along with the next patch or wait
+  std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended
+  std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
+  size_t phase_modules_ = 0;                // NVIDIA (and nouveau) modules loaded then
+  std::mutex state_mu_;                     // waits report from the thread that waits
+  bool state_pending_ = false;  // the current phase's state rides along with the next patch or wait
   bool state_write_failed_ = false;
   std::optional<TimePoint> wait_written_at_;  // last state write from a long wait
   std::vector<std::string> wait_written_;     // what it named
@@ -273,14 +273,6 @@ void Uninstall::release_lease() {
 
 namespace {
 
-// An Event for a phase with nothing to do is noise: most nodes have no annotated GPU clients.
-bool any_gpu_client(const PodList& pods) {
-  for (const auto& p : pods) {
-    if (gpu_client_designation(p) == ClientDesignation::kClient) return true;
-  }
-  return false;
-}
-
 size_t loaded_modules(const host::Host& host) {
   size_t n = host.module_loaded("nouveau") ? 1 : 0;
   for (auto m : host::kNvidiaModules) n += host.module_loaded(m) ? 1 : 0;
@@ -291,13 +283,25 @@ size_t loaded_modules(const host::Host& host) {
 
 void Uninstall::count_phase() {
   const auto phase = progress_.current();
-  std::set<std::string> now;
-  for (const auto& p : pods_.pods()) now.insert(kube::uid(p));
+  std::map<std::string, bool> now;  // UID -> an annotated GPU client
+  for (const auto& p : pods_.pods()) {
+    now.emplace(kube::uid(p), gpu_client_designation(p) == ClientDesignation::kClient);
+  }
   const size_t modules = loaded_modules(host_);
   if (phase) {
     size_t gone = 0;
-    for (const auto& uid : phase_pods_) gone += now.count(uid) == 0 ? 1 : 0;
+    size_t clients = 0;
+    for (const auto& [uid, client] : phase_pods_) {
+      if (now.contains(uid)) continue;
+      // During pause-operands the clients are reset side by side with the operand wait.
+      if (client && *phase == Phase::kPauseOperands) {
+        ++clients;
+      } else {
+        ++gone;
+      }
+    }
     progress_.add_pods_gone(*phase, gone);
+    progress_.add_gpu_clients_reset(clients);
     if (phase_modules_ > modules) progress_.add_modules_unloaded(phase_modules_ - modules);
   }
   phase_pods_ = std::move(now);
@@ -498,7 +502,6 @@ Status Uninstall::main_path() {
 
   enter(Phase::kPauseOperands, /*ride_along=*/true);  // with the pause patch
   DM_STEP(pause_operands());
-  enter(Phase::kResetGpuClients, false, /*event=*/any_gpu_client(pods_.pods()));
   DM_STEP(reset_gpu_clients_with_operands());  // annotated gpu clients go with the operands
   if (skip_uninstall()) return skip_path();
   enter(Phase::kEvictWorkloads, false, /*event=*/eviction_enabled_ || snapshot_.dra_on());

@@ -150,8 +150,8 @@ TEST_F(Progress, AFullRunShowsEachPhaseOnTheNodeAndEndsWithTheSummary) {
   EXPECT_FALSE(s.has_annotation(kLease));
   EXPECT_TRUE(eventually([&] { return watch.lines().back().state.empty(); }, 10))
       << "the watch saw the removal";
-  EXPECT_EQ(watch.phases(), (std::vector<std::string>{"pause-operands", "reset-gpu-clients",
-                                                      "evict-workloads", "unload-driver", "restore"}))
+  EXPECT_EQ(watch.phases(),
+            (std::vector<std::string>{"pause-operands", "evict-workloads", "unload-driver", "restore"}))
       << r.log;
   // Each value names its phase, when it began and when the run began.
   for (const auto& v : watch.lines()) {
@@ -166,9 +166,9 @@ TEST_F(Progress, AFullRunShowsEachPhaseOnTheNodeAndEndsWithTheSummary) {
   EXPECT_FALSE(first->paused.empty()) << "the first state rides along with the pause patch";
 
   const auto events = node_events(s);
-  EXPECT_THAT(reasons(events), IsSupersetOf({"Normal PausingOperands", "Normal ResettingGpuClients",
-                                             "Normal EvictingGpuWorkloads", "Normal UnloadingDriver",
-                                             "Normal RestoringNode", "Normal NodePreparedForDriver"}));
+  EXPECT_THAT(reasons(events),
+              IsSupersetOf({"Normal PausingOperands", "Normal EvictingGpuWorkloads", "Normal UnloadingDriver",
+                            "Normal RestoringNode", "Normal NodePreparedForDriver"}));
   EXPECT_THAT(reasons(events), Not(Contains("Warning DriverUninstallFailed")));
 
   // The last line: 4 operand labels paused, their 4 pods stopped, 1 client reset, 1 GPU workload evicted, the
@@ -177,8 +177,8 @@ TEST_F(Progress, AFullRunShowsEachPhaseOnTheNodeAndEndsWithTheSummary) {
   EXPECT_THAT(last,
               ContainsRegex("Summary: node prepared for the driver installation in [0-9m.]+s: paused 4 "
                             "operand labels, stopped 4 operand pods, reset 1 GPU client, evicted 1 GPU pod, "
-                            "unloaded 3 kernel modules; phases: pause-operands [0-9.]+s, reset-gpu-clients "
-                            "[0-9.]+s, evict-workloads [0-9.]+s, unload-driver [0-9.]+s, restore [0-9.]+s$"))
+                            "unloaded 3 kernel modules; phases: pause-operands [0-9.]+s, evict-workloads "
+                            "[0-9.]+s, unload-driver [0-9.]+s, restore [0-9.]+s$"))
       << r.log;
   const auto prepared = std::find_if(events.begin(), events.end(),
                                      [](const Event& e) { return e.reason == "NodePreparedForDriver"; });

@@ -33,8 +33,8 @@ TEST(RunProgress, PhasesTakeTheTimeBetweenTheirBoundaries) {
   clock.advance(milliseconds(300));  // before the first phase: counted in the total only
   p.begin(Phase::kPauseOperands);
   clock.advance(milliseconds(1200));
-  p.begin(Phase::kResetGpuClients);
-  EXPECT_EQ(p.current(), Phase::kResetGpuClients);
+  p.begin(Phase::kEvictWorkloads);
+  EXPECT_EQ(p.current(), Phase::kEvictWorkloads);
   clock.advance(milliseconds(800));
   p.begin(Phase::kRestore);
   clock.advance(milliseconds(50));
@@ -45,13 +45,13 @@ TEST(RunProgress, PhasesTakeTheTimeBetweenTheirBoundaries) {
   ASSERT_EQ(phases.size(), 3U);
   EXPECT_EQ(phases[0].phase, Phase::kPauseOperands);
   EXPECT_EQ(phases[0].took, milliseconds(1200));
-  EXPECT_EQ(phases[1].phase, Phase::kResetGpuClients);
+  EXPECT_EQ(phases[1].phase, Phase::kEvictWorkloads);
   EXPECT_EQ(phases[1].took, milliseconds(800));
   EXPECT_EQ(phases[2].took, milliseconds(50));
   EXPECT_EQ(
       p.summary("node prepared for the driver installation"),
       "Summary: node prepared for the driver installation in 2.3s: nothing paused, evicted or unloaded; "
-      "phases: pause-operands 1.2s, reset-gpu-clients 0.8s, restore 0.0s");
+      "phases: pause-operands 1.2s, evict-workloads 0.8s, restore 0.0s");
 }
 
 TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
@@ -60,9 +60,7 @@ TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
   p.begin(Phase::kPauseOperands);
   p.add_paused_labels(8);
   p.add_pods_gone(Phase::kPauseOperands, 4);
-  clock.advance(seconds(3));
-  p.begin(Phase::kResetGpuClients);
-  p.add_pods_gone(Phase::kResetGpuClients, 1);
+  p.add_gpu_clients_reset(1);  // side by side with the operands, counted apart
   clock.advance(seconds(65));
   p.begin(Phase::kEvictWorkloads);
   p.add_pods_gone(Phase::kEvictWorkloads, 2);
@@ -73,8 +71,8 @@ TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
   EXPECT_EQ(
       p.summary("failed in phase unload-driver"),
       "Summary: failed in phase unload-driver in 1m8.4s: paused 8 operand labels, stopped 4 operand pods, "
-      "reset 1 GPU client, evicted 2 GPU pods, unloaded 5 kernel modules; phases: pause-operands 3.0s, "
-      "reset-gpu-clients 1m5.0s, evict-workloads 0.0s, unload-driver 0.4s");
+      "reset 1 GPU client, evicted 2 GPU pods, unloaded 5 kernel modules; phases: pause-operands 1m5.0s, "
+      "evict-workloads 0.0s, unload-driver 0.4s");
 }
 
 TEST(RunProgress, AnnotationNamesThePhaseItsStartAndThePodsAWaitStillWaitsFor) {
@@ -108,9 +106,8 @@ TEST(RunProgress, AnnotationNamesThePhaseItsStartAndThePodsAWaitStillWaitsFor) {
 }
 
 TEST(RunProgress, EveryPhaseHasANameAnEventReasonAndADescription) {
-  for (auto ph :
-       {Phase::kPauseOperands, Phase::kResetGpuClients, Phase::kEvictWorkloads, Phase::kUnloadDriver,
-        Phase::kCleanDriverRoot, Phase::kWaitMofed, Phase::kRestore, Phase::kCleanupOnFailure}) {
+  for (auto ph : {Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
+                  Phase::kCleanDriverRoot, Phase::kWaitMofed, Phase::kRestore, Phase::kCleanupOnFailure}) {
     EXPECT_THAT(std::string(phase_name(ph)), Not(HasSubstr("unknown")));
     EXPECT_FALSE(phase_event_reason(ph).empty());
     EXPECT_FALSE(phase_description(ph).empty());
