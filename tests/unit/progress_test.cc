@@ -70,7 +70,7 @@ TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
   // A failure in the unload: the summary is written while the phase is still open.
   EXPECT_EQ(
       p.summary("failed in phase unload-driver"),
-      "Summary: failed in phase unload-driver in 1m8.4s: paused 8 operand labels, stopped 4 operand pods, "
+      "Summary: failed in phase unload-driver in 1m5.4s: paused 8 operand labels, stopped 4 operand pods, "
       "reset 1 GPU client, evicted 2 GPU pods, unloaded 5 kernel modules; phases: pause-operands 1m5.0s, "
       "evict-workloads 0.0s, unload-driver 0.4s");
 }
