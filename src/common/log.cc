@@ -32,15 +32,6 @@ std::string_view logrus_level(spdlog::level::level_enum l) {
   }
 }
 
-std::string rfc3339(std::chrono::system_clock::time_point tp) {
-  const std::time_t t = std::chrono::system_clock::to_time_t(tp);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 class LogrusFormatter final : public spdlog::formatter {
  public:
   explicit LogrusFormatter(LogFormat f) : format_(f) {}
@@ -74,6 +65,15 @@ Result<std::string> parse_log_level(std::string_view s) {
   }
   return Error("invalid log level \"" + std::string(s) +
                "\" (want panic, fatal, error, warning, info, debug or trace)");
+}
+
+std::string rfc3339(std::chrono::system_clock::time_point tp) {
+  const std::time_t t = std::chrono::system_clock::to_time_t(tp);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 std::string format_log_line(LogFormat format, std::string_view level, std::string_view time_rfc3339,

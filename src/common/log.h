@@ -3,6 +3,7 @@
 // Fatal is spdlog's "critical" level.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <string_view>
 
@@ -24,6 +25,9 @@ Result<std::string> parse_log_level(std::string_view s);
 void setup_logging(LogFormat format, std::string_view level = "info");
 
 // Formats one record the way setup_logging() writes it (exposed for tests).
+// "2026-11-30T22:01:02Z": the one RFC 3339 form (UTC, whole seconds) of log lines, Events and annotations.
+std::string rfc3339(std::chrono::system_clock::time_point tp);
+
 std::string format_log_line(LogFormat format, std::string_view level, std::string_view time_rfc3339,
                             std::string_view msg);
 

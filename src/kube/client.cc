@@ -4,6 +4,7 @@
 
 #include <ctime>
 
+#include "common/log.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
 #include "kube/objects.h"
@@ -16,12 +17,7 @@ bool is_2xx(long status) {
 }
 
 std::string rfc3339_now() {
-  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
+  return rfc3339(std::chrono::system_clock::now());
 }
 
 Json delete_options_json(const DeleteOptions& o) {

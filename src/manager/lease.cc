@@ -8,21 +8,14 @@
 #include <iomanip>
 #include <sstream>
 
+#include "common/log.h"
+
 namespace dm::manager {
 
 using Json = nlohmann::json;
 using SysClock = std::chrono::system_clock;
 
 namespace {
-
-std::string rfc3339(SysClock::time_point t) {
-  const std::time_t tt = SysClock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&tt, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::optional<SysClock::time_point> parse_rfc3339(const std::string& s) {
   std::tm tm{};

@@ -15,16 +15,6 @@ namespace {
 constexpr auto kSlice = std::chrono::milliseconds(200);
 constexpr size_t kMaxListed = 10;
 
-std::string join_limited(const std::vector<std::string>& items) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < kMaxListed; ++i) {
-    if (i > 0) out += ", ";
-    out += items[i];
-  }
-  if (items.size() > kMaxListed) out += fmt::format(" and {} more", items.size() - kMaxListed);
-  return out;
-}
-
 // A pod moved into the cache, never to be changed there (snapshots share it).
 std::shared_ptr<const Json> cached_pod(Json&& pod) {
   return std::make_shared<const Json>(std::move(pod));
@@ -182,7 +172,7 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
     if (cancel.cancelled()) return Error("cancelled while waiting for " + what);
     if (deadline.passed(clock_)) {
       return Error(fmt::format("timed out after {} waiting for {}; still present: {}",
-                               format_duration(now - start), what, join_limited(remaining)));
+                               format_duration(now - start), what, join_names(remaining, kMaxListed)));
     }
     progress.update(remaining);
     std::unique_lock lk(mu_);

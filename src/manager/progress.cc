@@ -6,6 +6,8 @@
 #include <ctime>
 #include <utility>
 
+#include "common/log.h"
+
 namespace dm::manager {
 
 namespace {
@@ -59,16 +61,6 @@ std::string plural(std::string_view format, size_t n) {
   return fmt::format(fmt::runtime(format), n, n == 1 ? "" : "s");
 }
 
-std::string join_names(const std::vector<std::string>& items, size_t limit) {
-  std::string out;
-  for (size_t i = 0; i < items.size() && i < limit; ++i) {
-    if (i > 0) out += ", ";
-    out += items[i];
-  }
-  if (items.size() > limit) out += fmt::format(" and {} more", items.size() - limit);
-  return out;
-}
-
 std::string whole_seconds(Duration d) {
   auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
   if (total < 0) total = 0;
@@ -78,6 +70,16 @@ std::string whole_seconds(Duration d) {
 }
 
 }  // namespace
+
+std::string join_names(const std::vector<std::string>& items, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < limit; ++i) {
+    if (i > 0) out += ", ";
+    out += items[i];
+  }
+  if (items.size() > limit) out += fmt::format(" and {} more", items.size() - limit);
+  return out;
+}
 
 std::string_view phase_name(Phase p) {
   return info(p).name;
@@ -96,15 +98,6 @@ std::string format_phase_duration(Duration d) {
   const auto minutes = tenths / 600;
   const auto rest = tenths % 600;
   return fmt::format("{}m{}.{}s", minutes, rest / 10, rest % 10);
-}
-
-std::string format_rfc3339(std::chrono::system_clock::time_point t) {
-  const std::time_t secs = std::chrono::system_clock::to_time_t(t);
-  std::tm tm{};
-  gmtime_r(&secs, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::string wait_progress_line(const WaitStatus& s) {
@@ -196,7 +189,7 @@ void RunProgress::add_modules_unloaded(size_t n) {
 std::string RunProgress::annotation_value() const {
   std::lock_guard lk(mu_);
   std::string out = fmt::format("phase={}; since={}", current_ ? phase_name(*current_) : "done",
-                                format_rfc3339(phase_start_wall_));
+                                rfc3339(phase_start_wall_));
   if (waiting_ && !waiting_->remaining.empty()) {
     std::vector<std::string> names;
     names.reserve(waiting_->remaining.size());
@@ -204,7 +197,7 @@ std::string RunProgress::annotation_value() const {
     out += fmt::format("; waiting for {} of {} pods: {}", names.size(),
                        std::max(waiting_->most, names.size()), join_names(names, kMaxAnnotated));
   }
-  out += "; run started=" + format_rfc3339(run_start_wall_);
+  out += "; run started=" + rfc3339(run_start_wall_);
   return out;
 }
 

@@ -53,8 +53,8 @@ using WaitObserver = std::function<void(const WaitStatus&, bool started)>;
 
 // "1.2s", "2m3.4s": phase durations in the summary.
 std::string format_phase_duration(Duration d);
-// "2026-11-30T22:01:02Z"
-std::string format_rfc3339(std::chrono::system_clock::time_point t);
+// "a, b, c and 4 more": at most `limit` names (progress lines, timeouts, the state annotation).
+std::string join_names(const std::vector<std::string>& items, size_t limit);
 
 // "Still waiting for <what>: <n> of <m> left: <names> (elapsed <e>, <r> left)" (at most 10 names).
 std::string wait_progress_line(const WaitStatus& s);

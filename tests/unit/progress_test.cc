@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/log.h"
 #include "support/doubles.h"
 
 namespace dm::manager {
@@ -158,8 +159,7 @@ TEST(Format, PhaseDurationsAndTimestamps) {
   EXPECT_EQ(format_phase_duration(milliseconds(1249)), "1.2s");
   EXPECT_EQ(format_phase_duration(seconds(59) + milliseconds(990)), "59.9s");
   EXPECT_EQ(format_phase_duration(seconds(125)), "2m5.0s");
-  EXPECT_EQ(format_rfc3339(std::chrono::system_clock::time_point(seconds(1796076000))),
-            "2026-11-30T22:00:00Z");
+  EXPECT_EQ(rfc3339(std::chrono::system_clock::time_point(seconds(1796076000))), "2026-11-30T22:00:00Z");
 }
 
 }  // namespace
