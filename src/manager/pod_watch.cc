@@ -59,24 +59,26 @@ Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
   return ok_status();
 }
 
+void PodWatch::replace_all(std::vector<Json>& items) {
+  std::map<std::string, std::shared_ptr<const Json>> fresh;
+  for (auto& p : items) {
+    auto uid = kube::uid(p);
+    fresh[std::move(uid)] = cached_pod(std::move(p));
+  }
+  std::lock_guard lk(mu_);
+  by_uid_.swap(fresh);
+  synced_ = true;
+  last_error_.clear();
+  last_error_status_ = 0;
+  ++generation_;
+  changed_.notify_all();
+}
+
 void PodWatch::run() {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + node_;
   kube::WatchHandlers h;
-  h.on_sync = [this](std::vector<Json>& items) {
-    std::map<std::string, std::shared_ptr<const Json>> fresh;
-    for (auto& p : items) {
-      auto uid = kube::uid(p);
-      fresh[std::move(uid)] = cached_pod(std::move(p));
-    }
-    std::lock_guard lk(mu_);
-    by_uid_.swap(fresh);
-    synced_ = true;
-    last_error_.clear();
-    last_error_status_ = 0;
-    ++generation_;
-    changed_.notify_all();
-  };
+  h.on_sync = [this](std::vector<Json>& items) { replace_all(items); };
   h.on_event = [this](kube::WatchEvent& ev) {
     const auto uid = kube::uid(ev.object);
     if (uid.empty()) return;
@@ -95,10 +97,40 @@ void PodWatch::run() {
   h.done = [this] { return stop_.load(); };
   h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
 
+  // The GPU Operator's stock driver role may list pods but not watch them: once the list worked and the
+  // watch was refused, the cache is refreshed by a list every second instead (docs/behaviour.md, The pod
+  // watch). Nothing else changes; waits see changes up to a second later.
+  bool polling = false;
   TimePoint next_warning{};
   while (!stop_) {
-    auto s = client_.list_watch(kube::paths::pods(), opts, h);
-    if (stop_ || s) break;
+    Status s = ok_status();
+    if (polling) {
+      auto items = client_.list_all(kube::paths::pods(), opts);
+      if (items) {
+        replace_all(*items);
+        clock_.sleep_for(std::chrono::seconds(1), stop_token_);
+        continue;
+      }
+      s = items.error();
+    } else {
+      s = client_.list_watch(kube::paths::pods(), opts, h);
+      if (stop_ || s) break;
+      bool listed = false;
+      {
+        std::lock_guard lk(mu_);
+        listed = synced_;
+      }
+      if (listed && s.error().http_status == 403) {
+        spdlog::info(
+            "This service account may list but not watch the pods of node {}: listing them every second "
+            "instead",
+            node_);
+        spdlog::debug("The watch was refused: {}", s.error().message);
+        polling = true;
+        continue;
+      }
+    }
+    if (stop_) break;
     {
       std::lock_guard lk(mu_);
       last_error_ = s.error().message;
@@ -106,14 +138,15 @@ void PodWatch::run() {
       ++generation_;
       changed_.notify_all();
     }
-    // A broken watch is not fatal: the waits keep their deadlines and name this error if they expire.
+    // A failed list or watch is not fatal: the waits keep their deadlines and name this error if they expire.
     const auto now = clock_.now();
     if (now >= next_warning) {
-      spdlog::warn("Watching the pods of node {} failed, retrying every second: {}", node_,
-                   s.error().message);
+      spdlog::warn("{} the pods of node {} failed, retrying every second: {}",
+                   polling ? "Listing" : "Watching", node_, s.error().message);
       next_warning = now + std::chrono::seconds(10);
     } else {
-      spdlog::debug("Watching the pods of node {} failed again: {}", node_, s.error().message);
+      spdlog::debug("{} the pods of node {} failed again: {}", polling ? "Listing" : "Watching", node_,
+                    s.error().message);
     }
     clock_.sleep_for(std::chrono::seconds(1), stop_token_);
   }

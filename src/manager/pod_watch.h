@@ -61,6 +61,8 @@ class PodWatch {
 
  private:
   void run();
+  // Replaces the cache with a full list of the node's pods (moved from).
+  void replace_all(std::vector<nlohmann::json>& items);
 
   kube::Client& client_;
   const Clock& clock_;

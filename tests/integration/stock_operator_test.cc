@@ -160,5 +160,43 @@ TEST_F(StockOperator, LeftoverCordonWithoutThePolicyIsAdoptedAndUndoneAtTheEnd) 
   EXPECT_FALSE(s.has_annotation(kCordonAnnotation));
 }
 
+TEST_F(StockOperator, TheStockDriverRoleMayNotWatchPodsSoTheRunListsThemInstead) {
+  // The service account has exactly the GPU Operator's stock nvidia-driver ClusterRole: pods get and list,
+  // no watch.
+  cluster().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
+  const std::string kubeconfig =
+      cluster().service_account_kubeconfig(kSaNamespace, "stock-nvidia-driver", "e2e-nvidia-driver");
+  const std::string user = std::string("system:serviceaccount:") + kSaNamespace + ":stock-nvidia-driver";
+  Scenario s(cluster(), "stock-nowatch");
+  s.deploy_operands(default_operands());
+  deploy_client(s, "agent");
+  s.wait_running(s.operator_ns(), default_operands().size());
+  s.wait_running(s.workload_ns(), 1);
+  const auto before = s.running_uids(s.workload_ns());
+  const size_t from = cluster().audit_events().size();
+
+  auto r = s.run(kubeconfig);
+
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("may list but not watch the pods of node " + s.node() +
+                               ": listing them every second instead"));
+  EXPECT_THAT(r.log, Not(HasSubstr("Watching the pods of node"))) << "no warning for an expected refusal";
+  // The waits still saw the operands and the client go: the labels are back and the client was replaced.
+  EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
+  s.wait_running(s.workload_ns(), 1);
+  for (const auto& uid : before) EXPECT_EQ(s.running_uids(s.workload_ns()).count(uid), 0U) << "client reset";
+  size_t pod_lists = 0;
+  size_t pod_watches = 0;
+  for (const auto& e : requests_of(cluster(), user, from)) {
+    if (e.value("stage", "") != "ResponseComplete") continue;
+    const auto ref = e.value("objectRef", json::object());
+    if (ref.value("resource", "") != "pods" || ref.contains("name")) continue;
+    if (e.value("verb", "") == "list") ++pod_lists;
+    if (e.value("verb", "") == "watch") ++pod_watches;
+  }
+  EXPECT_GE(pod_lists, 3U) << "the pod cache was refreshed by lists";
+  EXPECT_EQ(pod_watches, 1U) << "the refused watch is not asked again";
+}
+
 }  // namespace
 }  // namespace dm::test::uninstall
