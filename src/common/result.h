@@ -23,6 +23,10 @@ struct StatusCause {
 // API's machine-readable reason (NotFound, Forbidden, Conflict, TooManyRequests, ...) and causes: callers
 // classify on those, never on the message text, which is for people.
 struct Error {
+  static Error cancellation(std::string msg) {
+    return Error(std::move(msg), 0, std::string(kCancelledReason));
+  }
+
   std::string message;
   int http_status = 0;              // 0 when the error did not come from an HTTP response
   std::string reason;               // Kubernetes Status.reason, if any
@@ -44,6 +48,9 @@ struct Error {
   [[nodiscard]] bool too_many_requests() const { return http_status == 429; }
   [[nodiscard]] bool gone() const { return http_status == 410; }
   [[nodiscard]] bool unauthorized() const { return http_status == 401; }
+  // A request or wait stopped by a cancel token (SIGTERM, a deadline's watchdog), not by the server.
+  [[nodiscard]] bool cancelled() const { return reason == kCancelledReason; }
+  static constexpr std::string_view kCancelledReason = "Cancelled";
   [[nodiscard]] bool has_cause(std::string_view type) const {
     return std::any_of(causes.begin(), causes.end(), [&](const StatusCause& c) { return c.type == type; });
   }

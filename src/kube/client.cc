@@ -78,13 +78,13 @@ Result<Json> Client::Impl::send(const Call& call) {
   req.body = call.body;
   req.content_type = call.content_type;
   req.timeout = options.request_timeout;
-  const CancelToken cancel = options.cancel;
+  const CancelToken cancel = current_cancel();
   req.keep_going = [&cancel] { return !cancel.cancelled(); };
   const std::string what = call.method + " " + call.path;
 
   bool renewed_token = false;  // one repeat after a 401 per token change is enough
   for (int attempt = 0;; ++attempt) {
-    if (cancel.cancelled()) return Error(what + ": cancelled");
+    if (cancel.cancelled()) return Error::cancellation(what + ": cancelled");
     req.bearer_token = tokens->current();
     HttpResponse resp;
     {
@@ -99,7 +99,7 @@ Result<Json> Client::Impl::send(const Call& call) {
       resp = lease.c->perform(req);
     }
     requests.fetch_add(1, std::memory_order_relaxed);
-    if (resp.aborted) return Error(what + ": cancelled");
+    if (resp.aborted) return Error::cancellation(what + ": cancelled");
     Error err;
     if (resp.transport_error.empty() && is_2xx(resp.status)) {
       if (resp.body.empty()) return Json::object();
@@ -121,7 +121,11 @@ Result<Json> Client::Impl::send(const Call& call) {
       --attempt;
       continue;
     }
-    if (!retryable_status(resp.status, call.retry_429)) return err;
+    // An API server that has just come back answers Forbidden until its authorizer has loaded the RBAC
+    // rules: shortly after the server was unreachable, a 403 is retried like the outage itself.
+    if (!resp.transport_error.empty()) note_unreachable();
+    const bool starting_up = err.forbidden() && unreachable_recently();
+    if (!retryable_status(resp.status, call.retry_429) && !starting_up) return err;
     if (attempt >= retry.max_retries) {
       if (attempt == 0) return err;
       Error e = err;
@@ -131,7 +135,7 @@ Result<Json> Client::Impl::send(const Call& call) {
     const auto delay = backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after));
     spdlog::warn("{}; retrying in {} ms (attempt {} of {})", err.message, delay.count(), attempt + 2,
                  retry.max_retries + 1);
-    if (!clock->sleep_for(delay, cancel)) return Error(what + ": cancelled");
+    if (!clock->sleep_for(delay, cancel)) return Error::cancellation(what + ": cancelled");
   }
 }
 
@@ -331,6 +335,11 @@ Status Client::create_event(const Json& involved_object, const std::string& reas
   if (!r)
     return r.error().wrap("cannot record event " + reason + " on " + ref.value("kind", "") + " " + name);
   return {};
+}
+
+void Client::set_cancel(CancelToken cancel) {
+  std::lock_guard lock(impl_->cancel_mu);
+  impl_->options.cancel = std::move(cancel);
 }
 
 uint64_t Client::request_count() const {

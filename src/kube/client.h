@@ -103,6 +103,11 @@ class Client {
   Status list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
                     Deadline deadline = {});
 
+  // Replaces the cancel token of ClientOptions for the requests and watches started from now on; those
+  // already running keep theirs. driver-manager's SIGTERM stops the requests of the run at once, and its
+  // cleanup then writes with a token of its own, bounded by the cleanup's budget.
+  void set_cancel(CancelToken cancel);
+
   // Number of HTTP requests sent so far (for benchmarks and tests).
   [[nodiscard]] uint64_t request_count() const;
   [[nodiscard]] const Config& config() const;

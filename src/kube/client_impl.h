@@ -21,6 +21,12 @@ namespace dm::kube {
 struct Client::Impl {
   Config config;
   ClientOptions options;
+  // options.cancel as it is now (Client::set_cancel replaces it); read it with current_cancel().
+  mutable std::mutex cancel_mu;
+  [[nodiscard]] CancelToken current_cancel() const {
+    std::lock_guard lock(cancel_mu);
+    return options.cancel;
+  }
   SystemClock system_clock;
   const Clock* clock = nullptr;
   RetryPolicy retry;
@@ -37,6 +43,15 @@ struct Client::Impl {
   Result<std::unique_ptr<HttpConnection>> acquire();
   void release(std::unique_ptr<HttpConnection> c);
   std::atomic<uint64_t> requests{0};
+
+  // When a request last failed to reach the API server (clock ticks since the epoch; 0 = never).
+  std::atomic<int64_t> last_unreachable{0};
+  static constexpr std::chrono::seconds kStartupWindow{30};
+  void note_unreachable() { last_unreachable.store(clock->now().time_since_epoch().count()); }
+  [[nodiscard]] bool unreachable_recently() const {
+    const auto t = last_unreachable.load();
+    return t != 0 && clock->now() - TimePoint(TimePoint::duration(t)) < kStartupWindow;
+  }
 
   std::mutex eviction_mu;
   std::string eviction_group_version;  // "policy/v1" or "policy/v1beta1" once discovered

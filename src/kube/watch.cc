@@ -45,7 +45,7 @@ class ListWatch {
             const WatchHandlers& handlers, Deadline deadline)
       : im_(im),
         clock_(*im.clock),
-        cancel_(im.options.cancel),
+        cancel_(im.current_cancel()),
         path_(path),
         options_(options),
         handlers_(handlers),
@@ -241,7 +241,7 @@ class ListWatch {
 
   // Why the watch must stop now, if it must.
   [[nodiscard]] std::optional<Error> stop_error() const {
-    if (cancel_.cancelled()) return Error(what_ + ": cancelled");
+    if (cancel_.cancelled()) return Error::cancellation(what_ + ": cancelled");
     if (deadline_.passed(clock_)) return Error(what_ + ": timed out before the awaited condition was met");
     return std::nullopt;
   }
@@ -254,7 +254,7 @@ class ListWatch {
       auto slice = std::min(rest, tick_);
       const auto left = deadline_.remaining(clock_);
       if (left < slice) slice = std::chrono::duration_cast<std::chrono::milliseconds>(left);
-      if (!clock_.sleep_for(slice, cancel_)) return Status(Error(what_ + ": cancelled"));
+      if (!clock_.sleep_for(slice, cancel_)) return Status(Error::cancellation(what_ + ": cancelled"));
       if (auto e = stop_error()) return Status(*e);
       if (done()) return Status();
     }

@@ -169,7 +169,10 @@ void NodeLease::renew_loop() {
     auto s = renew_once();
     if (!s && s.error().conflict()) s = renew_once();  // the node changed in between: read it again
     lock.lock();
-    if (!s) {
+    if (!s && s.error().cancelled()) {
+      // SIGTERM stopped the request; the next renewal goes out with the cleanup's own token.
+      spdlog::debug("Renewing the lease on node {} was cancelled", node_);
+    } else if (!s) {
       spdlog::warn("Failed to renew the lease on node {} (will retry): {}", node_, s.error().message);
     } else if (!*s) {
       lost_ = true;

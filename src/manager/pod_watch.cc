@@ -131,6 +131,13 @@ void PodWatch::run() {
       }
     }
     if (stop_) break;
+    if (s.error().cancelled()) {
+      // SIGTERM stopped the run's requests; the cleanup's requests (and this watch) go on with a token of
+      // their own, not a failure worth a warning.
+      spdlog::debug("{} the pods of node {} was cancelled", polling ? "Listing" : "Watching", node_);
+      clock_.sleep_for(std::chrono::milliseconds(200), stop_token_);
+      continue;
+    }
     {
       std::lock_guard lk(mu_);
       last_error_ = s.error().message;

@@ -36,6 +36,35 @@ namespace dm::manager {
 
 namespace {
 
+// Fires `token` once `deadline` passes (until destroyed): bounds the retries of the cleanup's requests.
+class CancelAtDeadline {
+ public:
+  CancelAtDeadline(const Clock& clock, Deadline deadline, const CancelToken& token)
+      : thread_([this, &clock, deadline, token] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_ && !deadline.passed(clock)) {
+            cv_.wait_for(lock, std::min<Duration>(deadline.remaining(clock), std::chrono::milliseconds(200)));
+          }
+          if (!done_) token.cancel();
+        }) {}
+  ~CancelAtDeadline() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  CancelAtDeadline(const CancelAtDeadline&) = delete;
+  CancelAtDeadline& operator=(const CancelAtDeadline&) = delete;
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;  // last: started once the members above exist
+};
+
 constexpr int kExitOk = 0;
 constexpr int kExitFailed = 1;
 constexpr int kExitTerminated = 143;
@@ -208,7 +237,13 @@ int Uninstall::run(const kube::Config& config) {
   auto leased = lease_->acquire(cancel_);
   if (!leased) {
     spdlog::critical("{}", leased.error().message);
-    return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+    if (!cancel_.cancelled()) return kExitFailed;
+    // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
+    const CancelToken budget;
+    const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
+    client_.set_cancel(budget);
+    release_lease();
+    return kExitTerminated;
   }
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
@@ -228,6 +263,8 @@ int Uninstall::run(const kube::Config& config) {
 
   Status s = main_path();
   if (!s) return fail(s.error());
+  // Done: a SIGTERM from here on must not cut the release (and the last Event) short.
+  client_.set_cancel(CancelToken());
   release_lease();
   return kExitOk;
 }
@@ -385,43 +422,18 @@ void Uninstall::finish(int exit_code) {
   }
 }
 
-namespace {
-
-// Fires `token` once `deadline` passes (until destroyed): bounds the retries of the cleanup's requests.
-class CancelAtDeadline {
- public:
-  CancelAtDeadline(const Clock& clock, Deadline deadline, const CancelToken& token)
-      : thread_([this, &clock, deadline, token] {
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!done_ && !deadline.passed(clock)) {
-            cv_.wait_for(lock, std::min<Duration>(deadline.remaining(clock), std::chrono::milliseconds(200)));
-          }
-          if (!done_) token.cancel();
-        }) {}
-  ~CancelAtDeadline() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  CancelAtDeadline(const CancelAtDeadline&) = delete;
-  CancelAtDeadline& operator=(const CancelAtDeadline&) = delete;
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;  // last: started once the members above exist
-};
-
-}  // namespace
-
 int Uninstall::fail(const Error& error) {
   const bool terminated = cancel_.cancelled();
   failed_in_ = progress_.current();
   if (terminated) spdlog::warn("Received SIGTERM: restoring the node before exiting");
+  // The run's requests stop with SIGTERM; the cleanup's and the lease release's are stopped only by the
+  // cleanup's budget under SIGTERM (the kubelet kills the container when the grace period ends), else by
+  // their own retries.
+  const CancelToken cleanup_cancel;
+  std::optional<CancelAtDeadline> watchdog;
+  const Deadline deadline = terminated ? Deadline::after(clock_, cleanup_budget_) : Deadline::none();
+  if (terminated) watchdog.emplace(clock_, deadline, cleanup_cancel);
+  client_.set_cancel(cleanup_cancel);
   if (!undo_.empty()) {
     // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.
     if (terminated) {
@@ -430,12 +442,6 @@ int Uninstall::fail(const Error& error) {
     } else {
       enter(Phase::kCleanupOnFailure, /*ride_along=*/false, /*event=*/false);
     }
-    // SIGTERM: the kubelet kills the container when the grace period ends, so the cleanup must fit in it;
-    // otherwise its requests are bounded only by their own retries.
-    const Deadline deadline = terminated ? Deadline::after(clock_, cleanup_budget_) : Deadline::none();
-    CancelToken cleanup_cancel;
-    std::optional<CancelAtDeadline> watchdog;
-    if (terminated) watchdog.emplace(clock_, deadline, cleanup_cancel);
     NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
     undo_node_ = &cleanup_node;
     cleanup_on_failure({settings_, cleanup_node, snapshot_.policy_enabled(), undo_, clock_, deadline}, error);
@@ -718,7 +724,12 @@ bool Uninstall::skip_uninstall() {
 
 Status Uninstall::cordon() {
   auto c = node_.cordon();
-  if (!c) return c.error();
+  if (!c) {
+    // A write cut short (SIGTERM, a lost connection) may still have been applied; the uncordon only acts
+    // on a cordon carrying our annotation.
+    register_uncordon();
+    return c.error();
+  }
   if (*c != CordonOutcome::kAlreadyCordonedByOther) register_uncordon();
   return ok_status();
 }
@@ -898,6 +909,9 @@ int run_uninstall_driver(const Settings& in_settings) {
   options.clock = &clock;
   // Every request rides out a control-plane restart: 9 retries back off for about 20-40 s in total.
   options.max_retries = 9;
+  // SIGTERM stops the request in flight (and its retries) at once, so the cleanup starts within the grace
+  // period even while the API server is away; the cleanup then writes with a token of its own.
+  options.cancel = cancel;
   auto client = kube::Client::create(*config, options);
   if (!client) {
     spdlog::critical("cannot create the Kubernetes client for {}: {}", config->source,

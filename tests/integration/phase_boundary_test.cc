@@ -333,6 +333,7 @@ TEST_F(PhaseBoundary, SigtermRestoresAndSigkillIsHealedDuringTheRestore) {
       if (heals[i] == Heal::kSigterm) {
         EXPECT_EQ(dm[i]->wait(120), 143) << dm[i]->log();
         EXPECT_THAT(dm[i]->log(), HasSubstr("Received SIGTERM: restoring the node before exiting"));
+        SCOPED_TRACE(dm[i]->log());
         expect_state(s, before[i]);
         EXPECT_FALSE(s.sim().refcnt().has_value());
         return;

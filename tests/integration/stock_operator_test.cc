@@ -160,6 +160,63 @@ TEST_F(StockOperator, LeftoverCordonWithoutThePolicyIsAdoptedAndUndoneAtTheEnd) 
   EXPECT_FALSE(s.has_annotation(kCordonAnnotation));
 }
 
+// SIGTERM while a request is retrying through an API outage: the request stops at once and the cleanup,
+// bounded by the budget the pod's grace period sets, ends the run before the kubelet would kill it. The test
+// does what the kubelet does: SIGTERM, then SIGKILL when the grace period has passed.
+TEST_F(StockOperator, SigtermDuringAnApiOutageEndsTheRunWithinTheGracePeriod) {
+  Scenario s(cluster(), "stock-outage");
+  s.deploy_operands(default_operands());
+  deploy_client(s, "agent");
+  s.wait_running(s.operator_ns(), default_operands().size());
+  s.wait_running(s.workload_ns(), 1);
+  create_own_pod(s, "driver-pod", "  - key: nvidia.com/gpu\n    operator: Exists\n    effect: NoSchedule\n",
+                 12);
+  // Hold the run after the unload (MOFED wait) so the API server can be stopped before the restore.
+  run_command({"mkdir", "-p", s.sim_path("/sys/bus/pci/devices/0000:3b:00.0")});
+  run_command({"sh", "-c", "echo 0x15b3 > " + s.sim_path("/sys/bus/pci/devices/0000:3b:00.0/vendor")});
+  const std::map<std::string, std::string> env = {
+      {"POD_NAME", "driver-pod"}, {"POD_NAMESPACE", s.operator_ns()}, {"GPU_DIRECT_RDMA_ENABLED", "true"}};
+  BackgroundProcess dm({bin_path("driver-manager"), "uninstall_driver"},
+                       cluster().state_dir() + "/dm-stock-outage.log", s.env(sa_kubeconfig(), env));
+  ASSERT_TRUE(wait_for_log(dm, "Waiting for MOFED to be installed")) << dm.log();
+  EXPECT_THAT(dm.log(), HasSubstr("SIGTERM cleanup budget 7s"));
+
+  cluster().stop_apiserver();
+  run_command({"mkdir", "-p", s.sim_path("/run/mellanox/drivers")});
+  run_command({"touch", s.sim_path("/run/mellanox/drivers/.driver-ready")});
+  // The restore's first request is retrying against the stopped API server.
+  const bool retrying = eventually(
+      [&] {
+        const std::string log = dm.log();
+        const auto ready = log.find("MOFED driver is ready");
+        return ready != std::string::npos && log.find("retrying", ready) != std::string::npos;
+      },
+      60);
+  if (!retrying) cluster().start_apiserver();
+  ASSERT_TRUE(retrying) << dm.log();
+
+  dm.signal(SIGTERM);
+  int code = dm.wait(12);  // the pod's terminationGracePeriodSeconds
+  if (code == -1) {
+    dm.signal(SIGKILL);
+    code = dm.wait(30);
+  }
+  cluster().start_apiserver();
+  EXPECT_EQ(code, 143) << "exited by itself within the grace period, not killed\n" << dm.log();
+  const std::string log = dm.log();
+  EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
+  EXPECT_THAT(log.substr(log.rfind('\n', log.size() - 2) + 1), HasSubstr("Summary: terminated by SIGTERM"));
+
+  // Nothing could be restored with the API server away: the next run (the recreated pod) heals the node.
+  auto r = s.run(sa_kubeconfig(), env);
+  EXPECT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_TRUE(taints(s).empty()) << taints(s).dump();
+  EXPECT_FALSE(s.has_annotation(kOwnerAnnotation));
+  EXPECT_FALSE(s.unschedulable());
+  EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
+  s.wait_running(s.workload_ns(), 1);
+}
+
 TEST_F(StockOperator, TheStockDriverRoleMayNotWatchPodsSoTheRunListsThemInstead) {
   // The service account has exactly the GPU Operator's stock nvidia-driver ClusterRole: pods get and list,
   // no watch.
