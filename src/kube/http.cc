@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -204,7 +205,11 @@ class Exchange {
     const auto limit = Clock::now() + kConnectTimeout;
     while (true) {
       const int rc = c_.tls->handshake();
-      if (rc == 0) return true;
+      if (rc == 0) {
+        spdlog::debug("connected to {} port {}{}: {}", t.host, t.port, *proxy ? " through the proxy" : "",
+                      c_.tls->describe());
+        return true;
+      }
       if (rc == TlsSession::kFailed) return fail(c_.tls->error());
       if (!wait(rc == TlsSession::kWantRead ? POLLIN : POLLOUT, limit)) return false;
     }

@@ -275,6 +275,10 @@ int TlsSession::handshake() {
   return 0;
 }
 
+std::string TlsSession::describe() const {
+  return std::string(mbedtls_ssl_get_version(&impl_->ssl)) + " " + mbedtls_ssl_get_ciphersuite(&impl_->ssl);
+}
+
 int TlsSession::read(char* buf, size_t len) {
   const int rc = mbedtls_ssl_read(&impl_->ssl, reinterpret_cast<unsigned char*>(buf), len);  // NOLINT
   if (rc >= 0) return rc;

@@ -45,6 +45,8 @@ class TlsSession {
   int read(char* buf, size_t len);         // bytes (> 0), 0 when the peer closed
   int write(const char* buf, size_t len);  // bytes (> 0)
   [[nodiscard]] const std::string& error() const { return error_; }
+  // The negotiated protocol and cipher suite, e.g. "TLSv1.2 TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256".
+  [[nodiscard]] std::string describe() const;
 
  private:
   TlsSession();
