@@ -1,4 +1,4 @@
-// A small Kubernetes API client over libcurl + nlohmann/json: just what driver-manager and node-sim need.
+// A small Kubernetes API client over kube/http + nlohmann/json: just what driver-manager and node-sim need.
 // Objects are plain JSON (see objects.h for typed views). Paths are API paths (see paths below).
 #pragma once
 

@@ -1,261 +1,592 @@
 #include "kube/http.h"
 
-#include <curl/curl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
-#include <exception>
-#include <mutex>
-#include <utility>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+
+#include "kube/proxy.h"
+#include "kube/tls.h"
 
 namespace dm::kube {
 namespace {
 
-// libcurl wants one global initialisation before any handle exists, ideally before threads start.
-void global_init_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr milliseconds kConnectTimeout{10000};
+constexpr size_t kMaxLine = size_t{16} * 1024;          // one status, header or chunk-size line
+constexpr size_t kMaxHeaderBytes = size_t{256} * 1024;  // all header lines of one response
+constexpr size_t kReadSize = size_t{16} * 1024;
+
+struct Target {
+  bool tls = true;
+  std::string host;  // without brackets
+  std::string port;
+  std::string authority;  // as written in the URL: the Host header
+  std::string path;       // path and query
+};
+
+Result<Target> parse_url(const std::string& url) {
+  Target t;
+  std::string_view rest = url;
+  if (rest.substr(0, 8) == "https://") {
+    rest.remove_prefix(8);
+  } else if (rest.substr(0, 7) == "http://") {
+    t.tls = false;
+    rest.remove_prefix(7);
+  } else {
+    return Error("unsupported URL (not https:// or http://): " + url);
+  }
+  const size_t slash = rest.find('/');
+  const std::string_view authority = rest.substr(0, slash);
+  t.path = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  t.authority = std::string(authority);
+  if (authority.empty() || authority.find('@') != std::string_view::npos)
+    return Error("bad URL host: " + url);
+  std::string_view port;
+  if (authority.front() == '[') {
+    const size_t close = authority.find(']');
+    if (close == std::string_view::npos) return Error("bad URL host: " + url);
+    t.host = std::string(authority.substr(1, close - 1));
+    if (authority.size() > close + 1) {
+      if (authority[close + 1] != ':') return Error("bad URL host: " + url);
+      port = authority.substr(close + 2);
+    }
+  } else {
+    const size_t colon = authority.find(':');
+    t.host = std::string(authority.substr(0, colon));
+    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
+  }
+  t.port = port.empty() ? (t.tls ? "443" : "80") : std::string(port);
+  if (t.host.empty() || t.port.find_first_not_of("0123456789") != std::string::npos || t.port.size() > 5) {
+    return Error("bad URL host: " + url);
+  }
+  return t;
 }
 
-bool iequals_prefix(std::string_view line, std::string_view prefix) {
-  if (line.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(line[i])) !=
-        std::tolower(static_cast<unsigned char>(prefix[i]))) {
-      return false;
+bool iequals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  return s;
+}
+
+// Whether a comma-separated header value lists `token` (Connection: keep-alive, close).
+bool has_token(std::string_view value, std::string_view token) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    if (iequals(trim(value.substr(0, comma)), token)) return true;
+    value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
+  }
+  return false;
+}
+
+std::string errno_text(int err) {
+  return std::strerror(
+      err);  // NOLINT(concurrency-mt-unsafe): glibc's table, no shared buffer for known codes
+}
+
+// The connection's settings and its open socket, if any.
+struct Link {
+  std::string user_agent;
+  ProxyEnv proxy_env;
+  std::unique_ptr<TlsContext> tls_context;  // null when the server is plain http://
+
+  // The open connection, if any, and where it goes.
+  int fd = -1;
+  std::unique_ptr<TlsSession> tls;
+  std::string endpoint;  // "https://host:port" of the open connection
+  std::string in;        // received, not yet consumed
+  size_t in_pos = 0;
+
+  ~Link() { close(); }
+  Link() = default;
+  Link(const Link&) = delete;
+  Link& operator=(const Link&) = delete;
+
+  void close() {
+    tls.reset();
+    if (fd >= 0) ::close(fd);
+    fd = -1;
+    endpoint.clear();
+    in.clear();
+    in_pos = 0;
+  }
+
+  // An idle kept-alive connection is usable unless the server closed it (or sent something unasked).
+  [[nodiscard]] bool idle_connection_usable() const {
+    if (fd < 0 || in_pos < in.size()) return false;
+    pollfd p{fd, POLLIN, 0};
+    while (true) {
+      const int n = ::poll(&p, 1, 0);
+      if (n < 0 && errno == EINTR) continue;
+      return n == 0;
     }
   }
-  return true;
-}
+};
 
-std::string_view trim_view(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
+// One request/response exchange: socket I/O that waits in slices of poll_interval, asking keep_going between
+// them, and gives up at the transfer's deadline.
+class Exchange {
+ public:
+  Exchange(Link& c, const HttpRequest& req, HttpResponse& resp)
+      : c_(c), req_(req), resp_(resp), poll_(std::max<milliseconds>(milliseconds(1), req.poll_interval)) {
+    if (req.timeout.count() > 0) deadline_ = Clock::now() + req.timeout;
+  }
+
+  // Sets the transfer's failure (the first one counts).
+  bool fail(const std::string& why) {
+    if (resp_.transport_error.empty() && !resp_.aborted) resp_.transport_error = why;
+    return false;
+  }
+  [[nodiscard]] bool failed() const { return !resp_.transport_error.empty() || resp_.aborted; }
+  void clear_failure() { resp_.transport_error.clear(); }
+
+  // Asks the caller whether to go on, and enforces the transfer's deadline even when no wait was needed.
+  bool keep_going() {
+    if (req_.keep_going && !req_.keep_going()) {
+      resp_.aborted = true;
+      return false;
+    }
+    if (Clock::now() >= deadline_)
+      return fail("timed out after " + std::to_string(req_.timeout.count()) + " ms");
+    return true;
+  }
+
+  // Waits until the socket is ready for `events`, or the limit (default: the transfer's deadline) passes.
+  bool wait(short events, std::optional<Clock::time_point> limit = std::nullopt) {
+    const Clock::time_point until = limit ? std::min(*limit, deadline_) : deadline_;
+    while (true) {
+      if (!keep_going()) return false;
+      const auto now = Clock::now();
+      if (now >= until) {
+        if (until == deadline_)
+          return fail("timed out after " + std::to_string(req_.timeout.count()) + " ms");
+        return fail("connection timed out");
+      }
+      const auto slice = std::min<Clock::duration>(poll_, until - now);
+      pollfd p{c_.fd, events, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(std::chrono::ceil<milliseconds>(slice).count()));
+      if (n < 0 && errno != EINTR) return fail("poll: " + errno_text(errno));
+      if (n > 0) return true;  // ready, or an error the next call reports
+    }
+  }
+
+  // Connects to the target (through the proxy if one applies) and completes the TLS handshake.
+  bool connect(const Target& t) {
+    auto proxy = proxy_for(c_.proxy_env, t.host, t.port);
+    if (!proxy) return fail(proxy.error().message);
+    if (!t.tls) proxy->reset();  // HTTPS_PROXY is for https:// only
+    const std::string& host = *proxy ? (*proxy)->host : t.host;
+    const std::string& port = *proxy ? (*proxy)->port : t.port;
+    if (!open_socket(host, port)) return false;
+    if (*proxy && !tunnel(t)) return false;
+    if (!t.tls) return true;
+    if (!c_.tls_context) return fail("https:// request on a connection set up for plain http://");
+    auto session = TlsSession::create(*c_.tls_context, c_.fd, t.host);
+    if (!session) return fail(session.error().message);
+    c_.tls = std::move(*session);
+    const auto limit = Clock::now() + kConnectTimeout;
+    while (true) {
+      const int rc = c_.tls->handshake();
+      if (rc == 0) {
+        spdlog::debug("connected to {} port {}{}: {}", t.host, t.port, *proxy ? " through the proxy" : "",
+                      c_.tls->describe());
+        return true;
+      }
+      if (rc == TlsSession::kFailed) return fail(c_.tls->error());
+      if (!wait(rc == TlsSession::kWantRead ? POLLIN : POLLOUT, limit)) return false;
+    }
+  }
+
+  bool write_all(std::string_view data) {
+    while (!data.empty()) {
+      if (!keep_going()) return false;
+      int n = 0;
+      if (c_.tls) {
+        n = c_.tls->write(data.data(), data.size());
+        if (n == TlsSession::kFailed) return fail(c_.tls->error());
+      } else {
+        const ssize_t w = ::send(c_.fd, data.data(), data.size(), MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return fail("send: " + errno_text(errno));
+        n = w < 0 ? TlsSession::kWantWrite : static_cast<int>(w);
+      }
+      if (n == TlsSession::kWantRead || n == TlsSession::kWantWrite) {
+        if (!wait(n == TlsSession::kWantRead ? POLLIN : POLLOUT)) return false;
+        continue;
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return true;
+  }
+
+  // Reads more bytes into the buffer: false at the end of the connection (eof() tells) or on failure.
+  bool fill() {
+    if (c_.in_pos > 0 && c_.in_pos == c_.in.size()) {
+      c_.in.clear();
+      c_.in_pos = 0;
+    } else if (c_.in_pos > kReadSize) {
+      c_.in.erase(0, c_.in_pos);
+      c_.in_pos = 0;
+    }
+    std::array<char, kReadSize> buf{};
+    while (true) {
+      if (!keep_going()) return false;
+      int n = 0;
+      if (c_.tls) {
+        n = c_.tls->read(buf.data(), buf.size());
+        if (n == TlsSession::kFailed) return fail(c_.tls->error());
+      } else {
+        const ssize_t r = ::recv(c_.fd, buf.data(), buf.size(), 0);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK) return fail("recv: " + errno_text(errno));
+        n = r < 0 ? TlsSession::kWantRead : static_cast<int>(r);
+      }
+      if (n == TlsSession::kWantRead || n == TlsSession::kWantWrite) {
+        if (!wait(n == TlsSession::kWantRead ? POLLIN : POLLOUT)) return false;
+        continue;
+      }
+      if (n == 0) {
+        eof_ = true;
+        return false;
+      }
+      received_ += static_cast<size_t>(n);
+      c_.in.append(buf.data(), static_cast<size_t>(n));
+      return true;
+    }
+  }
+  [[nodiscard]] bool eof() const { return eof_; }
+  [[nodiscard]] size_t received() const { return received_; }
+
+  // One CRLF- (or LF-) terminated line without its terminator, at most kMaxLine long.
+  bool read_line(std::string& line) {
+    while (true) {
+      const size_t nl = c_.in.find('\n', c_.in_pos);
+      if (nl != std::string::npos) {
+        if (nl - c_.in_pos > kMaxLine) return fail("response line too long");
+        line.assign(c_.in, c_.in_pos, nl - c_.in_pos);
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        c_.in_pos = nl + 1;
+        return true;
+      }
+      if (c_.in.size() - c_.in_pos > kMaxLine) return fail("response line too long");
+      if (!fill())
+        return eof() ? fail("the server closed the connection in the middle of a response") : false;
+    }
+  }
+
+  // Hands exactly `n` bytes (or, with n = npos, everything until the server closes) to `sink`.
+  template <class Sink>
+  bool read_body(size_t n, Sink&& sink) {
+    while (n > 0) {
+      if (c_.in_pos == c_.in.size() && !fill()) {
+        if (eof() && n == std::string::npos) return true;
+        return eof() ? fail("the server closed the connection in the middle of a response") : false;
+      }
+      const size_t take = std::min(n, c_.in.size() - c_.in_pos);
+      const std::string_view piece(c_.in.data() + c_.in_pos, take);
+      c_.in_pos += take;
+      if (n != std::string::npos) n -= take;
+      if (!sink(piece)) return false;
+    }
+    return true;
+  }
+
+  bool read_chunked(const std::function<bool(std::string_view)>& sink) {
+    std::string line;
+    while (true) {
+      if (!read_line(line)) return false;
+      const std::string size_text = line.substr(0, line.find(';'));
+      char* end = nullptr;
+      const unsigned long long size = std::strtoull(size_text.c_str(), &end, 16);
+      if (end == size_text.c_str() || !trim(std::string_view(end)).empty() || size > (1ULL << 40)) {
+        return fail("bad chunk size in the response");
+      }
+      if (size == 0) break;
+      if (!read_body(static_cast<size_t>(size), sink)) return false;
+      if (!read_line(line)) return false;
+      if (!line.empty()) return fail("bad chunk end in the response");
+    }
+    size_t trailer_bytes = 0;
+    do {  // trailer fields, then the empty line
+      if (!read_line(line)) return false;
+      trailer_bytes += line.size();
+      if (trailer_bytes > kMaxHeaderBytes) return fail("response trailer too long");
+    } while (!line.empty());
+    return true;
+  }
+
+ private:
+  bool open_socket(const std::string& host, const std::string& port) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* list = nullptr;
+    // Name resolution blocks and cannot be cancelled; the resolver's own timeouts bound it.
+    const int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &list);
+    if (rc != 0) return fail("cannot resolve " + host + ": " + gai_strerror(rc));
+    std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(list, &freeaddrinfo);
+    std::string last_error = "no address";
+    const auto limit = Clock::now() + kConnectTimeout;
+    for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+      c_.fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (c_.fd < 0) {
+        last_error = errno_text(errno);
+        continue;
+      }
+      int rc2 = ::connect(c_.fd, ai->ai_addr, ai->ai_addrlen);
+      if (rc2 < 0 && (errno == EINPROGRESS || errno == EINTR)) {
+        if (!wait(POLLOUT, limit)) {
+          if (resp_.aborted || Clock::now() >= deadline_) return false;
+          last_error = resp_.transport_error;
+          clear_failure();
+          c_.close();
+          continue;
+        }
+        int err = 0;
+        socklen_t len = sizeof err;
+        getsockopt(c_.fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc2 = err == 0 ? 0 : -1;
+        errno = err;
+      }
+      if (rc2 == 0) {
+        const int on = 1;
+        const int idle = 30;
+        const int interval = 10;
+        // Requests are small writes: no Nagle delay. Keepalive probes find peers that vanished (watches).
+        setsockopt(c_.fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        setsockopt(c_.fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on);
+        setsockopt(c_.fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+        setsockopt(c_.fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval);
+        return true;
+      }
+      last_error = errno_text(errno);
+      c_.close();
+    }
+    return fail("cannot connect to " + host + " port " + port + ": " + last_error);
+  }
+
+  // HTTP CONNECT through the proxy: afterwards the socket is a byte pipe to the target.
+  bool tunnel(const Target& t) {
+    const std::string hostport =
+        (t.host.find(':') != std::string::npos ? "[" + t.host + "]" : t.host) + ":" + t.port;
+    if (!write_all("CONNECT " + hostport + " HTTP/1.1\r\nHost: " + hostport +
+                   "\r\nUser-Agent: " + c_.user_agent + "\r\n\r\n")) {
+      return false;
+    }
+    std::string line;
+    if (!read_line(line)) return false;
+    const std::string status_line = line;
+    size_t header_bytes = 0;
+    do {
+      if (!read_line(line)) return false;
+      header_bytes += line.size();
+      if (header_bytes > kMaxHeaderBytes) return fail("proxy response headers too long");
+    } while (!line.empty());
+    const size_t sp = status_line.find(' ');
+    if (status_line.rfind("HTTP/1.", 0) != 0 || sp == std::string::npos ||
+        status_line.compare(sp + 1, 1, "2") != 0) {
+      return fail("the proxy refused CONNECT " + hostport + ": " + status_line.substr(0, 200));
+    }
+    if (c_.in_pos != c_.in.size()) return fail("the proxy sent data before the tunnel was set up");
+    return true;
+  }
+
+  Link& c_;
+  const HttpRequest& req_;
+  HttpResponse& resp_;
+  milliseconds poll_;
+  Clock::time_point deadline_ = Clock::time_point::max();
+  bool eof_ = false;
+  size_t received_ = 0;
+};
+
+struct Head {
+  long status = 0;
+  std::optional<size_t> content_length;
+  bool chunked = false;
+  bool keep_alive = true;
+};
+
+// Status line and header fields of the final response (1xx interim responses are skipped).
+bool read_head(Exchange& x, HttpResponse& resp, Head& head) {
+  std::string line;
+  while (true) {
+    if (!x.read_line(line)) return false;
+    // "HTTP/1.1 200 OK"
+    if (line.size() < 12 || line.compare(0, 7, "HTTP/1.") != 0 || line[8] != ' ' ||
+        !std::isdigit(static_cast<unsigned char>(line[9])) ||
+        !std::isdigit(static_cast<unsigned char>(line[10])) ||
+        !std::isdigit(static_cast<unsigned char>(line[11]))) {
+      return x.fail("not an HTTP/1.x response: " + line.substr(0, 100));
+    }
+    head = Head{};
+    head.status = std::stol(line.substr(9, 3));
+    head.keep_alive = line[7] == '1';  // HTTP/1.0 closes unless it says keep-alive
+    resp.retry_after.clear();
+    size_t header_bytes = 0;
+    while (true) {
+      if (!x.read_line(line)) return false;
+      if (line.empty()) break;
+      header_bytes += line.size();
+      if (header_bytes > kMaxHeaderBytes) return x.fail("response headers too long");
+      const size_t colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      const std::string_view name = trim(std::string_view(line).substr(0, colon));
+      const std::string_view value = trim(std::string_view(line).substr(colon + 1));
+      if (iequals(name, "content-length")) {
+        const std::string v(value);
+        char* end = nullptr;
+        const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
+        if (v.empty() || *end != '\0' || v.front() == '-')
+          return x.fail("bad Content-Length in the response");
+        head.content_length = static_cast<size_t>(n);
+      } else if (iequals(name, "transfer-encoding")) {
+        head.chunked = has_token(value, "chunked");
+      } else if (iequals(name, "connection")) {
+        if (has_token(value, "close")) head.keep_alive = false;
+        if (has_token(value, "keep-alive")) head.keep_alive = true;
+      } else if (iequals(name, "retry-after")) {
+        resp.retry_after = std::string(value);
+      }
+    }
+    if (head.status >= 200 || head.status == 101) return true;
+  }
 }
 
 }  // namespace
 
-struct HttpConnection::Impl {
-  CURLM* multi = nullptr;
-  CURL* easy = nullptr;
-  char errbuf[CURL_ERROR_SIZE] = {};
-
-  // State of the transfer in progress.
-  const HttpRequest* req = nullptr;
-  HttpResponse* resp = nullptr;
-  std::exception_ptr
-      callback_error;  // thrown by a caller's callback: rethrown once libcurl is out of the way
-
-  ~Impl() {
-    if (easy != nullptr) curl_easy_cleanup(easy);
-    if (multi != nullptr) curl_multi_cleanup(multi);
-  }
-
-  static size_t on_write(char* ptr, size_t size, size_t nmemb, void* userdata) {
-    auto* self = static_cast<Impl*>(userdata);
-    const size_t len = size * nmemb;
-    long code = 0;
-    curl_easy_getinfo(self->easy, CURLINFO_RESPONSE_CODE, &code);
-    if (self->req->on_body && code >= 200 && code < 300) {
-      bool more = false;
-      try {
-        more = self->req->on_body(std::string_view(ptr, len));
-      } catch (...) {
-        // Exceptions must not unwind through libcurl's C frames.
-        self->callback_error = std::current_exception();
-      }
-      if (!more) {
-        self->resp->aborted = true;
-        return 0;  // makes libcurl stop the transfer
-      }
-      return len;
-    }
-    self->resp->body.append(ptr, len);
-    return len;
-  }
-
-  static size_t on_header(char* ptr, size_t size, size_t nmemb, void* userdata) {
-    auto* self = static_cast<Impl*>(userdata);
-    const size_t len = size * nmemb;
-    std::string_view line(ptr, len);
-    if (iequals_prefix(line, "HTTP/")) {
-      self->resp->retry_after.clear();  // a new response (e.g. after 100 Continue)
-    } else if (iequals_prefix(line, "retry-after:")) {
-      self->resp->retry_after = std::string(trim_view(line.substr(12)));
-    }
-    return len;
-  }
-};
+struct HttpConnection::Impl : Link {};
 
 HttpConnection::HttpConnection() : impl_(std::make_unique<Impl>()) {}
 HttpConnection::~HttpConnection() = default;
 
 Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const Config& config,
                                                                const std::string& user_agent) {
-  global_init_once();
   std::unique_ptr<HttpConnection> c(new HttpConnection());
   Impl& im = *c->impl_;
-  im.multi = curl_multi_init();
-  im.easy = curl_easy_init();
-  if (im.multi == nullptr || im.easy == nullptr) return Error("cannot initialise libcurl");
-  CURL* e = im.easy;
-
-  CURLcode rc = CURLE_OK;
-  auto set = [&rc](CURLcode r) {
-    if (rc == CURLE_OK) rc = r;
-  };
-  set(curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L));  // threads: no SIGALRM-based DNS timeouts
-  set(curl_easy_setopt(e, CURLOPT_ERRORBUFFER, im.errbuf));
-  set(curl_easy_setopt(e, CURLOPT_USERAGENT, user_agent.c_str()));
-  set(curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, &Impl::on_write));
-  set(curl_easy_setopt(e, CURLOPT_WRITEDATA, &im));
-  set(curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, &Impl::on_header));
-  set(curl_easy_setopt(e, CURLOPT_HEADERDATA, &im));
-  set(curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, 10000L));
-  // Detect dead peers on long-lived (watch) connections.
-  set(curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L));
-  set(curl_easy_setopt(e, CURLOPT_TCP_KEEPIDLE, 30L));
-  set(curl_easy_setopt(e, CURLOPT_TCP_KEEPINTVL, 10L));
-  set(curl_easy_setopt(e, CURLOPT_FOLLOWLOCATION, 0L));
-  set(curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "https,http"));
-  if (rc != CURLE_OK) return Error(std::string("cannot configure libcurl: ") + curl_easy_strerror(rc));
-
-  const std::string what = "TLS setup for " + config.source;
-  auto blob_opt = [&](CURLoption opt, const std::string& pem, const char* field) -> Status {
-    curl_blob blob{};
-    blob.data = const_cast<char*>(pem.data());  // NOLINT(cppcoreguidelines-pro-type-const-cast): copied
-    blob.len = pem.size();
-    blob.flags = CURL_BLOB_COPY;
-    const CURLcode r = curl_easy_setopt(e, opt, &blob);
-    if (r != CURLE_OK) return Error(what + ": cannot use " + field + ": " + curl_easy_strerror(r));
-    return {};
-  };
-  auto str_opt = [&](CURLoption opt, const std::string& v, const char* field) -> Status {
-    const CURLcode r = curl_easy_setopt(e, opt, v.c_str());
-    if (r != CURLE_OK) return Error(what + ": cannot use " + field + ": " + curl_easy_strerror(r));
-    return {};
-  };
-  Status st;
-  if (!config.ca_data.empty()) {
-    st = blob_opt(CURLOPT_CAINFO_BLOB, config.ca_data, "certificate-authority-data");
-  } else if (!config.ca_file.empty()) {
-    st = str_opt(CURLOPT_CAINFO, config.ca_file, "certificate-authority");
+  im.user_agent = user_agent;
+  im.proxy_env = proxy_env_from_environment();
+  if (config.server.rfind("http://", 0) != 0) {
+    auto ctx = TlsContext::create(config);
+    if (!ctx) return ctx.error();
+    im.tls_context = std::move(*ctx);
   }
-  if (!st) return st.error();
-  if (!config.client_cert_data.empty()) {
-    st = blob_opt(CURLOPT_SSLCERT_BLOB, config.client_cert_data, "client-certificate-data");
-  } else if (!config.client_cert_file.empty()) {
-    st = str_opt(CURLOPT_SSLCERT, config.client_cert_file, "client-certificate");
-  }
-  if (!st) return st.error();
-  if (!config.client_key_data.empty()) {
-    st = blob_opt(CURLOPT_SSLKEY_BLOB, config.client_key_data, "client-key-data");
-  } else if (!config.client_key_file.empty()) {
-    st = str_opt(CURLOPT_SSLKEY, config.client_key_file, "client-key");
-  }
-  if (!st) return st.error();
-  curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
-  curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
-  const long verify = config.insecure_skip_tls_verify ? 0L : 1L;
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, verify);
-  curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, verify * 2L);
   return c;
 }
 
 std::string HttpConnection::escape(std::string_view s) {
-  char* out = curl_easy_escape(nullptr, s.data(), static_cast<int>(s.size()));
-  if (out == nullptr) return std::string(s);
-  std::string r(out);
-  curl_free(out);
+  static constexpr std::string_view kHex = "0123456789ABCDEF";
+  std::string r;
+  r.reserve(s.size());
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    if (std::isalnum(u) != 0 || ch == '-' || ch == '.' || ch == '_' || ch == '~') {
+      r += ch;
+    } else {
+      r += '%';
+      r += kHex[u >> 4];
+      r += kHex[u & 15];
+    }
+  }
   return r;
 }
 
 HttpResponse HttpConnection::perform(const HttpRequest& request) {
   HttpResponse resp;
   Impl& im = *impl_;
-  im.req = &request;
-  im.resp = &resp;
-  im.errbuf[0] = '\0';
-  CURL* e = im.easy;
-
-  curl_slist* headers = nullptr;
-  headers = curl_slist_append(headers, "Accept: application/json");
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip for larger bodies
-  if (!request.bearer_token.empty()) {
-    headers = curl_slist_append(headers, ("Authorization: Bearer " + request.bearer_token).c_str());
+  auto target = parse_url(request.url);
+  if (!target) {
+    resp.transport_error = target.error().message;
+    return resp;
   }
-  if (!request.content_type.empty()) {
-    headers = curl_slist_append(headers, ("Content-Type: " + request.content_type).c_str());
+  // Header values go into the request verbatim: a line break would split it (header injection).
+  for (const std::string* v : std::array<const std::string*, 4>{&request.bearer_token, &request.content_type,
+                                                                &request.method, &im.user_agent}) {
+    if (v->find_first_of("\r\n") != std::string::npos) {
+      resp.transport_error = "a request header value contains a line break";
+      return resp;
+    }
   }
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
   const bool has_body = !request.body.empty() || request.method == "POST" || request.method == "PUT" ||
                         request.method == "PATCH";
-  if (has_body) {
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
-    curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-    curl_easy_setopt(e, CURLOPT_POSTFIELDS, request.body.data());
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, request.method == "POST" ? nullptr : request.method.c_str());
-  } else {
-    curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, request.method == "GET" ? nullptr : request.method.c_str());
-  }
-  curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, static_cast<long>(request.timeout.count()));
+  std::string head = request.method + " " + target->path + " HTTP/1.1\r\nHost: " + target->authority +
+                     "\r\nUser-Agent: " + im.user_agent + "\r\nAccept: application/json\r\n";
+  if (!request.bearer_token.empty()) head += "Authorization: Bearer " + request.bearer_token + "\r\n";
+  if (!request.content_type.empty()) head += "Content-Type: " + request.content_type + "\r\n";
+  if (has_body) head += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
+  head += "\r\n";
 
-  CURLcode result = CURLE_OK;
-  bool finished = false;
-  std::string multi_error;
-  const int poll_ms = static_cast<int>(std::max<int64_t>(1, request.poll_interval.count()));
-  curl_multi_add_handle(im.multi, e);
-  while (true) {
-    int running = 0;
-    const CURLMcode mc = curl_multi_perform(im.multi, &running);
-    if (mc != CURLM_OK) {
-      multi_error = curl_multi_strerror(mc);
-      break;
-    }
-    int left = 0;
-    while (CURLMsg* m = curl_multi_info_read(im.multi, &left)) {
-      if (m->msg == CURLMSG_DONE && m->easy_handle == e) {
-        result = m->data.result;
-        finished = true;
+  Exchange x(im, request, resp);
+  const std::string endpoint = (target->tls ? "https://" : "http://") + target->host + ":" + target->port;
+  bool complete = false;
+  try {
+    Head h;
+    // A kept-alive connection may have been closed by the server just as it was reused: then the request is
+    // sent once more on a new connection, as long as no byte of a response came back.
+    for (int attempt = 0;; ++attempt) {
+      const bool reuse = im.endpoint == endpoint && im.idle_connection_usable();
+      if (!reuse) {
+        im.close();
+        if (!x.connect(*target)) break;
+        im.endpoint = endpoint;
       }
+      const size_t before = x.received();
+      const bool sent = x.write_all(head) && x.write_all(request.body);
+      if (sent && read_head(x, resp, h)) break;
+      if (!reuse || attempt > 0 || resp.aborted || x.received() != before) break;
+      x.clear_failure();
+      im.close();
     }
-    if (finished || resp.aborted) break;
-    bool keep_going = true;
-    try {
-      keep_going = !request.keep_going || request.keep_going();
-    } catch (...) {
-      im.callback_error = std::current_exception();
-      keep_going = false;
+    if (!x.failed()) {
+      resp.status = h.status;
+      const bool stream = request.on_body && resp.status >= 200 && resp.status < 300;
+      const std::function<bool(std::string_view)> sink = [&](std::string_view piece) {
+        if (!stream) {
+          resp.body.append(piece);
+          return true;
+        }
+        if (request.on_body(piece)) return true;
+        resp.aborted = true;
+        return false;
+      };
+      bool ok = true;
+      if (request.method == "HEAD" || resp.status == 204 || resp.status == 304) {
+        // no body
+      } else if (h.chunked) {
+        ok = x.read_chunked(sink);
+      } else if (h.content_length) {
+        ok = x.read_body(*h.content_length, sink);
+      } else {
+        h.keep_alive = false;
+        ok = x.read_body(std::string::npos, sink);
+      }
+      complete = ok && !x.failed();
+      if (complete && !h.keep_alive) im.close();
     }
-    if (!keep_going) {
-      resp.aborted = true;
-      break;
-    }
-    curl_multi_poll(im.multi, nullptr, 0, poll_ms, nullptr);
+  } catch (...) {
+    im.close();  // in the middle of a response: the connection cannot be reused
+    throw;
   }
-  curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &resp.status);
-  // Removing an unfinished transfer closes its connection; a finished one stays cached for reuse.
-  curl_multi_remove_handle(im.multi, e);
-  curl_easy_setopt(e, CURLOPT_HTTPHEADER, nullptr);
-  curl_easy_setopt(e, CURLOPT_POSTFIELDS, nullptr);
-  curl_slist_free_all(headers);
-  im.req = nullptr;
-  im.resp = nullptr;
-  if (im.callback_error) std::rethrow_exception(std::exchange(im.callback_error, nullptr));
-
-  if (resp.aborted) return resp;
-  if (!multi_error.empty()) {
-    resp.transport_error = multi_error;
-  } else if (result != CURLE_OK) {
-    // The error buffer has the specifics (address, TLS reason); the generic text is the fallback.
-    resp.transport_error = im.errbuf[0] != '\0' ? std::string(im.errbuf) : curl_easy_strerror(result);
-    if (result == CURLE_OPERATION_TIMEDOUT) {
-      resp.transport_error = "timed out (" + resp.transport_error + ")";  // curl's wording varies by phase
-    }
-  }
+  if (!complete) im.close();
+  if (resp.aborted) resp.transport_error.clear();
   return resp;
 }
 

@@ -1,6 +1,7 @@
-// One HTTP connection to the API server over libcurl: TLS and client certificates from a Config, keep-alive,
-// and transfers that the caller can abort between polls (cancellation, watch deadlines). The bearer token
-// comes with each request: it can change while a connection lives (token rotation).
+// One HTTP/1.1 connection to the API server (TLS: kube/tls, proxy: kube/proxy): server verification and
+// client certificates from a Config, keep-alive with reconnect, and transfers that the caller can abort
+// between polls (cancellation, watch deadlines). The bearer token comes with each request: it can change
+// while a connection lives (token rotation).
 #pragma once
 
 #include <chrono>

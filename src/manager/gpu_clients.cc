@@ -181,7 +181,8 @@ void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& 
                                              const PodPipeline& pipeline) const {
   std::set<std::string> original;
   for (const auto& t : targets) original.insert(t.uid);
-  for (const auto& pod : pods_.pods()) {
+  for (const auto& shared : pods_.snapshot()) {  // the cache's pods, not a copy of them
+    const auto& pod = *shared;
     if (original.count(kube::uid(pod)) > 0 || kube::terminating(pod)) continue;
     const PodDecision d = pipeline.decide(pod);
     if (d.verdict != Verdict::kDelete) continue;

@@ -1,0 +1,59 @@
+// TLS client sessions over mbedTLS on a connected non-blocking socket: what the peer must prove (the CA of
+// the Config, its name or IP address) and what we present (client certificate and key).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "common/result.h"
+#include "kube/config.h"
+
+namespace dm::kube {
+
+// Trust anchors, client credentials and protocol settings from a Config; shared by the sessions of one
+// connection, read-only once created.
+class TlsContext {
+ public:
+  static Result<std::unique_ptr<TlsContext>> create(const Config& config);
+  ~TlsContext();
+  TlsContext(const TlsContext&) = delete;
+  TlsContext& operator=(const TlsContext&) = delete;
+
+ private:
+  TlsContext();
+  friend class TlsSession;
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+class TlsSession {
+ public:
+  // Returned by handshake/read/write besides byte counts: wait for the socket, then call again.
+  static constexpr int kWantRead = -1;
+  static constexpr int kWantWrite = -2;
+  static constexpr int kFailed = -3;  // error() says why
+
+  // `fd` stays owned by the caller and must outlive the session; `host` is the name or IP literal the
+  // server's certificate must be valid for.
+  static Result<std::unique_ptr<TlsSession>> create(const TlsContext& context, int fd,
+                                                    const std::string& host);
+  ~TlsSession();
+  TlsSession(const TlsSession&) = delete;
+  TlsSession& operator=(const TlsSession&) = delete;
+
+  int handshake();                         // 0 when done
+  int read(char* buf, size_t len);         // bytes (> 0), 0 when the peer closed
+  int write(const char* buf, size_t len);  // bytes (> 0)
+  [[nodiscard]] const std::string& error() const { return error_; }
+  // The negotiated protocol and cipher suite, e.g. "TLSv1.2 TLS-ECDHE-ECDSA-WITH-AES-128-GCM-SHA256".
+  [[nodiscard]] std::string describe() const;
+
+ private:
+  TlsSession();
+  int fail(int rc, const std::string& what);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string error_;
+};
+
+}  // namespace dm::kube
