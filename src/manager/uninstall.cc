@@ -300,11 +300,10 @@ void Uninstall::count_phase() {
       if (now.contains(uid)) continue;
       // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
       // operand wait: each is counted as what it is.
-      if (*phase != Phase::kPauseOperands) {
-        ++gone;
-      } else if (client) {
+      const bool beside = *phase == Phase::kPauseOperands;
+      if (beside && client) {
         ++clients;
-      } else if (workload_uids_.contains(uid)) {
+      } else if (beside && workload_uids_.contains(uid)) {
         ++workloads;
       } else {
         ++gone;
@@ -765,7 +764,7 @@ Status Uninstall::cordon() {
 Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside) {
   if (auto c = cordon(); !c) return c;
   if (stop.cancelled())
-    return Error(cancel_.cancelled() ? "terminated by SIGTERM" : "stopped: a step beside it failed");
+    return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
   const FlowContext ctx{settings_, client_, host_, clock_, stop, node_, pods_};
   const auto& ns = settings_.operator_namespace;
   const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
