@@ -85,13 +85,22 @@ bool workload_step_runs(const EvictionSwitches& switches, bool dra_on) {
   return switches.gpu_pod_eviction || (dra_on && switches.auto_drain);
 }
 
-Status evict_gpu_workloads(const FlowContext& ctx) {
+Status evict_gpu_workloads(const FlowContext& ctx, const TakenBeside& beside,
+                           std::vector<std::string>* evicted_uids) {
   // Upstream logs both: the first from its flow, the second from its Kubernetes client.
   spdlog::info("Draining node {} of any GPU pods...", ctx.node.node());
   spdlog::info("Draining node {} of any GPU pods", ctx.node.node());
   spdlog::info("Identifying GPU pods to delete");
   const auto facts = api_pod_facts(ctx.client);
-  auto planned = plan_gpu_workload_eviction(ctx.pods.pods(), drain_options(ctx.settings), facts);
+  auto pods = ctx.pods.pods();
+  if (beside) {
+    std::erase_if(pods, [&](const Json& pod) {
+      const auto why = beside(pod);
+      if (why) spdlog::debug("{}: skip [beside]: {}", kube::ref_string(pod), *why);
+      return why.has_value();
+    });
+  }
+  auto planned = plan_gpu_workload_eviction(pods, drain_options(ctx.settings), facts);
   if (!planned) return planned.error().wrap("failed to identify GPU pods");
   const auto& plan = planned->plan;
   if (planned->gpu_pods == 0) {
@@ -108,7 +117,11 @@ Status evict_gpu_workloads(const FlowContext& ctx) {
   for (const auto& p : plan.to_evict) spdlog::info("GPU pod - {}", kube::ref_string(p));
   for (const auto& p : plan.to_wait) spdlog::info("GPU pod - {} (already terminating)", kube::ref_string(p));
   spdlog::info("Deleting GPU pods...");
-  auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(plan), drain_deadline(ctx), ctx.cancel,
+  const auto targets = targets_of(plan);
+  if (evicted_uids != nullptr) {
+    for (const auto& t : targets) evicted_uids->push_back(t.uid);
+  }
+  auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets, drain_deadline(ctx), ctx.cancel,
                       eviction_options(ctx, "GPU pods"));
   if (!s) return s.error().wrap("failed to evict GPU pods from node " + ctx.node.node());
   return ok_status();

@@ -3,6 +3,11 @@
 // from the pod_rules pipelines, evictions from the eviction engine.
 #pragma once
 
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "common/result.h"
 #include "manager/flow.h"
 #include "manager/pod_rules.h"
@@ -29,10 +34,17 @@ bool workload_step_runs(const EvictionSwitches& switches, bool dra_on);
 // The deadline of DRAIN_TIMEOUT_SECONDS (zero = no limit, as upstream).
 Deadline drain_deadline(const FlowContext& ctx);
 
+// Pods that a step running beside the GPU-workload eviction takes off the node (the operand wait, the
+// gpu-client reset): the reason, or nullopt for a pod that is the eviction's to decide.
+using TakenBeside = std::function<std::optional<std::string>(const nlohmann::json& pod)>;
+
 // Evicts every GPU-using pod of the node (the caller has cordoned it). Fails without evicting anything
 // if some GPU pod cannot be evicted ("Cannot delete all GPU pods", the equality rule), or when the
-// evictions do not finish before DRAIN_TIMEOUT_SECONDS.
-Status evict_gpu_workloads(const FlowContext& ctx);
+// evictions do not finish before DRAIN_TIMEOUT_SECONDS. Pods `beside` names are neither evicted nor counted
+// in the equality rule (an operand DaemonSet pod still terminating is no refusal). `evicted_uids`, when
+// given, receives the UIDs it evicts or waits for.
+Status evict_gpu_workloads(const FlowContext& ctx, const TakenBeside& beside = {},
+                           std::vector<std::string>* evicted_uids = nullptr);
 
 // The full-drain fallback: evicts every pod of the node except DaemonSet and mirror pods (and pods the
 // DRAIN_POD_SELECTOR_LABEL selector does not match), with the same filters, PDB handling and deadline

@@ -127,6 +127,13 @@ Status GpuClientReset::reset_dra_plugin_clients() {
   return reset(GpuClientPhase::kDraPlugin, cancel_);
 }
 
+bool GpuClientReset::dra_plugin_clients_present() const {
+  if (!taint_) return true;  // the reset says what is wrong with the taint
+  const PodPlan plan =
+      plan_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.pods());
+  return !plan.ok() || client_reset_needs_taint(plan);
+}
+
 Status GpuClientReset::ensure_taint() {
   if (effective_taint_) return ok_status();  // tainted earlier in this run
   // Registered before the write: a request that timed out may still have been applied (removal reads our

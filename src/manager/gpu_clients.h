@@ -59,6 +59,9 @@ class GpuClientReset {
   // Resets the annotated clients that are DRA kubelet plugins (after the GPU workloads and the DRA claim
   // guard, before the module unload).
   Status reset_dra_plugin_clients();
+  // There are DRA-plugin clients on the node for reset_dra_plugin_clients() to reset (or refuse): a look at
+  // the pod watch, no request.
+  [[nodiscard]] bool dra_plugin_clients_present() const;
   // Removes the taint if this run (or a crashed earlier one) added it; idempotent; safe after SIGTERM.
   Status remove_taint();
   // The node carries a taint of ours that remove_taint() has yet to remove.

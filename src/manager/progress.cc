@@ -25,13 +25,16 @@ struct PhaseInfo {
 PhaseInfo info(Phase p) {
   switch (p) {
     case Phase::kPauseOperands:
-      return {"pause-operands", "PausingOperands",
-              "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down, "
-              "while it resets the annotated GPU client pods under its taint",
-              "stopped {} operand pod{}"};
+      return {
+          "pause-operands", "PausingOperands",
+          "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down, "
+          "while it resets the annotated GPU client pods under its taint and, when it evicts them, evicts "
+          "the GPU workloads from the cordoned node",
+          "stopped {} operand pod{}"};
     case Phase::kEvictWorkloads:
       return {"evict-workloads", "EvictingGpuWorkloads",
-              "driver-manager is evicting the GPU workloads (and the DRA kubelet plugins) from the node",
+              "driver-manager is draining the node after a failed GPU workload eviction, or taking the DRA "
+              "kubelet plugins and the pods that hold their claims off the node",
               "evicted {} GPU pod{}"};
     case Phase::kUnloadDriver:
       return {"unload-driver", "UnloadingDriver",

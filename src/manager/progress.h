@@ -24,7 +24,8 @@ inline constexpr std::string_view kStateAnnotation = "nvidia.com/gpu-driver-mana
 // The phases of a run, in the order the full path takes them.
 enum class Phase {
   kPauseOperands,     // pause the operand labels; their pods go while the annotated GPU clients are reset
-  kEvictWorkloads,    // cordon, evict GPU workloads (and the DRA plugins and their clients)
+                      // and the GPU workloads evicted from the cordoned node
+  kEvictWorkloads,    // what is left before the unload: the full-drain fallback, the DRA plugins and clients
   kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
   kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
   kWaitMofed,         // GPUDirect RDMA: wait for the MOFED driver
@@ -98,8 +99,10 @@ class RunProgress {
 
   // Counters for the summary.
   void add_paused_labels(size_t n);
-  void add_pods_gone(Phase p, size_t n);  // pods that left the node during the phase (but GPU clients)
-  void add_gpu_clients_reset(size_t n);   // annotated GPU clients that left during pause-operands
+  // Pods that left the node during phase `p` (but GPU clients); GPU workloads evicted during pause-operands
+  // are counted under kEvictWorkloads, whose words they get ("evicted <n> GPU pods"), entered or not.
+  void add_pods_gone(Phase p, size_t n);
+  void add_gpu_clients_reset(size_t n);  // annotated GPU clients that left during pause-operands
   void add_modules_unloaded(size_t n);
 
   // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>[; waiting for <n> of <m> pods: <names>];

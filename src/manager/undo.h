@@ -4,6 +4,8 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,12 +23,17 @@ struct UndoAction {
   std::string upstream_name{};
 };
 
+// Thread-safe: steps that run side by side (the gpu-client taint and the cordon) register from their own
+// threads. "Newest" is the order in which add() calls completed. Changes made side by side do not depend on
+// each other, so their undos may run in either order; everything registered before those steps started is
+// undone after all of them, everything registered after they ended before them. The actions themselves run
+// without the list's lock (an action may take long: it talks to the API server).
 class UndoList {
  public:
   // Registers the undo of a change just made (or adopted from an earlier run). An action whose name is
   // already registered is not added again: each change is undone once.
   void add(UndoAction action);
-  [[nodiscard]] bool empty() const { return actions_.empty(); }
+  [[nodiscard]] bool empty() const;
   [[nodiscard]] bool contains(const std::string& name) const;
   [[nodiscard]] std::vector<std::string> names() const;  // newest first
 
@@ -35,6 +42,7 @@ class UndoList {
   // optional one is logged as a warning and dropped - unless the run does not end well after all: when a
   // required one fails later, or `cancel` (SIGTERM) has fired by the time it failed (then it stops there
   // and is returned), the failed optional ones stay registered too, so the cleanup tries them again.
+  // An action added while the list runs is the newest, so it runs next.
   Status run_all(const CancelToken& cancel = CancelToken());
 
   // Cleanup after a failure or SIGTERM: runs every action newest first, logging a failure as a warning and
@@ -43,6 +51,11 @@ class UndoList {
   std::vector<std::string> run_best_effort(const Clock& clock, const Deadline& deadline);
 
  private:
+  [[nodiscard]] bool contains_locked(const std::string& name) const;
+  std::optional<UndoAction> take_newest();
+  void put_back(UndoAction action);  // as the newest
+
+  mutable std::mutex mu_;
   std::vector<UndoAction> actions_;  // oldest first
 };
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -130,9 +131,10 @@ class Uninstall {
   // Steps.
   Status adopt_leftovers(const nlohmann::json& node, bool will_unload);
   Status pause_operands();
-  Status reset_gpu_clients_with_operands();
-  bool skip_uninstall();
-  Status evict_workloads();
+  Status take_gpu_users_off(bool with_workloads);
+  bool skip_uninstall(const SkipDecision& d);
+  Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside);
+  Status drain_after_failed_eviction();
   Status reset_dra_plugin_gpu_clients();
   Status drain_dra_plugin();
   Status uninstall_driver_components();
@@ -189,6 +191,8 @@ class Uninstall {
   RunProgress progress_;
   std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended
   std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
+  std::set<std::string> workload_uids_;     // GPU workloads evicted beside the operand wait
+  bool drain_pending_ = false;              // the GPU-workload eviction failed: the full drain follows
   size_t phase_modules_ = 0;                // NVIDIA (and nouveau) modules loaded then
   std::mutex state_mu_;                     // waits report from the thread that waits
   bool state_pending_ = false;  // the current phase's state rides along with the next patch or wait
@@ -328,17 +332,23 @@ void Uninstall::count_phase() {
   if (phase) {
     size_t gone = 0;
     size_t clients = 0;
+    size_t workloads = 0;
     for (const auto& [uid, client] : phase_pods_) {
       if (now.contains(uid)) continue;
-      // During pause-operands the clients are reset side by side with the operand wait.
-      if (client && *phase == Phase::kPauseOperands) {
+      // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
+      // operand wait: each is counted as what it is.
+      const bool beside = *phase == Phase::kPauseOperands;
+      if (beside && client) {
         ++clients;
+      } else if (beside && workload_uids_.contains(uid)) {
+        ++workloads;
       } else {
         ++gone;
       }
     }
     progress_.add_pods_gone(*phase, gone);
     progress_.add_gpu_clients_reset(clients);
+    progress_.add_pods_gone(Phase::kEvictWorkloads, workloads);
     if (phase_modules_ > modules) progress_.add_modules_unloaded(phase_modules_ - modules);
   }
   phase_pods_ = std::move(now);
@@ -506,12 +516,19 @@ Status Uninstall::main_path() {
   // Each path: docs/behaviour.md, The paths.
   if (!host_.module_loaded("nvidia")) return no_driver_path();
 
+  // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
+  // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
+  const SkipDecision skip = decide_skip_uninstall(settings_, host_);
+  const bool evict =
+      !skip.skip && workload_step_runs({eviction_enabled_, auto_drain_enabled_}, snapshot_.dra_on());
   enter(Phase::kPauseOperands, /*ride_along=*/true);  // with the pause patch
   DM_STEP(pause_operands());
-  DM_STEP(reset_gpu_clients_with_operands());  // annotated gpu clients go with the operands
-  if (skip_uninstall()) return skip_path();
-  enter(Phase::kEvictWorkloads, false, /*event=*/eviction_enabled_ || snapshot_.dra_on());
-  DM_STEP(evict_workloads());
+  DM_STEP(take_gpu_users_off(evict));  // operands, annotated gpu clients and GPU workloads go side by side
+  if (skip_uninstall(skip)) return skip_path();
+  // What is left before the unload: the full drain after a failed eviction, the DRA claim guard and plugins.
+  if (drain_pending_ || snapshot_.dra_on() || gpu_clients_->dra_plugin_clients_present())
+    enter(Phase::kEvictWorkloads);
+  if (drain_pending_) DM_STEP(drain_after_failed_eviction());
   if (snapshot_.dra_on()) DM_STEP(check_dra_claim_holders(ctx_));
   DM_STEP(reset_dra_plugin_gpu_clients());  // third-party DRA plugins go last, like ours
   if (snapshot_.dra_on()) DM_STEP(drain_dra_plugin());
@@ -604,42 +621,61 @@ Status Uninstall::pause_operands() {
   return ok_status();
 }
 
-// The operand waits and the reset of the pods annotated nvidia.com/gpu.client (not DRA plugins) run side by
-// side: neither needs the other gone (docs/gpu-clients.md, Clients go while the operands go). Both end
-// before the skip decision (clients are bounced on the skip path too) and before GPU workload eviction,
-// also when the upgrade policy owns workload eviction (they are clients, not workloads). The first of the
-// two to fail stops the other and is the run's error; the taint registers its own undo. The client reset
-// runs on this thread (it writes the node and the undo list); the operand wait only reads the pod watch.
-Status Uninstall::reset_gpu_clients_with_operands() {
+// The operand waits, the reset of the pods annotated nvidia.com/gpu.client (not DRA plugins) and, when
+// `with_workloads`, the cordon and the GPU-workload eviction run side by side: none needs another one's pods
+// gone (docs/gpu-clients.md, Clients go while the operands go). All of them end before the skip decision is
+// logged; the clients go also on the skip path and with the upgrade policy on (they are clients, not
+// workloads). The first to fail stops the others and is the run's error; the taint and the cordon register
+// their own undo (the undo list takes registrations from any thread). The client reset runs on this thread,
+// the operand wait (it only reads the pod watch) and the workload eviction on their own. A failed eviction
+// that falls back to the full drain is no failure here: the drain runs once the others are done, so it
+// never evicts a client or an operand that they are still taking off the node.
+Status Uninstall::take_gpu_users_off(bool with_workloads) {
   const auto waits = pause_waits(snapshot_, table_);
   const auto& ns = settings_.operator_namespace;
   log_operand_waits_start(pods_, waits, ns);
   const CancelToken stop_wait = cancel_.child();
   const CancelToken stop_clients = cancel_.child();
-  enum Side : int { kNone, kOperands, kClients };
+  const CancelToken stop_workloads = cancel_.child();
+  enum Side : int { kNone, kOperands, kClients, kWorkloads };
   std::atomic<int> failed_first{kNone};
+  auto failed = [&](Side side) {
+    int none = kNone;
+    failed_first.compare_exchange_strong(none, side);
+    if (side != kOperands) stop_wait.cancel();
+    if (side != kClients) stop_clients.cancel();
+    if (side != kWorkloads) stop_workloads.cancel();
+  };
   Status waited = ok_status();
   std::thread waiter([&] {
     waited = await_operands(pods_, waits, ns, operand_deadline(), stop_wait);
-    if (waited) return;
-    int none = kNone;
-    failed_first.compare_exchange_strong(none, kOperands);
-    stop_clients.cancel();
+    if (!waited) failed(kOperands);
   });
+  Status evicted = ok_status();
+  std::thread evictor;
+  if (with_workloads) {
+    evictor = std::thread([&] {
+      evicted = evict_workloads(stop_workloads, waits);
+      if (!evicted) failed(kWorkloads);
+    });
+  }
   Status reset = gpu_clients_->reset_clients(stop_clients);
-  if (!reset) {
-    int none = kNone;
-    failed_first.compare_exchange_strong(none, kClients);
-    stop_wait.cancel();
-  }
+  if (!reset) failed(kClients);
   waiter.join();
-  if (failed_first == kClients) return reset;
-  if (failed_first == kOperands) {
-    const Error e = operand_wait_failed(pods_, waits, ns, waited.error());
-    spdlog::error("Failed to evict GPU operator components, attempting cleanup");
-    return e;
+  if (evictor.joinable()) evictor.join();
+  switch (failed_first.load()) {
+    case kClients:
+      return reset;
+    case kWorkloads:
+      return evicted;
+    case kOperands: {
+      const Error e = operand_wait_failed(pods_, waits, ns, waited.error());
+      spdlog::error("Failed to evict GPU operator components, attempting cleanup");
+      return e;
+    }
+    default:
+      return ok_status();
   }
-  return ok_status();
 }
 
 // Annotated gpu-clients that are DRA kubelet plugins go after the claim-holder guard, before the module
@@ -707,8 +743,7 @@ Status Uninstall::undo_changes() {
 }
 
 // See docs/behaviour.md, Skip-uninstall.
-bool Uninstall::skip_uninstall() {
-  const SkipDecision d = decide_skip_uninstall(settings_, host_);
+bool Uninstall::skip_uninstall(const SkipDecision& d) {
   if (d.checked) {
     spdlog::info(
         "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
@@ -734,17 +769,39 @@ Status Uninstall::cordon() {
   return ok_status();
 }
 
-// See docs/behaviour.md, GPU workload eviction.
-Status Uninstall::evict_workloads() {
-  if (!workload_step_runs({eviction_enabled_, auto_drain_enabled_}, snapshot_.dra_on())) return ok_status();
+// See docs/behaviour.md, GPU workload eviction. Runs beside the operand wait and the client reset: the pods
+// those take off the node are not this step's, and `stop` fires when one of them fails (its error is then
+// the run's, so a stopped eviction logs no failure of its own).
+Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside) {
   if (auto c = cordon(); !c) return c;
-  auto s = evict_gpu_workloads(ctx_);
+  if (stop.cancelled())
+    return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
+  const FlowContext ctx{settings_, client_, host_, clock_, stop, node_, pods_};
+  const auto& ns = settings_.operator_namespace;
+  const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
+    for (const auto& w : beside) {
+      if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
+    }
+    if (gpu_client_designation(pod) == ClientDesignation::kClient && !is_dra_plugin_client(pod))
+      return "an annotated GPU client, reset beside";
+    return std::nullopt;
+  };
+  std::vector<std::string> uids;
+  auto s = evict_gpu_workloads(ctx, taken, &uids);
+  workload_uids_.insert(uids.begin(), uids.end());
   if (s) return s;
+  if (stop.cancelled() && !cancel_.cancelled()) return s;
   spdlog::info("Failed to drain node of GPU pods");
   spdlog::error("{}", s.error().message);
   if (cancel_.cancelled()) return s;
   if (!auto_drain_enabled_)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
+  drain_pending_ = true;  // once the steps beside are done
+  return ok_status();
+}
+
+// The full-drain fallback after a failed GPU-workload eviction; the node is cordoned already.
+Status Uninstall::drain_after_failed_eviction() {
   spdlog::info("Attempting node drain");
   return drain_node(ctx_);
 }

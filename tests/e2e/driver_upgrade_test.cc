@@ -428,8 +428,8 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
   EXPECT_THAT(log.substr(last_start), HasSubstr("msg=Summary: terminated by SIGTERM in phase "))
       << "the last line is not the end of the cleanup:\n"
       << log;
-  // The error names the wait SIGTERM cut short (the operand wait or the client reset, whichever saw it
-  // first).
+  // The error names the wait SIGTERM cut short (the operand wait, the client reset or the GPU workload
+  // eviction, whichever saw it first).
   const std::string error_line = log.substr(error_start, last_start - error_start);
   EXPECT_THAT(error_line, HasSubstr("level=fatal msg=")) << log;
   EXPECT_THAT(error_line, HasSubstr("cancelled")) << log;

@@ -274,21 +274,32 @@ TEST_F(GpuClients, BareAndMirrorPodsAreRefusedBeforeAnythingIsEvictedAndForceRes
 
 TEST_F(GpuClients, TaintToleratingDaemonSetPodIsWarnedAboutAndItsReplacementFailsTheUnload) {
   Scenario s(cluster(), "gc-tolerate");
-  const auto ops = default_operands();
+  auto ops = default_operands();
+  // An operand that holds the run in the operand wait until the test lets it go: the unload comes after the
+  // DaemonSet's replacement has started and holds the GPU (the GPU workloads, going side by side, no
+  // longer give it that time).
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});
   s.deploy_operands(ops);
   deploy(s, {{.name = "tolerant",
               .kind = "DaemonSet",
               .terminate_after = "1",
-              .tolerations = json::array({{{"operator", "Exists"}}})},
-             // A GPU workload that takes 4 s to go: the unload comes that long after the clients' reset,
-             // time enough for the DaemonSet's replacement to start and hold the GPU.
-             {.name = "trainer", .gpu_client = "", .terminate_after = "4", .request_gpu = true}});
+              .tolerations = json::array({{{"operator", "Exists"}}})}});
   s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 2);
+  s.wait_running(s.workload_ns(), 1);
   const std::string original_uid = uid_of(s, "tolerant");
   const std::string original = name_of(s, "tolerant");
 
-  const auto r = s.run(sa_kubeconfig());
+  auto dm = start(s, {});
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto running = s.running_uids(s.workload_ns(), "app=tolerant");
+        return running.size() == 1 && running.count(original_uid) == 0;
+      },
+      90))
+      << dm->log();
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "delete", "pods", "-l", "app=nvidia-dcgm", "--force",
+                         "--grace-period=0"});
+  const DmRun r{dm->wait(120), dm->log()};
   // As docs/gpu-clients.md says: the pod is evicted and its UID waited for, but the DaemonSet recreates it
   // at once (it tolerates the taint); the replacement holds the GPU at the unload, which fails naming it.
   ASSERT_EQ(r.exit_code, 1) << r.log;
@@ -423,7 +434,9 @@ TEST_F(GpuClients, AutoUpgradePolicyOnStillResetsClientsAndLabelAndAnnotationCli
   }
 }
 
-TEST_F(GpuClients, DraPluginClientIsResetAfterTheGpuWorkloadsAndOtherClientsBeforeThem) {
+// The other clients and the GPU workloads go side by side (in either order); the DRA-plugin client after
+// both.
+TEST_F(GpuClients, DraPluginClientIsResetAfterTheGpuWorkloadsAndTheOtherClients) {
   Scenario s(cluster(), "gc-dra");
   deploy(s, {{.name = "monitor"}, {.name = "dra-plugin", .dra_plugin = true}});
   s.deploy_gpu_workload("trainer");
@@ -437,7 +450,7 @@ TEST_F(GpuClients, DraPluginClientIsResetAfterTheGpuWorkloadsAndOtherClientsBefo
   ASSERT_NE(monitor, std::string::npos) << r.log;
   ASSERT_NE(trainer, std::string::npos) << r.log;
   ASSERT_NE(plugin, std::string::npos) << r.log;
-  EXPECT_LT(monitor, trainer);
+  EXPECT_LT(monitor, plugin);
   EXPECT_LT(trainer, plugin);
   EXPECT_THAT(r.log, HasSubstr("DRA plugin client: reset after the GPU workloads"));
   expect_no_taint_of_ours(s);

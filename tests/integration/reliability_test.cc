@@ -39,9 +39,10 @@ class Reliability : public UninstallSuite {
   }
 };
 
-// SIGKILL while the GPU workloads are being evicted (the gpu-client taint is on), then an immediate rerun of
-// the same pod: the rerun keeps the taint on until the driver is unloaded, so the DaemonSet client cannot
-// grab the GPU in between. Repeated: it must pass every time.
+// SIGKILL while the GPU workloads are being evicted (the gpu-client taint is on: the client's eviction, which
+// runs beside, was sent after it), then an immediate rerun of the same pod: the rerun keeps the taint on
+// until the driver is unloaded, so the DaemonSet client cannot grab the GPU in between. Repeated: it must
+// pass every time.
 TEST_F(Reliability, SigkillDuringWorkloadEvictionThenAnImmediateRerunHeals) {
   for (int i = 0; i < 3; ++i) {
     SCOPED_TRACE("round " + std::to_string(i));
@@ -60,6 +61,7 @@ TEST_F(Reliability, SigkillDuringWorkloadEvictionThenAnImmediateRerunHeals) {
 
     auto first = start(s, "crash-first-" + std::to_string(i), env);
     ASSERT_TRUE(wait_log(*first, "evicting pod " + s.workload_ns() + "/train-")) << first->log();
+    ASSERT_TRUE(wait_log(*first, "evicting pod " + s.workload_ns() + "/node-agent-")) << first->log();
     first->signal(SIGKILL);
     first->wait(10);
     ASSERT_TRUE(s.has_annotation(kTaintedAnnotation)) << "the killed run left its taint";

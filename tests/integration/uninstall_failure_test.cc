@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
+
 #include "fixtures/uninstall/fixture.h"
 
 namespace dm::test::uninstall {
@@ -174,6 +176,98 @@ TEST_F(UninstallFailure, SigtermDuringTheOperandWaitRestoresTheNodeAndExits143) 
   expect_labels(s, ops, "true");
   EXPECT_FALSE(s.unschedulable());
   EXPECT_TRUE(s.sim().refcnt().has_value());
+}
+
+// A GPU workload eviction that fails (a budget refuses it, no drain fallback) while an operand and an
+// annotated client are still terminating ends the run at once: the operand wait and the client reset are
+// stopped (their pods still terminate, no failure of theirs is reported), the run's error is the eviction's,
+// and the node is restored: labels, taint, cordon.
+TEST_F(UninstallFailure, AFailingWorkloadEvictionStopsTheOtherStepsAndRestoresTheNode) {
+  Scenario s(cluster(), "wlfail");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // never finishes terminating
+  s.deploy_operands(ops);
+  s.deploy_client({.name = "agent", .stuck = true});  // annotated, never finishes terminating
+  s.deploy_gpu_workload("inference");
+  s.block_with_pdb("inference-budget", "inference");
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 2);
+  ASSERT_TRUE(eventually([&] {
+    const auto pdb = cluster().get_json({"pdb", "inference-budget", "-n", s.workload_ns()});
+    return pdb["status"].value("expectedPods", 0) == 1;
+  })) << "the disruption controller did not process the budget";
+  const NodeState before = s.state();
+
+  auto r = s.run(sa_kubeconfig(), {{"ENABLE_AUTO_DRAIN", "false"},
+                                   {"DRAIN_TIMEOUT_SECONDS", "10s"},
+                                   {"OPERAND_WAIT_TIMEOUT", "0"},
+                                   {"GPU_CLIENT_EVICTION_TIMEOUT", "0"}});
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("disruption budget inference-budget"));
+  EXPECT_THAT(r.log, HasSubstr("Failed to drain node of GPU pods"));
+  EXPECT_THAT(r.log, HasSubstr("cannot proceed until all GPU pods are drained from the node"));
+  EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
+  EXPECT_THAT(r.log, Not(HasSubstr("Failed to wait for nvidia-dcgm to shutdown")));
+  EXPECT_THAT(r.log, Not(HasSubstr("failed to evict GPU operator components")));
+  EXPECT_THAT(r.log, Not(HasSubstr("failed to reset GPU client pods")));
+  EXPECT_THAT(r.log, Not(HasSubstr("Checking if the currently loaded NVIDIA driver")));
+  // Both were in flight when the eviction failed, and were stopped, not waited out.
+  EXPECT_THAT(r.log, HasSubstr("evicting pod " + s.workload_ns() + "/agent-"));
+  const auto held = s.pods_in(s.operator_ns(), "app=nvidia-dcgm");
+  ASSERT_EQ(held.size(), 1U);
+  EXPECT_TRUE(held.front()["metadata"].contains("deletionTimestamp"));
+  const auto agent = s.pods_in(s.workload_ns(), "app=agent");
+  EXPECT_EQ(std::count_if(agent.begin(), agent.end(),
+                          [](const json& p) { return p["metadata"].contains("deletionTimestamp"); }),
+            1);
+  // Restored: operand labels back, the taint and the cordon gone with their annotations.
+  const NodeState after = s.state();
+  EXPECT_EQ(after.labels, before.labels);
+  EXPECT_EQ(after.annotations, before.annotations);
+  EXPECT_EQ(after.taints, before.taints);
+  EXPECT_FALSE(after.unschedulable);
+  EXPECT_TRUE(s.sim().refcnt().has_value());
+  kubectl_ok(cluster(),
+             {"-n", s.workload_ns(), "delete", "pods", "-l", "app=agent", "--force", "--grace-period=0"});
+}
+
+// SIGTERM while the operand wait, the client reset and the workload eviction are all in flight: each is
+// stopped, and the node is exactly as before (labels, annotations, taints, schedulability), exit 143.
+TEST_F(UninstallFailure, SigtermWhileOperandsClientsAndWorkloadsGoRestoresTheNodeAndExits143) {
+  Scenario s(cluster(), "sigterm-all");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});
+  s.deploy_operands(ops);
+  s.deploy_client({.name = "agent", .stuck = true});
+  s.deploy_client({.name = "trainer", .gpu_client = "", .request_gpu = true, .stuck = true});
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 2);
+  const NodeState before = s.state();
+
+  BackgroundProcess dm({bin_path("driver-manager"), "uninstall_driver"},
+                       cluster().state_dir() + "/driver-manager-sigterm-all.log",
+                       s.env(sa_kubeconfig(), {{"OPERAND_WAIT_TIMEOUT", "300s"}}));
+  ASSERT_TRUE(wait_for_log(dm, "evicting pod " + s.workload_ns() + "/agent-")) << dm.log();
+  ASSERT_TRUE(wait_for_log(dm, "evicting pod " + s.workload_ns() + "/trainer-")) << dm.log();
+  ASSERT_TRUE(wait_for_log(dm, "Still waiting for GPU operand pods")) << dm.log();
+  // All three sides have changed the node.
+  EXPECT_EQ(s.label(deploy_label("dcgm")), "paused-for-driver-upgrade");
+  EXPECT_TRUE(s.unschedulable());
+  EXPECT_TRUE(s.has_annotation("nvidia.com/gpu-driver-manager.tainted"));
+  dm.signal(SIGTERM);
+  const int code = dm.wait(60);
+  const std::string log = dm.log();
+
+  EXPECT_EQ(code, 143) << log;
+  EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
+  const NodeState after = s.state();
+  EXPECT_EQ(after.labels, before.labels);
+  EXPECT_EQ(after.annotations, before.annotations);
+  EXPECT_EQ(after.taints, before.taints);
+  EXPECT_EQ(after.unschedulable, before.unschedulable);
+  EXPECT_TRUE(s.sim().refcnt().has_value());
+  kubectl_ok(cluster(), {"-n", s.workload_ns(), "delete", "pods", "--all", "--force", "--grace-period=0"});
 }
 
 }  // namespace

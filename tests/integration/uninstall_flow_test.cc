@@ -281,5 +281,62 @@ TEST_F(UninstallFlow, DraKubeletPluginIsDrainedLastAfterTheGpuWorkloads) {
   expect_labels(s, ops, "true");
 }
 
+// The GPU workloads do not wait for the operands: with one operand pod held terminating, the workload is
+// evicted (the API server's audit log has the eviction, the pod its deletionTimestamp) from the cordoned
+// node while that operand pod is still on the node; the run goes on once the operand is gone.
+TEST_F(UninstallFlow, GpuWorkloadIsEvictedWhileAnOperandIsStillTerminating) {
+  Scenario s(cluster(), "beside");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // held until the test removes it
+  s.deploy_operands(ops);
+  s.deploy_client({.name = "trainer",
+                   .gpu_client = "",
+                   .terminate_after = "0.5",
+                   .request_gpu = true,
+                   .grace_period_seconds = 300});
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 1);
+  const auto workload_before = s.running_uids(s.workload_ns());
+  const size_t audit_from = cluster().audit_events().size();
+
+  auto dm = s.start(sa_kubeconfig(), cluster().state_dir() + "/driver-manager-beside.log");
+  auto trainer_evictions = [&] {
+    size_t n = 0;
+    for (const auto& e : write_requests(cluster(), sa_user(), audit_from)) {
+      const auto& ref = e.value("objectRef", json::object());
+      if (ref.value("subresource", "") == "eviction" && ref.value("name", "").rfind("trainer-", 0) == 0) ++n;
+    }
+    return n;
+  };
+  ASSERT_TRUE(eventually([&] { return trainer_evictions() == 1; }, 90)) << dm->log();
+  // The eviction went out while the operand still terminates, and before the run saw the operands gone.
+  const auto held = s.pods_in(s.operator_ns(), "app=nvidia-dcgm");
+  ASSERT_EQ(held.size(), 1U) << dm->log();
+  EXPECT_TRUE(held.front()["metadata"].contains("deletionTimestamp")) << held.front().dump();
+  EXPECT_THAT(dm->log(), Not(HasSubstr("All GPU operand pods on the node have shut down")));
+  EXPECT_TRUE(s.unschedulable());
+  EXPECT_TRUE(s.has_annotation("nvidia.com/gpu-driver-manager.cordoned"));
+  // The original pod is terminating or gone (its 300 s grace period is not waited out: node-sim ends it).
+  for (const auto& p : s.pods_in(s.workload_ns(), "app=trainer")) {
+    if (workload_before.count(p["metadata"].value("uid", "")) > 0) {
+      EXPECT_TRUE(p["metadata"].contains("deletionTimestamp")) << p.dump();
+    }
+  }
+
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "delete", "pods", "-l", "app=nvidia-dcgm", "--force",
+                         "--grace-period=0"});
+  ASSERT_EQ(dm->wait(120), 0) << dm->log();
+  const std::string log = dm->log();
+  EXPECT_THAT(log, HasSubstr("All GPU operand pods on the node have shut down"));
+  EXPECT_THAT(log, HasSubstr("Driver uninstallation completed successfully"));
+  EXPECT_EQ(trainer_evictions(), 1U) << "evicted once";
+  EXPECT_FALSE(s.sim().refcnt().has_value());
+  expect_labels(s, ops, "true");
+  EXPECT_FALSE(s.unschedulable());
+  EXPECT_FALSE(s.has_annotation("nvidia.com/gpu-driver-manager.cordoned"));
+  EXPECT_TRUE(eventually([&] { return s.running_uids(s.workload_ns()).size() == 1; }, 60));
+  EXPECT_TRUE(disjoint(s.running_uids(s.workload_ns()), workload_before));
+}
+
 }  // namespace
 }  // namespace dm::test::uninstall

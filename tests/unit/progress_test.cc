@@ -76,6 +76,29 @@ TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
       "evict-workloads 0.0s, unload-driver 0.4s");
 }
 
+// The GPU workloads are evicted side by side with the operands too: counted under their own words, with no
+// evict-workloads phase of their own when nothing is left for it (no drain, no DRA).
+TEST(RunProgress, WorkloadsEvictedDuringPauseOperandsAreCountedApartWithoutTheirPhase) {
+  test::FakeClock clock;
+  RunProgress p(clock, Wall{clock});
+  p.begin(Phase::kPauseOperands);
+  p.add_paused_labels(4);
+  clock.advance(milliseconds(2300));
+  p.add_pods_gone(Phase::kPauseOperands, 4);
+  p.add_gpu_clients_reset(10);
+  p.add_pods_gone(Phase::kEvictWorkloads, 20);
+  p.begin(Phase::kUnloadDriver);
+  p.add_modules_unloaded(3);
+  clock.advance(milliseconds(100));
+  p.begin(Phase::kRestore);
+  clock.advance(milliseconds(100));
+  p.end();
+  EXPECT_EQ(p.summary("node prepared for the driver installation"),
+            "Summary: node prepared for the driver installation in 2.5s: paused 4 operand labels, stopped 4 "
+            "operand pods, reset 10 GPU clients, evicted 20 GPU pods, unloaded 3 kernel modules; phases: "
+            "pause-operands 2.3s, unload-driver 0.1s, restore 0.1s");
+}
+
 TEST(RunProgress, AnnotationNamesThePhaseItsStartAndThePodsAWaitStillWaitsFor) {
   test::FakeClock clock;
   RunProgress p(clock, Wall{clock});

@@ -2,7 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/doubles.h"
@@ -150,6 +155,76 @@ TEST(UndoList, BestEffortStopsStartingActionsAfterTheDeadline) {
   auto left = list.run_best_effort(clock, deadline);
   EXPECT_EQ(calls, (std::vector<std::string>{"uncordon"}));
   EXPECT_EQ(left, (std::vector<std::string>{"restore labels"}));
+}
+
+// Steps running side by side (the taint and the cordon) register from their own threads: every action is
+// kept exactly once, a name registered by two threads included, and each thread's own actions run newest
+// first; what was registered before the threads started runs after all of them.
+TEST(UndoList, RegistrationsFromSeveralThreadsAreEachKeptOnceAndRunNewestFirst) {
+  constexpr int kThreads = 4;
+  constexpr int kPerThread = 200;
+  std::mutex mu;
+  std::vector<std::string> calls;
+  auto action = [&](const std::string& name) {
+    return UndoAction{name, [&mu, &calls, name]() -> Status {
+                        const std::lock_guard lk(mu);
+                        calls.push_back(name);
+                        return ok_status();
+                      }};
+  };
+  UndoList list;
+  list.add(action("restore labels"));
+  std::atomic<bool> go{false};
+  std::vector<std::thread> threads;
+  threads.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      while (!go.load()) std::this_thread::yield();
+      for (int i = 0; i < kPerThread; ++i) {
+        list.add(action("t" + std::to_string(t) + "-" + std::to_string(i)));
+        list.add(action("shared"));  // the same change seen by every thread: undone once
+        (void)list.contains("restore labels");
+        (void)list.names();
+      }
+    });
+  }
+  go = true;
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(list.names().size(), static_cast<size_t>(kThreads * kPerThread + 2));
+
+  ASSERT_TRUE(list.run_all());
+  EXPECT_TRUE(list.empty());
+  ASSERT_EQ(calls.size(), static_cast<size_t>(kThreads * kPerThread + 2));
+  EXPECT_EQ(calls.back(), "restore labels");
+  EXPECT_EQ(std::count(calls.begin(), calls.end(), "shared"), 1);
+  // Within one thread, the later registration runs first.
+  std::map<int, int> last_seen;  // thread -> index of its last action run so far
+  for (const auto& c : calls) {
+    if (c.front() != 't') continue;
+    const int t = std::stoi(c.substr(1, c.find('-') - 1));
+    const int i = std::stoi(c.substr(c.find('-') + 1));
+    if (last_seen.contains(t)) {
+      EXPECT_LT(i, last_seen[t]) << c;
+    }
+    last_seen[t] = i;
+  }
+  EXPECT_EQ(last_seen.size(), static_cast<size_t>(kThreads));
+}
+
+// A registration while the success path runs (a step still finishing beside it) is the newest: it runs
+// next, not never.
+TEST(UndoList, AnActionAddedWhileTheListRunsIsRunToo) {
+  Recorder r;
+  UndoList list;
+  list.add(r.action("restore labels"));
+  list.add({"uncordon", [&]() -> Status {
+              r.calls.emplace_back("uncordon");
+              list.add(r.action("remove taint"));
+              return ok_status();
+            }});
+  ASSERT_TRUE(list.run_all());
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
+  EXPECT_TRUE(list.empty());
 }
 
 }  // namespace
