@@ -1,5 +1,5 @@
 // The one Host implementation: every path goes through path() (identity on the real machine, under the
-// simulation root otherwise); modules go through a ModuleBackend (libkmod, or the simulated kernel).
+// simulation root otherwise); modules go through a ModuleBackend (the real kernel, or the simulated one).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -214,10 +214,10 @@ std::string format_seconds(Duration d) {
 }  // namespace
 
 std::unique_ptr<Host> make_host(const std::string& sim_root) {
-  if (sim_root.empty()) return std::make_unique<HostImpl>("", make_kmod_backend());
+  if (sim_root.empty()) return std::make_unique<HostImpl>("", make_kernel_backend());
   std::string root = std::filesystem::absolute(sim_root).lexically_normal().string();
   while (root.size() > 1 && root.back() == '/') root.pop_back();
-  if (root == "/") return std::make_unique<HostImpl>("", make_kmod_backend());
+  if (root == "/") return std::make_unique<HostImpl>("", make_kernel_backend());
   return std::make_unique<HostImpl>(root, make_sim_module_backend(root));
 }
 

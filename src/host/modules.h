@@ -58,8 +58,8 @@ std::string proc_modules_line(const ModuleState& m);
 Result<ModuleState> read_module_state(std::string_view proc_modules, const std::string& sys_module_dir,
                                       std::string_view name);
 
-// Reads and removes kernel modules: libkmod on the real machine, files under a root in simulation. Both read
-// <proc_root>/modules, <sys_root>/module/<m> and the processes of <proc_root>.
+// Reads and removes kernel modules: delete_module(2) on the real machine, files under a root in simulation.
+// Both read <proc_root>/modules, <sys_root>/module/<m> and the processes of <proc_root>.
 class ModuleBackend {
  public:
   ModuleBackend(std::string proc_root, std::string sys_root);
@@ -87,9 +87,9 @@ class ModuleBackend {
   std::string sys_root_;
 };
 
-// The real kernel: state from /proc and /sys (roots replaceable for tests), removal through libkmod.
-std::unique_ptr<ModuleBackend> make_kmod_backend(std::string proc_root = "/proc",
-                                                 std::string sys_root = "/sys");
+// The real kernel: state from /proc and /sys (roots replaceable for tests), removal with delete_module(2).
+std::unique_ptr<ModuleBackend> make_kernel_backend(std::string proc_root = "/proc",
+                                                   std::string sys_root = "/sys");
 // The simulated kernel of docs/simulated-host.md rooted at `root`.
 std::unique_ptr<ModuleBackend> make_sim_module_backend(const std::string& root);
 

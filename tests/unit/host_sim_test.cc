@@ -1,17 +1,22 @@
 // The simulated host (docs/simulated-host.md): module files under a root, refusal while referenced or while
 // a process has a device file open, removal at refcount 0 (releasing holders links and vGPU pins), a kernel
 // without module unloading, a built-in nvidia, the synthesised /proc/modules.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <sstream>
 
 #include "fixtures/host/fake_proc.h"
 #include "host/host.h"
+#include "host/modules.h"
 #include "support/doubles.h"
 #include "support/process.h"
 
@@ -279,7 +284,7 @@ TEST_F(SimHostTest, ProcModulesFileUnderTheRootWinsOverTheSynthesisedOne) {
 namespace dm::host {
 namespace {
 
-// Read-only checks of the real host's libkmod path (nothing is ever unloaded from the real machine here).
+// Read-only checks of the real host's module path (nothing is ever unloaded from the real machine here).
 TEST(RealHost, AbsentModuleIsNotLoadedAndHasNoState) {
   auto host = make_host("");
   EXPECT_FALSE(host->module_loaded("dm_test_no_such_module"));
@@ -291,6 +296,26 @@ TEST(RealHost, AbsentModuleIsNotLoadedAndHasNoState) {
   ASSERT_FALSE(removed.ok());
   EXPECT_EQ(removed.error().message,
             "failed to unload kernel module dm_test_no_such_module: module is not loaded (ENOENT)");
+}
+
+// The real backend's removal is the delete_module(2) system call: with /proc and /sys saying a module is
+// loaded and unused, the call goes to the kernel, which does not know the module; the kernel's answer
+// (ENOENT as root, EPERM otherwise, ENOSYS in a sandbox without module support: asked here directly) is the
+// error, naming the module.
+TEST(RealHost, RemovalAsksTheKernelAndReportsItsAnswer) {
+  const std::string root = test::make_temp_dir("dm-kernel-backend");
+  test::write_file(root + "/proc/modules", "dm_test_no_such_module 16384 0 - Live 0x0000000000000000\n");
+  test::write_file(root + "/sys/module/dm_test_no_such_module/refcnt", "0\n");
+  std::filesystem::create_directories(root + "/sys/module/dm_test_no_such_module/holders");
+  auto backend = make_kernel_backend(root + "/proc", root + "/sys");
+  ASSERT_TRUE(backend->loaded("dm_test_no_such_module"));
+  ASSERT_NE(syscall(SYS_delete_module, "dm_test_no_such_module", O_NONBLOCK), 0);
+  const std::string kernel_answer = std::strerror(errno);
+  const Status removed = backend->remove("dm_test_no_such_module");
+  ASSERT_FALSE(removed.ok());
+  EXPECT_EQ(removed.error().message,
+            "failed to unload kernel module dm_test_no_such_module: " + kernel_answer);
+  std::filesystem::remove_all(root);
 }
 
 // The machine's own /proc and /sys, read-only: the NVIDIA stack's state, the unloadability check and the
