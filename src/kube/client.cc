@@ -42,13 +42,22 @@ void append_query(std::string& path, const std::string& key, const std::string& 
   path += HttpConnection::escape(value);
 }
 
-Json parse_response(std::string_view text) {
+Json parse_response(std::string_view text, bool identities_only) {
   static const Json::parser_callback_t kDropManagedFields = [](int /*depth*/, Json::parse_event_t event,
                                                                Json& parsed) {
     return !(event == Json::parse_event_t::key && parsed.is_string() &&
              parsed.get_ref<const std::string&>() == "managedFields");
   };
-  return Json::parse(text, kDropManagedFields, false);
+  // A List's items (their keys are at depth 3) keep only their metadata, and of it (depth 4) only what
+  // names the object: no item is ever held whole. The List's own metadata (depth 2) stays for paging.
+  static const Json::parser_callback_t kIdentities = [](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event != Json::parse_event_t::key || !parsed.is_string()) return true;
+    const auto& key = parsed.get_ref<const std::string&>();
+    if (depth == 3) return key == "metadata";
+    if (depth == 4) return key == "uid" || key == "name" || key == "namespace";
+    return true;
+  };
+  return Json::parse(text, identities_only ? kIdentities : kDropManagedFields, false);
 }
 
 std::string list_path(const std::string& path, const ListOptions& options, bool watch) {
@@ -103,7 +112,7 @@ Result<Json> Client::Impl::send(const Call& call) {
     Error err;
     if (resp.transport_error.empty() && is_2xx(resp.status)) {
       if (resp.body.empty()) return Json::object();
-      auto j = parse_response(resp.body);
+      auto j = parse_response(resp.body, call.identities_only);
       if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
       spdlog::debug("{} -> {}", what, resp.status);
       return j;
@@ -140,13 +149,13 @@ Result<Json> Client::Impl::send(const Call& call) {
 }
 
 Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
-    const std::string& path, const ListOptions& list_options) {
+    const std::string& path, const ListOptions& list_options, bool identities_only) {
   std::vector<Json> items;
   std::string resource_version;
   ListOptions page = list_options;
   bool restarted = false;
   while (true) {
-    auto list = send(Call{"GET", list_path(path, page), {}, {}, true});
+    auto list = send(Call{"GET", list_path(path, page), {}, {}, true, identities_only});
     if (!list) {
       // An expired continue token: like client-go's pager, fall back to one unpaged list.
       if (list.error().gone() && !page.continue_token.empty() && !restarted) {
@@ -261,6 +270,12 @@ Result<Json> Client::list(const std::string& path, const ListOptions& options) {
 
 Result<std::vector<Json>> Client::list_all(const std::string& path, const ListOptions& options) {
   auto r = impl_->list_everything(path, options);
+  if (!r) return r.error();
+  return std::move(r->first);
+}
+
+Result<std::vector<Json>> Client::list_identities(const std::string& path, const ListOptions& options) {
+  auto r = impl_->list_everything(path, options, /*identities_only=*/true);
   if (!r) return r.error();
   return std::move(r->first);
 }

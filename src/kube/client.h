@@ -84,6 +84,9 @@ class Client {
   Result<Json> list(const std::string& path, const ListOptions& options = {});
   // Every page, following metadata.continue.
   Result<std::vector<Json>> list_all(const std::string& path, const ListOptions& options = {});
+  // The same, each item reduced to kind, apiVersion and metadata.uid, .name and .namespace while the
+  // response is parsed: what exists, without holding every object whole.
+  Result<std::vector<Json>> list_identities(const std::string& path, const ListOptions& options = {});
   Result<Json> create(const std::string& path, const Json& body);
   Result<Json> patch(const std::string& path, PatchType type, const Json& body);
   Result<Json> update(const std::string& path, const Json& body);  // PUT

@@ -65,6 +65,7 @@ struct Client::Impl {
     std::string body;
     std::string content_type;
     bool retry_429 = true;
+    bool identities_only = false;  // a List's items keep only metadata.uid, .name and .namespace
   };
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors) and returns the parsed 2xx body.
@@ -72,7 +73,8 @@ struct Client::Impl {
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
   Result<std::pair<std::vector<Json>, std::string>> list_everything(const std::string& path,
-                                                                    const ListOptions& list_options);
+                                                                    const ListOptions& list_options,
+                                                                    bool identities_only = false);
   Result<std::string> discover_eviction_version();
 
   // A uniform random number in [0, 1).
@@ -87,7 +89,7 @@ std::string list_path(const std::string& path, const ListOptions& options, bool 
 // largest part of an object, never read here: it takes no memory). Objects written back keep theirs on the
 // server, which keeps managedFields that a request omits. The callback sees keys, not paths: a label or
 // annotation literally named managedFields would be dropped too (no decision reads such a key).
-Json parse_response(std::string_view text);
+Json parse_response(std::string_view text, bool identities_only = false);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

@@ -92,11 +92,11 @@ Status evict_gpu_workloads(const FlowContext& ctx, const TakenBeside& beside,
   spdlog::info("Draining node {} of any GPU pods", ctx.node.node());
   spdlog::info("Identifying GPU pods to delete");
   const auto facts = api_pod_facts(ctx.client);
-  auto pods = ctx.pods.pods();
+  auto pods = ctx.pods.snapshot();  // shared with the cache: only the pods the plan keeps are copied
   if (beside) {
-    std::erase_if(pods, [&](const Json& pod) {
-      const auto why = beside(pod);
-      if (why) spdlog::debug("{}: skip [beside]: {}", kube::ref_string(pod), *why);
+    std::erase_if(pods, [&](const std::shared_ptr<const Json>& pod) {
+      const auto why = beside(*pod);
+      if (why) spdlog::debug("{}: skip [beside]: {}", kube::ref_string(*pod), *why);
       return why.has_value();
     });
   }
@@ -135,7 +135,7 @@ Status drain_node(const FlowContext& ctx) {
                selector->empty() ? "" : "; only pods matching \"" + selector->text() + "\" are drained");
   const auto facts = api_pod_facts(ctx.client);
   const auto plan =
-      plan_pods(full_drain_pipeline(drain_options(ctx.settings), *selector, facts), ctx.pods.pods());
+      plan_pods(full_drain_pipeline(drain_options(ctx.settings), *selector, facts), ctx.pods.snapshot());
   log_decisions(plan);
   if (!plan.ok()) {
     for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
@@ -153,7 +153,8 @@ Status check_dra_claim_holders(const FlowContext& ctx) {
   spdlog::info("Checking that no pod on the node still holds a GPU resource claim");
   const auto facts = api_pod_facts(ctx.client);
   std::vector<std::string> holders;
-  for (const auto& pod : ctx.pods.pods()) {
+  for (const auto& shared : ctx.pods.snapshot()) {
+    const Json& pod = *shared;
     if (kube::pod_finished(pod) || claim_names(pod).empty()) continue;
     auto holds = facts.holds_gpu_claim(pod);
     if (!holds) return holds.error();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <set>
 #include <utility>
 
@@ -130,7 +131,7 @@ Status GpuClientReset::reset_dra_plugin_clients() {
 bool GpuClientReset::dra_plugin_clients_present() const {
   if (!taint_) return true;  // the reset says what is wrong with the taint
   const PodPlan plan =
-      plan_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.pods());
+      plan_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.snapshot());
   return !plan.ok() || client_reset_needs_taint(plan);
 }
 
@@ -147,31 +148,43 @@ Status GpuClientReset::ensure_taint() {
   return ok_status();
 }
 
-Result<PodList> GpuClientReset::relist(const CancelToken& cancel) {
+// The list names what exists (identities only, never every pod whole); the pods themselves are the watch
+// cache's once it has shown every listed one.
+Result<PodSnapshot> GpuClientReset::relist(const CancelToken& cancel) {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + settings_.node_name;
-  auto listed = client_.list_all(kube::paths::pods(), opts);
+  auto listed = client_.list_identities(kube::paths::pods(), opts);
   if (!listed) return listed.error().wrap("failed to list the pods of node " + settings_.node_name);
 
+  PodSnapshot found;
   WaitCheck caught_up = [&](const PodSnapshot& cached) -> Result<std::vector<std::string>> {
-    std::set<std::string> have;
-    for (const auto& p : cached) have.insert(kube::uid(*p));
+    std::map<std::string, const std::shared_ptr<const Json>*> have;
+    for (const auto& p : cached) have.emplace(kube::uid(*p), &p);
     std::vector<std::string> missing;
+    PodSnapshot pods;
     for (const auto& p : *listed) {
-      if (have.count(kube::uid(p)) == 0) missing.push_back(kube::ref_string(p));
+      const auto it = have.find(kube::uid(p));
+      if (it == have.end()) {
+        missing.push_back(kube::ref_string(p));
+      } else {
+        pods.push_back(*it->second);
+      }
     }
+    if (missing.empty()) found = std::move(pods);
     return missing;
   };
   if (pods_.wait_until("the pod watch to show the listed pods", caught_up,
                        Deadline::after(clock_, kWatchCatchUp), cancel)) {
-    return std::move(*listed);
+    return found;
   }
   if (cancel.cancelled()) return Error("terminated by SIGTERM");
   // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
-  PodList out;
-  for (auto& p : *listed) {
-    if (pods_.has_uid(kube::uid(p))) {
-      out.push_back(std::move(p));
+  std::map<std::string, std::shared_ptr<const Json>> cached;
+  for (auto& p : pods_.snapshot()) cached.emplace(kube::uid(*p), std::move(p));
+  PodSnapshot out;
+  for (const auto& p : *listed) {
+    if (const auto it = cached.find(kube::uid(p)); it != cached.end()) {
+      out.push_back(it->second);
       continue;
     }
     auto g =
@@ -214,7 +227,7 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
 
   // First look, from the watch cache: refuse before anything changes, and taint only if there is work.
   {
-    const PodPlan first = plan_pods(pipeline(phase, effective_taint_.value_or(*taint_)), pods_.pods());
+    const PodPlan first = plan_pods(pipeline(phase, effective_taint_.value_or(*taint_)), pods_.snapshot());
     if (!first.ok()) {
       for (const auto& d : first.decisions) {
         if (d.verdict == Verdict::kError) log_decision(d);

@@ -74,7 +74,7 @@ class GpuClientReset {
   [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;
   // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
   // pods the watch is then given a moment to catch up with (waits and evictions go by the watch).
-  Result<PodList> relist(const CancelToken& cancel);
+  Result<PodSnapshot> relist(const CancelToken& cancel);
   void warn_about_replacements(const std::vector<EvictionTarget>& targets, const PodPipeline& pipeline) const;
 
   kube::Client& client_;

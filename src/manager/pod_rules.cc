@@ -288,9 +288,21 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
   return PodPipeline("gpu-clients", std::move(filters), "designated GPU client");
 }
 
-PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
+namespace {
+
+// A pod of either list: held by value, or shared with the pod watch's cache.
+const Json& pod_at(const std::vector<Json>& pods, size_t i) {
+  return pods[i];
+}
+const Json& pod_at(const SharedPods& pods, size_t i) {
+  return *pods[i];
+}
+
+template <class Pods>
+PodPlan plan_pods_of(const PodPipeline& pipeline, const Pods& pods) {
   PodPlan plan;
-  for (const auto& pod : pods) {
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const Json& pod = pod_at(pods, i);
     PodDecision d = pipeline.decide(pod);
     switch (d.verdict) {
       case Verdict::kDelete:
@@ -310,16 +322,18 @@ PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
   return plan;
 }
 
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
-                                                   const PodFacts& facts) {
+template <class Pods>
+Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const DrainOptions& options,
+                                                      const PodFacts& facts) {
   // First, which pods use a GPU. One claim lookup per pod, reused by the pipeline.
   std::vector<bool> gpu(pods.size(), false);
   GpuEvictionPlan out;
   for (size_t i = 0; i < pods.size(); ++i) {
-    gpu[i] = kube::pod_declares_gpu_resource(pods[i]);
+    const Json& pod = pod_at(pods, i);
+    gpu[i] = kube::pod_declares_gpu_resource(pod);
     if (!gpu[i] && facts.holds_gpu_claim) {
-      Result<bool> r = facts.holds_gpu_claim(pods[i]);
-      if (!r) return r.error().wrap("cannot check the resource claims of pod " + kube::ref_string(pods[i]));
+      Result<bool> r = facts.holds_gpu_claim(pod);
+      if (!r) return r.error().wrap("cannot check the resource claims of pod " + kube::ref_string(pod));
       gpu[i] = *r;
     }
     if (gpu[i]) ++out.gpu_pods;
@@ -331,19 +345,20 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods
   cached.holds_gpu_claim = [](const Json&) -> Result<bool> { return true; };
   const PodPipeline pipeline = gpu_workload_pipeline(options, cached);
   for (size_t i = 0; i < pods.size(); ++i) {
+    const Json& pod = pod_at(pods, i);
     PodDecision d;
     if (!gpu[i]) {
       // Non-GPU pods can never be evicted here and their drain errors do not count (upstream's equality
       // rule compares GPU pods only), so decide them without asking the API about their DaemonSets.
-      d.pod = kube::ref_string(pods[i]);
+      d.pod = kube::ref_string(pod);
       d.verdict = Verdict::kSkip;
       d.filter = "gpu";
       d.reason = "does not use a GPU";
     } else {
-      d = pipeline.decide(pods[i]);
+      d = pipeline.decide(pod);
     }
     if (d.verdict == Verdict::kDelete) {
-      out.plan.to_evict.push_back(pods[i]);
+      out.plan.to_evict.push_back(pod);
     } else if (gpu[i]) {
       // Equality rule: every GPU pod must be deletable.
       out.plan.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason);
@@ -351,6 +366,26 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods
     out.plan.decisions.push_back(std::move(d));
   }
   return out;
+}
+
+}  // namespace
+
+PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
+  return plan_pods_of(pipeline, pods);
+}
+
+PodPlan plan_pods(const PodPipeline& pipeline, const SharedPods& pods) {
+  return plan_pods_of(pipeline, pods);
+}
+
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
+                                                   const PodFacts& facts) {
+  return plan_gpu_workload_eviction_of(pods, options, facts);
+}
+
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const SharedPods& pods, const DrainOptions& options,
+                                                   const PodFacts& facts) {
+  return plan_gpu_workload_eviction_of(pods, options, facts);
 }
 
 }  // namespace dm::manager

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -169,6 +170,9 @@ struct PodPlan {
   [[nodiscard]] bool ok() const { return errors.empty(); }
 };
 PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods);
+// The same over pods shared with the pod watch's cache (no pod is copied but those the plan keeps).
+using SharedPods = std::vector<std::shared_ptr<const Json>>;
+PodPlan plan_pods(const PodPipeline& pipeline, const SharedPods& pods);
 
 // GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (one claim lookup per pod);
 // every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
@@ -178,6 +182,8 @@ struct GpuEvictionPlan {
   size_t gpu_pods = 0;
 };
 Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
+                                                   const PodFacts& facts);
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const SharedPods& pods, const DrainOptions& options,
                                                    const PodFacts& facts);
 
 }  // namespace dm::manager

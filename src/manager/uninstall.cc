@@ -325,8 +325,8 @@ size_t loaded_modules(const host::Host& host) {
 void Uninstall::count_phase() {
   const auto phase = progress_.current();
   std::map<std::string, bool> now;  // UID -> an annotated GPU client
-  for (const auto& p : pods_.pods()) {
-    now.emplace(kube::uid(p), gpu_client_designation(p) == ClientDesignation::kClient);
+  for (const auto& p : pods_.snapshot()) {
+    now.emplace(kube::uid(*p), gpu_client_designation(*p) == ClientDesignation::kClient);
   }
   const size_t modules = loaded_modules(host_);
   if (phase) {

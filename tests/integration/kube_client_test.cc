@@ -361,6 +361,37 @@ TEST_F(KubeClientTest, PagingWithLimitAndContinue) {
 
 // ---- authentication variants and errors ----
 
+// list_identities keeps of each item only what names it (and follows the pages like list_all): the labels,
+// data and the rest of every object are dropped while the response is parsed.
+TEST_F(KubeClientTest, ListIdentitiesKeepsOnlyWhatNamesEachObjectAcrossPages) {
+  const std::string ns = make_namespace("identities");
+  std::set<std::string> want;
+  for (int i = 0; i < 5; ++i) {
+    const std::string n = "id" + std::to_string(i);
+    ASSERT_TRUE(client_->create(cm_path(ns), configmap(n, {{"listed", "yes"}})).ok());
+    want.insert(n);
+  }
+  ListOptions o;
+  o.label_selector = "listed=yes";
+  o.limit = 2;
+  const uint64_t before = client_->request_count();
+  auto ids = client_->list_identities(cm_path(ns), o);
+  ASSERT_TRUE(ids.ok()) << ids.error().message;
+  EXPECT_EQ(client_->request_count() - before, 3U);  // pages of 2, 2 and 1
+  const auto names = names_of(*ids);
+  EXPECT_EQ(std::set<std::string>(names.begin(), names.end()), want);
+  for (const auto& item : *ids) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : item.items()) keys.insert(k);
+    EXPECT_EQ(keys, (std::set<std::string>{"apiVersion", "kind", "metadata"})) << item.dump();
+    std::set<std::string> meta;
+    for (const auto& [k, v] : item["metadata"].items()) meta.insert(k);
+    EXPECT_EQ(meta, (std::set<std::string>{"name", "namespace", "uid"})) << item.dump();
+    EXPECT_FALSE(item["metadata"].value("uid", "").empty());
+    EXPECT_EQ(item["metadata"].value("namespace", ""), ns);
+  }
+}
+
 TEST_F(KubeClientTest, FileBasedCredentialsAndTokenFile) {
   const std::string& dir = cluster_->state_dir();
   const std::string server = config_.server;
