@@ -1,6 +1,5 @@
 #include "host/mounts.h"
 
-#include <libmount/libmount.h>
 #include <spdlog/spdlog.h>
 #include <sys/mount.h>
 
@@ -14,13 +13,6 @@
 namespace dm::host {
 namespace {
 
-struct TableDeleter {
-  void operator()(libmnt_table* t) const { mnt_unref_table(t); }
-};
-struct IterDeleter {
-  void operator()(libmnt_iter* i) const { mnt_free_iter(i); }
-};
-
 bool at_or_below(std::string_view target, std::string_view root) {
   if (root == "/") return true;
   return target == root ||
@@ -31,26 +23,59 @@ size_t depth(std::string_view p) {
   return static_cast<size_t>(std::count(p.begin(), p.end(), '/'));
 }
 
+int octal_digit(char c) {
+  return c >= '0' && c <= '7' ? c - '0' : -1;
+}
+
+// The kernel writes space, tab, newline and backslash in a mount point as a backslash and three octal
+// digits (fs/proc_namespace.c's mangle); anything else is literal.
+std::string unescape_mount_field(std::string_view field) {
+  std::string out;
+  out.reserve(field.size());
+  for (size_t i = 0; i < field.size(); ++i) {
+    if (field[i] == '\\' && i + 3 < field.size()) {
+      const int a = octal_digit(field[i + 1]), b = octal_digit(field[i + 2]), c = octal_digit(field[i + 3]);
+      if (a >= 0 && b >= 0 && c >= 0) {
+        out.push_back(static_cast<char>(a * 64 + b * 8 + c));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(field[i]);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::vector<std::string> mount_points(std::string_view mountinfo) {
+  std::vector<std::string> points;
+  while (!mountinfo.empty()) {
+    const size_t eol = mountinfo.find('\n');
+    std::string_view line = mountinfo.substr(0, eol);
+    mountinfo = eol == std::string_view::npos ? std::string_view{} : mountinfo.substr(eol + 1);
+    // "ID PARENT MAJ:MIN ROOT MOUNT-POINT OPTIONS ...": the fifth space-separated field.
+    for (int field = 0; field < 4 && !line.empty(); ++field) {
+      const size_t sp = line.find(' ');
+      line = sp == std::string_view::npos ? std::string_view{} : line.substr(sp + 1);
+    }
+    if (line.empty()) continue;
+    points.push_back(unescape_mount_field(line.substr(0, line.find(' '))));
+  }
+  return points;
+}
 
 Result<std::vector<std::string>> mounts_under(const std::string& path) {
   std::error_code ec;
   const std::string root = std::filesystem::weakly_canonical(path, ec).string();
   if (ec) return Error("cannot resolve " + path + ": " + ec.message());
 
-  const std::unique_ptr<libmnt_table, TableDeleter> table(mnt_new_table());
-  if (!table) return Error("cannot allocate a libmount table");
   // Our own view of the mounts (mount namespaces differ per process).
-  const int err = mnt_table_parse_file(table.get(), "/proc/self/mountinfo");
-  if (err != 0) return Error("cannot parse /proc/self/mountinfo: " + errno_text(err < 0 ? -err : err));
-
-  const std::unique_ptr<libmnt_iter, IterDeleter> iter(mnt_new_iter(MNT_ITER_FORWARD));
-  if (!iter) return Error("cannot allocate a libmount iterator");
+  auto table = read_text_file("/proc/self/mountinfo");
+  if (!table) return table.error();
   std::vector<std::string> found;  // in mountinfo order: a later mount on the same point is on top
-  libmnt_fs* fs = nullptr;
-  while (mnt_table_next_fs(table.get(), iter.get(), &fs) == 0) {
-    const char* target = mnt_fs_get_target(fs);
-    if (target != nullptr && at_or_below(target, root)) found.emplace_back(target);
+  for (auto& target : mount_points(*table)) {
+    if (at_or_below(target, root)) found.push_back(std::move(target));
   }
   std::reverse(found.begin(), found.end());
   std::stable_sort(found.begin(), found.end(),

@@ -1,12 +1,16 @@
-// Recursive unmount through the process's mount table (libmount), deepest mount first.
+// Recursive unmount through the process's mount table (/proc/self/mountinfo), deepest mount first.
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
 
 namespace dm::host {
+
+// The mount points of a mountinfo text (proc(5)), in its order, octal escapes (\040 for a space…) decoded.
+std::vector<std::string> mount_points(std::string_view mountinfo);
 
 // Mount points equal to or below `path` (canonical, as in /proc/self/mountinfo), in unmount order:
 // deepest first, and of several mounts stacked on one point the topmost first.

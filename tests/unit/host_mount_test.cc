@@ -83,6 +83,30 @@ bool strictly_below(const std::string& p, const std::string& ancestor) {
          p[ancestor.size()] == '/';
 }
 
+// Lines as the kernel writes them (proc(5)); a mount point holding a space, a tab, a newline or a backslash
+// is written with octal escapes, which must be decoded or the driver root under such a path is never found.
+TEST(MountInfo, TheFifthFieldIsTheMountPointWithItsOctalEscapesDecoded) {
+  const std::string mountinfo =
+      "22 1 0:21 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+      "36 35 98:0 /mnt1 /run/nvidia/driver rw,noatime master:1 - ext3 /dev/root rw,errors=continue\n"
+      "40 36 0:50 / /run/nvidia/driver/with\\040space rw - tmpfs dm-test rw\n"
+      "41 36 0:51 / /odd\\011tab\\012nl\\134bs rw - tmpfs dm-test rw\n"
+      "42 36 0:52 / /not\\08octal\\ rw - tmpfs dm-test rw\n"
+      "broken line\n"
+      "\n";
+  EXPECT_THAT(mount_points(mountinfo),
+              ::testing::ElementsAre("/proc", "/run/nvidia/driver", "/run/nvidia/driver/with space",
+                                     "/odd\ttab\nnl\\bs", "/not\\08octal\\"));
+  EXPECT_THAT(mount_points(""), ::testing::IsEmpty());
+}
+
+// The real table of this process, read without libmount: / is always mounted.
+TEST(MountInfo, ThisProcessTableHasTheRootMount) {
+  auto m = mounts_under("/");
+  ASSERT_TRUE(m) << m.error().message;
+  EXPECT_THAT(*m, ::testing::Contains("/"));
+}
+
 class MountTest : public ::testing::Test {
  protected:
   void SetUp() override { root_ = fs::canonical(test::make_temp_dir("dm-host-mounts")).string(); }
