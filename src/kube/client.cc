@@ -219,7 +219,9 @@ Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptions options) {
   if (config.server.empty()) return Error("no API server address in " + config.source);
-  auto conn = HttpConnection::create(config, options.user_agent);
+  auto tls = HttpConnection::tls_settings(config);
+  if (!tls) return tls.error();
+  auto conn = HttpConnection::create(options.user_agent, *tls);
   if (!conn) return conn.error();
   std::unique_ptr<Client> c(new Client());
   Impl& im = *c->impl_;
@@ -228,6 +230,7 @@ Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptio
   im.clock = im.options.clock != nullptr ? im.options.clock : &im.system_clock;
   im.retry = RetryPolicy{im.options.max_retries, im.options.retry_base, im.options.retry_max};
   im.tokens = std::make_unique<TokenSource>(config, *im.clock, im.options.token_refresh);
+  im.tls = std::move(*tls);
   im.idle.push_back(std::move(*conn));
   im.open_connections = 1;
   return c;
@@ -243,7 +246,7 @@ Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire() {
   }
   ++open_connections;
   lock.unlock();
-  auto c = HttpConnection::create(config, options.user_agent);
+  auto c = HttpConnection::create(options.user_agent, tls);
   if (!c) {
     const std::lock_guard relock(pool_mu);
     --open_connections;

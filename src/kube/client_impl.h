@@ -31,6 +31,7 @@ struct Client::Impl {
   const Clock* clock = nullptr;
   RetryPolicy retry;
   std::unique_ptr<TokenSource> tokens;
+  std::shared_ptr<TlsContext> tls;  // one for every connection, watches included (null for http://)
 
   // Keep-alive connections for ordinary requests. A request borrows an idle one; concurrent requests
   // (parallel evictions) open more, up to kMaxConnections, so they are not serialised behind one another.

@@ -106,7 +106,7 @@ std::string errno_text(int err) {
 struct Link {
   std::string user_agent;
   ProxyEnv proxy_env;
-  std::unique_ptr<TlsContext> tls_context;  // null when the server is plain http://
+  std::shared_ptr<TlsContext> tls_context;  // null when the server is plain http://
 
   // The open connection, if any, and where it goes.
   int fd = -1;
@@ -206,8 +206,8 @@ class Exchange {
     while (true) {
       const int rc = c_.tls->handshake();
       if (rc == 0) {
-        spdlog::debug("connected to {} port {}{}: {}", t.host, t.port, *proxy ? " through the proxy" : "",
-                      c_.tls->describe());
+        spdlog::debug("connected to {} port {}{}: {}{}", t.host, t.port, *proxy ? " through the proxy" : "",
+                      c_.tls->describe(), c_.tls->resumed() ? " (session resumed)" : "");
         return true;
       }
       if (rc == TlsSession::kFailed) return fail(c_.tls->error());
@@ -478,18 +478,28 @@ struct HttpConnection::Impl : Link {};
 HttpConnection::HttpConnection() : impl_(std::make_unique<Impl>()) {}
 HttpConnection::~HttpConnection() = default;
 
-Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const Config& config,
-                                                               const std::string& user_agent) {
+Result<std::shared_ptr<TlsContext>> HttpConnection::tls_settings(const Config& config) {
+  if (config.server.rfind("http://", 0) == 0) return std::shared_ptr<TlsContext>();
+  auto ctx = TlsContext::create(config);
+  if (!ctx) return ctx.error();
+  return std::shared_ptr<TlsContext>(std::move(*ctx));
+}
+
+Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const std::string& user_agent,
+                                                               std::shared_ptr<TlsContext> tls) {
   std::unique_ptr<HttpConnection> c(new HttpConnection());
   Impl& im = *c->impl_;
   im.user_agent = user_agent;
   im.proxy_env = proxy_env_from_environment();
-  if (config.server.rfind("http://", 0) != 0) {
-    auto ctx = TlsContext::create(config);
-    if (!ctx) return ctx.error();
-    im.tls_context = std::move(*ctx);
-  }
+  im.tls_context = std::move(tls);
   return c;
+}
+
+Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const Config& config,
+                                                               const std::string& user_agent) {
+  auto tls = tls_settings(config);
+  if (!tls) return tls.error();
+  return create(user_agent, std::move(*tls));
 }
 
 std::string HttpConnection::escape(std::string_view s) {

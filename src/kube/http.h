@@ -38,9 +38,17 @@ struct HttpResponse {
   bool aborted = false;         // keep_going or on_body asked to stop
 };
 
+class TlsContext;
+
 // Not thread-safe: one transfer at a time (the client serialises access).
 class HttpConnection {
  public:
+  // The TLS settings of `config` (nullptr for a plain http:// server), to be shared by the connections of
+  // one client: parsed once, and their sessions resumed across connections.
+  static Result<std::shared_ptr<TlsContext>> tls_settings(const Config& config);
+  static Result<std::unique_ptr<HttpConnection>> create(const std::string& user_agent,
+                                                        std::shared_ptr<TlsContext> tls);
+  // A connection with TLS settings of its own.
   static Result<std::unique_ptr<HttpConnection>> create(const Config& config, const std::string& user_agent);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;

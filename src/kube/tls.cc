@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <mbedtls/asn1.h>
+#include <mbedtls/ecp.h>
 #include <mbedtls/error.h>
 #include <mbedtls/oid.h>
 #include <mbedtls/pk.h>
@@ -10,9 +11,12 @@
 #include <sys/random.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 namespace dm::kube {
 namespace {
@@ -90,6 +94,22 @@ bool cert_has_ip(const mbedtls_x509_crt& crt, const unsigned char* ip, size_t ip
   return false;
 }
 
+// Key exchange curves, cheapest first: the client's order decides (the API server, like Go's TLS stack in
+// general, takes the first curve of the client's list it supports), and mbedTLS's default order starts
+// with P-521, several times slower than X25519 or P-256 on both ends. Every curve mbedTLS knows stays
+// accepted (the list also bounds the server certificate's curve), only the order changes.
+std::vector<mbedtls_ecp_group_id> curve_preference() {
+  std::vector<mbedtls_ecp_group_id> order;
+  for (const auto id : {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_SECP384R1}) {
+    if (mbedtls_ecp_curve_info_from_grp_id(id) != nullptr) order.push_back(id);
+  }
+  for (const mbedtls_ecp_group_id* id = mbedtls_ecp_grp_id_list(); *id != MBEDTLS_ECP_DP_NONE; ++id) {
+    if (std::find(order.begin(), order.end(), *id) == order.end()) order.push_back(*id);
+  }
+  order.push_back(MBEDTLS_ECP_DP_NONE);
+  return order;
+}
+
 }  // namespace
 
 struct TlsContext::Impl {
@@ -98,18 +118,43 @@ struct TlsContext::Impl {
   mbedtls_x509_crt cert{};
   mbedtls_pk_context key{};
   bool verify = true;
+  std::vector<mbedtls_ecp_group_id> curves = curve_preference();
+
+  // The session the last full or resumed handshake established, offered by the next connection.
+  std::mutex session_mu;
+  mbedtls_ssl_session session{};
+  bool has_session = false;
 
   Impl() {
     mbedtls_ssl_config_init(&conf);
     mbedtls_x509_crt_init(&ca);
     mbedtls_x509_crt_init(&cert);
     mbedtls_pk_init(&key);
+    mbedtls_ssl_session_init(&session);
   }
   ~Impl() {
     mbedtls_ssl_config_free(&conf);
     mbedtls_x509_crt_free(&ca);
     mbedtls_x509_crt_free(&cert);
     mbedtls_pk_free(&key);
+    mbedtls_ssl_session_free(&session);
+  }
+
+  // Offers the remembered session, if any, to a connection about to shake hands.
+  void offer_session(mbedtls_ssl_context& ssl) {
+    const std::lock_guard lock(session_mu);
+    if (has_session) (void)mbedtls_ssl_set_session(&ssl, &session);  // a failure means a full handshake
+  }
+  // Remembers the session of a completed handshake for the next connection.
+  void remember_session(const mbedtls_ssl_context& ssl) {
+    mbedtls_ssl_session fresh;
+    mbedtls_ssl_session_init(&fresh);
+    if (mbedtls_ssl_get_session(&ssl, &fresh) == 0) {
+      const std::lock_guard lock(session_mu);
+      std::swap(session, fresh);  // the structs own their buffers: swapping hands them over
+      has_session = true;
+    }
+    mbedtls_ssl_session_free(&fresh);
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -172,6 +217,7 @@ Result<std::unique_ptr<TlsContext>> TlsContext::create(const Config& config) {
   im.verify = !config.insecure_skip_tls_verify;
   mbedtls_ssl_conf_authmode(&im.conf, im.verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
   mbedtls_ssl_conf_ca_chain(&im.conf, &im.ca, nullptr);
+  mbedtls_ssl_conf_curves(&im.conf, im.curves.data());
   if (has_cert) {
     st = check(mbedtls_ssl_conf_own_cert(&im.conf, &im.cert, &im.key), "client certificate and key");
     if (!st) return st.error();
@@ -181,6 +227,8 @@ Result<std::unique_ptr<TlsContext>> TlsContext::create(const Config& config) {
 
 struct TlsSession::Impl {
   mbedtls_ssl_context ssl{};
+  TlsContext::Impl* context = nullptr;  // outlives the session (the connection holds both)
+  bool certificate_checked = false;     // this handshake verified a certificate chain: not a resumption
   int fd = -1;
   int last_errno = 0;  // of the socket call that failed
   bool verify = true;
@@ -205,6 +253,11 @@ struct TlsSession::Impl {
       return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
     }
   }
+  // Called by mbedTLS for each certificate of the chain it verifies; only a full handshake verifies one.
+  static int saw_certificate(void* ctx, mbedtls_x509_crt* /*unused*/, int /*unused*/, uint32_t* /*unused*/) {
+    static_cast<Impl*>(ctx)->certificate_checked = true;
+    return 0;  // the verdict stays mbedTLS's own
+  }
   static int recv(void* ctx, unsigned char* buf, size_t len) {
     auto* self = static_cast<Impl*>(ctx);
     while (true) {
@@ -227,6 +280,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(const TlsContext& context
   Impl& im = *s->impl_;
   im.fd = fd;
   im.host = host;
+  im.context = context.impl_.get();
   im.verify = context.impl_->verify;
   if (inet_pton(AF_INET, host.c_str(), im.ip.data()) == 1) {
     im.ip_len = 4;
@@ -239,6 +293,8 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(const TlsContext& context
   if (rc == 0 && !im.host_is_ip) rc = mbedtls_ssl_set_hostname(&im.ssl, host.c_str());
   if (rc != 0) return Error("TLS session for " + host + ": " + mbed_error(rc));
   mbedtls_ssl_set_bio(&im.ssl, &im, &Impl::send, &Impl::recv, nullptr);
+  mbedtls_ssl_set_verify(&im.ssl, &Impl::saw_certificate, &im);
+  im.context->offer_session(im.ssl);
   return s;
 }
 
@@ -272,7 +328,12 @@ int TlsSession::handshake() {
       return kFailed;
     }
   }
+  im.context->remember_session(im.ssl);
   return 0;
+}
+
+bool TlsSession::resumed() const {
+  return impl_->verify && !impl_->certificate_checked;
 }
 
 std::string TlsSession::describe() const {

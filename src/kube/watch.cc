@@ -104,7 +104,7 @@ class ListWatch {
   // One watch request from resource_version_, handing events to on_event until it ends.
   StreamResult stream() {
     if (!conn_) {
-      auto c = HttpConnection::create(im_.config, im_.options.user_agent);
+      auto c = HttpConnection::create(im_.options.user_agent, im_.tls);
       if (!c) return {StreamEnd::kErrorEvent, c.error(), false, true, std::nullopt};
       conn_ = std::move(*c);
     }

@@ -7,6 +7,7 @@
 #include <mbedtls/net_sockets.h>
 #include <mbedtls/pk.h>
 #include <mbedtls/ssl.h>
+#include <mbedtls/ssl_cache.h>
 #include <mbedtls/x509_crt.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -128,6 +129,7 @@ class TestServer {
     std::string bind = "127.0.0.1";
     bool tls = true;
     bool require_client_cert = false;
+    bool resume_sessions = false;  // keep sessions by ID, so that a client may resume one
   };
 
   TestServer(Options opt, Handler handle) : opt_(std::move(opt)), handle_(std::move(handle)) {
@@ -147,6 +149,9 @@ class TestServer {
     mbedtls_ssl_conf_authmode(
         &conf_, opt_.require_client_cert ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
     EXPECT_EQ(mbedtls_ssl_conf_own_cert(&conf_, &cert_, &key_), 0);
+    mbedtls_ssl_cache_init(&cache_);
+    if (opt_.resume_sessions)
+      mbedtls_ssl_conf_session_cache(&conf_, this, &TestServer::find_session, &store_session);
     EXPECT_EQ(mbedtls_net_bind(&listen_, opt_.bind.c_str(), "0", MBEDTLS_NET_PROTO_TCP), 0);
     sockaddr_storage addr{};
     socklen_t len = sizeof addr;
@@ -162,6 +167,7 @@ class TestServer {
     mbedtls_x509_crt_free(&cert_);
     mbedtls_x509_crt_free(&ca_);
     mbedtls_pk_free(&key_);
+    mbedtls_ssl_cache_free(&cache_);
   }
   TestServer(const TestServer&) = delete;
   TestServer& operator=(const TestServer&) = delete;
@@ -172,8 +178,18 @@ class TestServer {
   }
   [[nodiscard]] int connections() const { return connections_; }
   [[nodiscard]] int handshakes() const { return handshakes_; }
+  [[nodiscard]] int resumed() const { return resumed_; }  // handshakes that resumed a cached session
 
  private:
+  static int find_session(void* self, mbedtls_ssl_session* session) {
+    auto* s = static_cast<TestServer*>(self);
+    const int rc = mbedtls_ssl_cache_get(&s->cache_, session);
+    if (rc == 0) ++s->resumed_;
+    return rc;
+  }
+  static int store_session(void* self, const mbedtls_ssl_session* session) {
+    return mbedtls_ssl_cache_set(&static_cast<TestServer*>(self)->cache_, session);
+  }
   void run() {
     while (!stop_) {
       pollfd p{listen_.fd, POLLIN, 0};
@@ -217,6 +233,8 @@ class TestServer {
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
   std::atomic<int> handshakes_{0};
+  std::atomic<int> resumed_{0};
+  mbedtls_ssl_cache_context cache_{};
   std::thread thread_;
 };
 
@@ -404,6 +422,28 @@ TEST(KubeHttp, KeepAliveReusesTheConnection) {
     EXPECT_THAT(resp.body, HasSubstr("GET /n" + std::to_string(i) + " "));
   }
   EXPECT_EQ(server.connections(), 1);
+}
+
+// The connections of one client share their TLS settings: the second and later connections resume the
+// session the first one established instead of a full handshake. A connection with settings of its own
+// starts afresh.
+TEST(KubeHttp, ConnectionsSharingTlsSettingsResumeTheFirstSession) {
+  TestServer server({.resume_sessions = true}, echo);
+  auto shared = HttpConnection::tls_settings(test_config(server.url()));
+  ASSERT_TRUE(shared) << shared.error().message;
+  for (int i = 0; i < 3; ++i) {
+    auto conn = HttpConnection::create("test", *shared);  // the server serves one connection at a time
+    ASSERT_TRUE(conn) << conn.error().message;
+    const HttpResponse resp = (*conn)->perform(get(server.url() + "/c" + std::to_string(i)));
+    EXPECT_EQ(resp.status, 200) << resp.transport_error;
+  }
+  EXPECT_EQ(server.handshakes(), 3);
+  EXPECT_EQ(server.resumed(), 2);
+
+  const HttpResponse alone = connect(test_config(server.url()))->perform(get(server.url() + "/alone"));
+  EXPECT_EQ(alone.status, 200) << alone.transport_error;
+  EXPECT_EQ(server.handshakes(), 4);
+  EXPECT_EQ(server.resumed(), 2);
 }
 
 TEST(KubeHttp, ReconnectsWhenTheServerClosedTheConnection) {
