@@ -2,8 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -47,42 +49,82 @@ void set_state(Shared& shared, size_t i, State s, std::string message = {},
   shared.pods[i].causes = std::move(causes);
 }
 
-void evict_one(kube::Client& client, const PodWatch& watch, const Clock& clock, const EvictionTarget& t,
-               size_t index, Shared& shared, const CancelToken& stop, const EvictionOptions& options) {
-  spdlog::info("evicting pod {}/{}", t.ns, t.name);
-  TimePoint next_blocked_log{};
-  while (!stop.cancelled()) {
-    if (!watch.has_uid(t.uid)) {
-      set_state(shared, index, State::kGone);
-      return;
+// One eviction request for target `index`; the time of its next attempt, or nullopt when it is settled
+// (accepted, gone or failed).
+std::optional<TimePoint> attempt_eviction(kube::Client& client, const PodWatch& watch, const Clock& clock,
+                                          const EvictionTarget& t, size_t index, Shared& shared,
+                                          TimePoint& next_blocked_log, const EvictionOptions& options) {
+  if (!watch.has_uid(t.uid)) {
+    set_state(shared, index, State::kGone);
+    return std::nullopt;
+  }
+  kube::DeleteOptions del;
+  del.uid = t.uid;  // never evict a same-name replacement
+  del.grace_period_seconds = options.grace_period_seconds;
+  auto s = client.evict(t.ns, t.name, del);
+  if (s) {
+    set_state(shared, index, State::kAccepted);
+    return std::nullopt;
+  }
+  const Error& e = s.error();
+  if (e.not_found() || e.conflict()) {  // gone, or the UID precondition failed: the original is gone
+    set_state(shared, index, State::kGone);
+    return std::nullopt;
+  }
+  if (e.too_many_requests() || namespace_terminating(e) || transient(e)) {
+    set_state(shared, index, State::kBlocked, e.message, e.causes);
+    const auto now = clock.now();
+    if (now >= next_blocked_log) {
+      // Upstream's (kubectl drain's) wording, with the real retry interval.
+      spdlog::warn("error when evicting pods/\"{}\" -n \"{}\" (will retry after {}): {}", t.name, t.ns,
+                   format_duration(options.retry_interval), e.message);
+      next_blocked_log = now + options.blocked_log_interval;
     }
-    kube::DeleteOptions del;
-    del.uid = t.uid;  // never evict a same-name replacement
-    del.grace_period_seconds = options.grace_period_seconds;
-    auto s = client.evict(t.ns, t.name, del);
-    if (s) {
-      set_state(shared, index, State::kAccepted);
-      return;
-    }
-    const Error& e = s.error();
-    if (e.not_found() || e.conflict()) {  // gone, or the UID precondition failed: the original is gone
-      set_state(shared, index, State::kGone);
-      return;
-    }
-    if (e.too_many_requests() || namespace_terminating(e) || transient(e)) {
-      set_state(shared, index, State::kBlocked, e.message, e.causes);
-      const auto now = clock.now();
-      if (now >= next_blocked_log) {
-        // Upstream's (kubectl drain's) wording, with the real retry interval.
-        spdlog::warn("error when evicting pods/\"{}\" -n \"{}\" (will retry after {}): {}", t.name, t.ns,
-                     format_duration(options.retry_interval), e.message);
-        next_blocked_log = now + options.blocked_log_interval;
+    return now + options.retry_interval;
+  }
+  set_state(shared, index, State::kFailed, e.wrap("failed to evict pod " + t.ns + "/" + t.name).message);
+  return std::nullopt;
+}
+
+// A worker evicts its share of the targets: every due one in turn, then sleeps until the next refusal's
+// retry is due. The client has a pool of 8 connections, so more workers than that would only queue for
+// one, each with a thread stack of its own.
+constexpr size_t kEvictionWorkers = 8;
+
+void eviction_worker(kube::Client& client, const PodWatch& watch, const Clock& clock,
+                     const std::vector<EvictionTarget>& targets, const std::vector<size_t>& mine,
+                     Shared& shared, const CancelToken& stop, const EvictionOptions& options) {
+  struct Pending {
+    size_t index;
+    TimePoint due;
+    TimePoint next_blocked_log;
+  };
+  std::vector<Pending> pending;
+  pending.reserve(mine.size());
+  for (size_t i : mine) pending.push_back({i, TimePoint{}, TimePoint{}});
+  while (!pending.empty() && !stop.cancelled()) {
+    TimePoint next_due = TimePoint::max();
+    for (auto it = pending.begin(); it != pending.end() && !stop.cancelled();) {
+      if (clock.now() < it->due) {
+        next_due = std::min(next_due, it->due);
+        ++it;
+        continue;
       }
-      clock.sleep_for(options.retry_interval, stop);
-      continue;
+      const EvictionTarget& t = targets[it->index];
+      if (it->due == TimePoint{}) spdlog::info("evicting pod {}/{}", t.ns, t.name);
+      auto retry =
+          attempt_eviction(client, watch, clock, t, it->index, shared, it->next_blocked_log, options);
+      if (!retry) {
+        it = pending.erase(it);
+        continue;
+      }
+      it->due = *retry;
+      next_due = std::min(next_due, it->due);
+      ++it;
     }
-    set_state(shared, index, State::kFailed, e.wrap("failed to evict pod " + t.ns + "/" + t.name).message);
-    return;
+    if (pending.empty()) break;
+    const auto now = clock.now();
+    if (next_due > now) clock.sleep_for(next_due - now, stop);
   }
 }
 
@@ -100,15 +142,23 @@ Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& cloc
   auto shared = std::make_shared<Shared>();
   shared->pods.resize(targets.size());
   CancelToken stop;
-  std::vector<std::thread> workers;
-  workers.reserve(targets.size());
+  std::vector<size_t> to_evict;
   for (size_t i = 0; i < targets.size(); ++i) {
     if (!targets[i].evict) {
       spdlog::info("Waiting for terminating pod {}/{} to be gone", targets[i].ns, targets[i].name);
       set_state(*shared, i, State::kAccepted);
       continue;
     }
-    workers.emplace_back([&, i] { evict_one(client, watch, clock, targets[i], i, *shared, stop, options); });
+    to_evict.push_back(i);
+  }
+  // The targets each worker evicts, dealt out in turn so that the first requests go out at once.
+  std::vector<std::vector<size_t>> shares(std::min(to_evict.size(), kEvictionWorkers));
+  for (size_t j = 0; j < to_evict.size(); ++j) shares[j % shares.size()].push_back(to_evict[j]);
+  std::vector<std::thread> workers;
+  workers.reserve(shares.size());
+  for (const auto& share : shares) {
+    workers.emplace_back(
+        [&] { eviction_worker(client, watch, clock, targets, share, *shared, stop, options); });
   }
 
   WaitCheck check = [&](const PodSnapshot& pods) -> Result<std::vector<std::string>> {

@@ -149,7 +149,7 @@ Status GpuClientReset::ensure_taint() {
 }
 
 // The list names what exists (identities only, never every pod whole); the pods themselves are the watch
-// cache's once it has shown every listed one.
+// cache's once it has shown every listed one (or seen it go).
 Result<PodSnapshot> GpuClientReset::relist(const CancelToken& cancel) {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + settings_.node_name;
@@ -164,10 +164,10 @@ Result<PodSnapshot> GpuClientReset::relist(const CancelToken& cancel) {
     PodSnapshot pods;
     for (const auto& p : *listed) {
       const auto it = have.find(kube::uid(p));
-      if (it == have.end()) {
-        missing.push_back(kube::ref_string(p));
-      } else {
+      if (it != have.end()) {
         pods.push_back(*it->second);
+      } else if (!pods_.saw_leave(kube::uid(p))) {  // a pod the watch saw go needs no reset
+        missing.push_back(kube::ref_string(p));
       }
     }
     if (missing.empty()) found = std::move(pods);

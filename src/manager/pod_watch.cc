@@ -66,6 +66,9 @@ void PodWatch::replace_all(std::vector<Json>& items) {
     fresh[std::move(uid)] = cached_pod(std::move(p));
   }
   std::lock_guard lk(mu_);
+  for (const auto& [uid, pod] : by_uid_) {
+    if (fresh.count(uid) == 0) left_.insert(uid);
+  }
   by_uid_.swap(fresh);
   synced_ = true;
   last_error_.clear();
@@ -90,6 +93,7 @@ void PodWatch::run() {
       by_uid_[uid] = std::move(pod);
     } else {
       by_uid_.erase(uid);
+      left_.insert(uid);
     }
     ++generation_;
     changed_.notify_all();
@@ -180,6 +184,11 @@ bool PodWatch::has_uid(const std::string& uid) const {
   return by_uid_.count(uid) > 0;
 }
 
+bool PodWatch::saw_leave(const std::string& uid) const {
+  std::lock_guard lk(mu_);
+  return left_.count(uid) > 0;
+}
+
 Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
                             const CancelToken& cancel, Duration log_every) const {
   const auto start = clock_.now();
@@ -189,8 +198,10 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
     bool synced = false;
     PodSnapshot snapshot;
     std::string watch_error;
+    uint64_t seen = 0;  // the cache's generation this look is based on
     {
       std::lock_guard lk(mu_);
+      seen = generation_;
       synced = synced_;
       watch_error = last_error_;
       if (synced) {
@@ -215,9 +226,9 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
                                format_duration(now - start), what, join_names(remaining, kMaxListed)));
     }
     progress.update(remaining);
+    // Woken by any change since the look above, including one that came while the check ran.
     std::unique_lock lk(mu_);
-    const auto gen = generation_;
-    changed_.wait_for(lk, kSlice, [&] { return generation_ != gen; });
+    changed_.wait_for(lk, kSlice, [&] { return generation_ != seen; });
   }
 }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <thread>
 #include <utility>
@@ -48,6 +49,9 @@ class PodWatch {
   [[nodiscard]] PodSnapshot snapshot() const;
   // Whether a pod with this UID is still on the node.
   [[nodiscard]] bool has_uid(const std::string& uid) const;
+  // Whether the watch saw a pod with this UID leave the node (deleted, or gone from a re-list of the
+  // cache): a LIST that still returned it was answered before the cache's latest news.
+  [[nodiscard]] bool saw_leave(const std::string& uid) const;
 
   // Waits until `check` returns an empty list, evaluating it on every change of the cache (and at least
   // every 200 ms). Logs the progress line (wait_progress_line()) every `log_every` and tells the wait
@@ -71,6 +75,7 @@ class PodWatch {
   mutable std::mutex mu_;
   mutable std::condition_variable changed_;
   std::map<std::string, std::shared_ptr<const nlohmann::json>> by_uid_;
+  std::set<std::string> left_;  // UIDs of the pods that left the cache
   bool synced_ = false;
   std::string last_error_;
   int last_error_status_ = 0;

@@ -208,32 +208,47 @@ TEST_F(GpuClients, AnnotatedDaemonSetDeploymentAndStatefulSetPodsAreResetUnderTh
   EXPECT_EQ(s.running_uids(s.workload_ns(), "app=plain"), std::set<std::string>{plain_uid});
 }
 
+// Ten clients, more than the eviction has workers: the refused one shares a worker with others, whose
+// evictions must not wait behind its retries (5 s apart, longer than the whole reset may take here).
 TEST_F(GpuClients, PdbBlockedClientFailsAtTheDeadlineNamingTheBudgetAndTheNodeIsRestored) {
   Scenario s(cluster(), "gc-pdb");
   const auto ops = default_operands();
   s.deploy_operands(ops);
-  deploy(s, {{.name = "guarded"}, {.name = "free"}});
-  s.block_with_pdb("guarded-budget", "guarded");
+  std::vector<Client> clients = {{.name = "a-guarded"}};
+  for (int i = 0; i < 9; ++i) clients.push_back({.name = "free-" + std::to_string(i)});
+  deploy(s, clients);
+  s.block_with_pdb("guarded-budget", "a-guarded");
   s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 2);
+  s.wait_running(s.workload_ns(), clients.size());
   ASSERT_TRUE(eventually([&] {
     const auto pdb = cluster().get_json({"pdb", "guarded-budget", "-n", s.workload_ns()});
     return pdb["status"].value("expectedPods", 0) == 1;
   })) << "the disruption controller did not process the budget";
-  const std::string guarded_uid = uid_of(s, "guarded");
-  const std::string free_uid = uid_of(s, "free");
+  const std::string guarded_uid = uid_of(s, "a-guarded");
+  std::map<std::string, std::string> free_uids;
+  for (size_t i = 1; i < clients.size(); ++i) free_uids[clients[i].name] = uid_of(s, clients[i].name);
 
-  const auto r = s.run(sa_kubeconfig(), {{"GPU_CLIENT_EVICTION_TIMEOUT", "8s"}});
+  const auto r = s.run(sa_kubeconfig(), {{"GPU_CLIENT_EVICTION_TIMEOUT", "4s"}});
   ASSERT_EQ(r.exit_code, 1) << r.log;
   EXPECT_THAT(r.log, HasSubstr("guarded-budget"));
-  EXPECT_THAT(r.log, HasSubstr("GPU_CLIENT_EVICTION_TIMEOUT=8s"));
+  EXPECT_THAT(r.log, HasSubstr("GPU_CLIENT_EVICTION_TIMEOUT=4s"));
+  EXPECT_THAT(r.log, HasSubstr("(will retry after 5s)"));
   // Told from the refusal's DisruptionBudget cause, not from its text.
   EXPECT_THAT(r.log, HasSubstr("a PodDisruptionBudget named above blocks the eviction"));
   EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
-  // The blocked pod survived; the other client was reset in parallel.
-  EXPECT_EQ(s.running_uids(s.workload_ns(), "app=guarded"), std::set<std::string>{guarded_uid});
-  EXPECT_THAT(r.log, HasSubstr("evicting pod " + s.workload_ns() + "/free-"));
-  EXPECT_TRUE(eventually([&] { return s.running_uids(s.workload_ns(), "app=free").count(free_uid) == 0; }));
+  // The blocked pod survived; the other clients were reset in parallel, none held up by its retries: the
+  // timeout names the guarded pod alone as still present.
+  EXPECT_EQ(s.running_uids(s.workload_ns(), "app=a-guarded"), std::set<std::string>{guarded_uid});
+  for (const auto& [app, uid] : free_uids) {
+    EXPECT_THAT(r.log, HasSubstr("evicting pod " + s.workload_ns() + "/" + app + "-"));
+    EXPECT_TRUE(eventually([&] { return s.running_uids(s.workload_ns(), "app=" + app).count(uid) == 0; }))
+        << app;
+  }
+  const size_t timeout_at = r.log.find("waiting for GPU client pods to be evicted; still present: ");
+  ASSERT_NE(timeout_at, std::string::npos) << r.log;
+  const std::string still_present = r.log.substr(timeout_at, r.log.find('\n', timeout_at) - timeout_at);
+  EXPECT_THAT(still_present, HasSubstr(s.workload_ns() + "/a-guarded-"));
+  EXPECT_THAT(still_present, Not(HasSubstr("/free-")));
   expect_no_taint_of_ours(s);
   expect_labels_restored(s, ops);
 }
