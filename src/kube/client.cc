@@ -97,14 +97,15 @@ Result<Json> Client::Impl::send(const Call& call) {
     req.bearer_token = tokens->current();
     HttpResponse resp;
     {
-      auto conn = acquire();
+      auto conn = acquire(call.bulk);
       if (!conn) return conn.error().wrap(what);
       // Returned to the pool even if perform() rethrows a handler's exception.
       struct Lease {
         Impl& pool;
         std::unique_ptr<HttpConnection> c;
-        ~Lease() { pool.release(std::move(c)); }
-      } lease{*this, std::move(*conn)};
+        bool bulk;
+        ~Lease() { pool.release(std::move(c), bulk); }
+      } lease{*this, std::move(*conn), call.bulk};
       resp = lease.c->perform(req);
     }
     requests.fetch_add(1, std::memory_order_relaxed);
@@ -236,9 +237,13 @@ Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptio
   return c;
 }
 
-Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire() {
+Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire(bool bulk) {
   std::unique_lock lock(pool_mu);
-  pool_cv.wait(lock, [this] { return !idle.empty() || open_connections < kMaxConnections; });
+  pool_cv.wait(lock, [&] {
+    if (bulk && bulk_in_use >= kMaxConnections - kReservedConnections) return false;
+    return !idle.empty() || open_connections < kMaxConnections;
+  });
+  if (bulk) ++bulk_in_use;
   if (!idle.empty()) {
     auto c = std::move(idle.back());
     idle.pop_back();
@@ -250,17 +255,19 @@ Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire() {
   if (!c) {
     const std::lock_guard relock(pool_mu);
     --open_connections;
-    pool_cv.notify_one();
+    if (bulk) --bulk_in_use;
+    pool_cv.notify_all();
   }
   return c;
 }
 
-void Client::Impl::release(std::unique_ptr<HttpConnection> c) {
+void Client::Impl::release(std::unique_ptr<HttpConnection> c, bool bulk) {
   {
     const std::lock_guard lock(pool_mu);
     idle.push_back(std::move(c));
+    if (bulk) --bulk_in_use;
   }
-  pool_cv.notify_one();
+  pool_cv.notify_all();  // bulk and other waiters wait for different things
 }
 
 Result<Json> Client::get(const std::string& path) {
@@ -313,7 +320,9 @@ Status Client::evict(const std::string& ns, const std::string& name, const Delet
                {"metadata", {{"name", name}, {"namespace", ns}}},
                {"deleteOptions", delete_options_json(options)}};
   // 429 means a PodDisruptionBudget blocks the eviction: the caller decides whether and when to try again.
-  auto r = impl_->send({"POST", paths::pod(ns, name) + "/eviction", body.dump(), "application/json", false});
+  Impl::Call call{"POST", paths::pod(ns, name) + "/eviction", body.dump(), "application/json", false};
+  call.bulk = true;
+  auto r = impl_->send(call);
   if (!r) return r.error();
   return {};
 }

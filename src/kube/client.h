@@ -70,10 +70,13 @@ struct WatchHandlers {
 };
 
 // Thread-safe: sequential requests reuse one keep-alive connection; concurrent requests (e.g. parallel
-// evictions) borrow further pooled keep-alive connections (at most 8) instead of queueing behind each other;
-// each list_watch call streams on a connection of its own.
+// evictions) borrow further pooled keep-alive connections (at most 8) instead of queueing behind each other,
+// evictions at most kParallelEvictions of them, so that two stay free for everything else; each list_watch
+// call streams on a connection of its own.
 class Client {
  public:
+  static constexpr size_t kParallelEvictions = 6;
+
   static Result<std::unique_ptr<Client>> create(const Config& config, ClientOptions options = {});
   ~Client();
   Client(const Client&) = delete;

@@ -36,13 +36,17 @@ struct Client::Impl {
   // Keep-alive connections for ordinary requests. A request borrows an idle one; concurrent requests
   // (parallel evictions) open more, up to kMaxConnections, so they are not serialised behind one another.
   // Watches use connections of their own.
+  // Bulk requests (evictions, sent by the dozen) may hold all but kReservedConnections of them, so that the
+  // run's own steps (a node patch, the gpu-client re-list) never queue behind a batch of evictions.
   static constexpr size_t kMaxConnections = 8;
+  static constexpr size_t kReservedConnections = kMaxConnections - kParallelEvictions;
   std::mutex pool_mu;
   std::condition_variable pool_cv;
   std::vector<std::unique_ptr<HttpConnection>> idle;
   size_t open_connections = 0;
-  Result<std::unique_ptr<HttpConnection>> acquire();
-  void release(std::unique_ptr<HttpConnection> c);
+  size_t bulk_in_use = 0;
+  Result<std::unique_ptr<HttpConnection>> acquire(bool bulk);
+  void release(std::unique_ptr<HttpConnection> c, bool bulk);
   std::atomic<uint64_t> requests{0};
 
   // When a request last failed to reach the API server (clock ticks since the epoch; 0 = never).
@@ -67,6 +71,7 @@ struct Client::Impl {
     std::string content_type;
     bool retry_429 = true;
     bool identities_only = false;  // a List's items keep only metadata.uid, .name and .namespace
+    bool bulk = false;             // one of many alike (evictions): may not take the reserved connections
   };
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors) and returns the parsed 2xx body.

@@ -87,9 +87,9 @@ std::optional<TimePoint> attempt_eviction(kube::Client& client, const PodWatch& 
 }
 
 // A worker evicts its share of the targets: every due one in turn, then sleeps until the next refusal's
-// retry is due. The client has a pool of 8 connections, so more workers than that would only queue for
-// one, each with a thread stack of its own.
-constexpr size_t kEvictionWorkers = 8;
+// retry is due. The client sends only so many evictions at once; more workers would only queue for a
+// connection, each with a thread stack of its own.
+constexpr size_t kEvictionWorkers = kube::Client::kParallelEvictions;
 
 void eviction_worker(kube::Client& client, const PodWatch& watch, const Clock& clock,
                      const std::vector<EvictionTarget>& targets, const std::vector<size_t>& mine,
