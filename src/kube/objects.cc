@@ -186,6 +186,32 @@ std::vector<ContainerResource> pod_container_resources(const Json& pod) {
   return out;
 }
 
+void drop_unread_pod_fields(Json& pod) {
+  static constexpr std::string_view kSpec[] = {"initContainers", "ephemeralContainers", "affinity"};
+  static constexpr std::string_view kContainer[] = {
+      "env",   "envFrom",       "volumeMounts",   "volumeDevices", "command",   "args",
+      "ports", "livenessProbe", "readinessProbe", "startupProbe",  "lifecycle", "securityContext"};
+  static constexpr std::string_view kStatus[] = {"containerStatuses", "initContainerStatuses",
+                                                 "ephemeralContainerStatuses"};
+  const auto erase_all = [](Json& obj, const auto& keys) {
+    if (!obj.is_object()) return;
+    for (const auto key : keys) obj.erase(std::string(key));
+  };
+  if (!pod.is_object()) return;
+  if (auto spec = pod.find("spec"); spec != pod.end() && spec->is_object()) {
+    erase_all(*spec, kSpec);
+    if (auto cs = spec->find("containers"); cs != spec->end() && cs->is_array()) {
+      for (auto& c : *cs) erase_all(c, kContainer);
+    }
+    if (auto vs = spec->find("volumes"); vs != spec->end() && vs->is_array()) {
+      for (auto& v : *vs) {
+        if (v.is_object()) v.erase("projected");
+      }
+    }
+  }
+  if (auto status = pod.find("status"); status != pod.end()) erase_all(*status, kStatus);
+}
+
 bool quantity_is_zero(std::string_view quantity) {
   const std::string s(quantity);
   const char* begin = s.c_str();
