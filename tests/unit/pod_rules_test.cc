@@ -437,11 +437,18 @@ std::vector<Json> fixtures_as_served() {
     Json& spec = pod["spec"];
     for (auto& c : spec["containers"]) c.update(extra);
     spec["volumes"].push_back(donor["spec"]["volumes"][1]);
-    for (const char* key : {"affinity", "initContainers"}) {
+    for (const char* key : {"affinity", "initContainers", "securityContext", "dnsPolicy", "schedulerName",
+                            "serviceAccount", "enableServiceLinks", "preemptionPolicy"}) {
       if (!spec.contains(key)) spec[key] = donor["spec"][key];
     }
-    for (const char* key : {"containerStatuses", "initContainerStatuses"}) {
-      pod["status"][key] = donor["status"][key];
+    Json& status = pod["status"];
+    for (const char* key : {"containerStatuses", "initContainerStatuses", "hostIP", "hostIPs", "podIP",
+                            "podIPs", "startTime", "qosClass"}) {
+      status[key] = donor["status"][key];
+    }
+    for (auto& c : status["conditions"]) {
+      c["lastProbeTime"] = nullptr;
+      c["lastTransitionTime"] = "2026-11-30T08:12:58Z";
     }
     out.push_back(std::move(pod));
   }
