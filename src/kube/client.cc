@@ -3,10 +3,12 @@
 #include <spdlog/spdlog.h>
 
 #include <ctime>
+#include <optional>
 
 #include "common/log.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
+#include "kube/list_stream.h"
 #include "kube/objects.h"
 
 namespace dm::kube {
@@ -33,6 +35,20 @@ Json delete_options_json(const DeleteOptions& o) {
   return j;
 }
 
+bool drop_managed_fields(int /*depth*/, Json::parse_event_t event, Json& parsed) {
+  return !(event == Json::parse_event_t::key && parsed.is_string() &&
+           parsed.get_ref<const std::string&>() == "managedFields");
+}
+
+// An item keeps only its metadata (keys at depth 1), and of it (depth 2) only what names the object.
+bool identity_fields(int depth, Json::parse_event_t event, Json& parsed) {
+  if (event != Json::parse_event_t::key || !parsed.is_string()) return true;
+  const auto& key = parsed.get_ref<const std::string&>();
+  if (depth == 1) return key == "metadata";
+  if (depth == 2) return key == "uid" || key == "name" || key == "namespace";
+  return true;
+}
+
 }  // namespace
 
 void append_query(std::string& path, const std::string& key, const std::string& value) {
@@ -42,22 +58,12 @@ void append_query(std::string& path, const std::string& key, const std::string& 
   path += HttpConnection::escape(value);
 }
 
-Json parse_response(std::string_view text, bool identities_only) {
-  static const Json::parser_callback_t kDropManagedFields = [](int /*depth*/, Json::parse_event_t event,
-                                                               Json& parsed) {
-    return !(event == Json::parse_event_t::key && parsed.is_string() &&
-             parsed.get_ref<const std::string&>() == "managedFields");
-  };
-  // A List's items (their keys are at depth 3) keep only their metadata, and of it (depth 4) only what
-  // names the object: no item is ever held whole. The List's own metadata (depth 2) stays for paging.
-  static const Json::parser_callback_t kIdentities = [](int depth, Json::parse_event_t event, Json& parsed) {
-    if (event != Json::parse_event_t::key || !parsed.is_string()) return true;
-    const auto& key = parsed.get_ref<const std::string&>();
-    if (depth == 3) return key == "metadata";
-    if (depth == 4) return key == "uid" || key == "name" || key == "namespace";
-    return true;
-  };
-  return Json::parse(text, identities_only ? kIdentities : kDropManagedFields, false);
+Json parse_response(std::string_view text) {
+  return Json::parse(text, drop_managed_fields, false);
+}
+
+Json parse_list_item(std::string_view text, bool identity_only) {
+  return Json::parse(text, identity_only ? identity_fields : drop_managed_fields, false);
 }
 
 std::string list_path(const std::string& path, const ListOptions& options, bool watch) {
@@ -90,12 +96,26 @@ Result<Json> Client::Impl::send(const Call& call) {
   const CancelToken cancel = current_cancel();
   req.keep_going = [&cancel] { return !cancel.cancelled(); };
   const std::string what = call.method + " " + call.path;
+  // A List is parsed while it arrives (a fresh parser per attempt): its text is never held whole.
+  std::optional<ListBodyParser> list_body;
+  if (call.list) {
+    req.on_body = [&list_body](std::string_view chunk) {
+      list_body->feed(chunk);
+      return true;
+    };
+  }
+  const auto parse_item = [&call](std::string_view text) {
+    Json item = parse_list_item(text, call.identities_only);
+    if (call.reduce != nullptr && *call.reduce && item.is_object()) (*call.reduce)(item);
+    return item;
+  };
 
   bool renewed_token = false;  // one repeat after a 401 per token change is enough
   for (int attempt = 0;; ++attempt) {
     if (cancel.cancelled()) return Error::cancellation(what + ": cancelled");
     req.bearer_token = tokens->current();
     HttpResponse resp;
+    if (call.list) list_body.emplace(parse_item);
     {
       auto conn = acquire(call.bulk);
       if (!conn) return conn.error().wrap(what);
@@ -112,8 +132,15 @@ Result<Json> Client::Impl::send(const Call& call) {
     if (resp.aborted) return Error::cancellation(what + ": cancelled");
     Error err;
     if (resp.transport_error.empty() && is_2xx(resp.status)) {
+      if (call.list) {
+        auto j = list_body->finish();
+        list_body.reset();
+        if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
+        spdlog::debug("{} -> {}", what, resp.status);
+        return j;
+      }
       if (resp.body.empty()) return Json::object();
-      auto j = parse_response(resp.body, call.identities_only);
+      auto j = parse_response(resp.body);
       if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
       spdlog::debug("{} -> {}", what, resp.status);
       return j;
@@ -156,7 +183,8 @@ Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
   ListOptions page = list_options;
   bool restarted = false;
   while (true) {
-    auto list = send(Call{"GET", list_path(path, page), {}, {}, true, identities_only});
+    const std::function<void(Json&)>* reduce = list_options.reduce ? &list_options.reduce : nullptr;
+    auto list = send(Call{"GET", list_path(path, page), {}, {}, true, true, identities_only, reduce});
     if (!list) {
       // An expired continue token: like client-go's pager, fall back to one unpaged list.
       if (list.error().gone() && !page.continue_token.empty() && !restarted) {
@@ -275,7 +303,8 @@ Result<Json> Client::get(const std::string& path) {
 }
 
 Result<Json> Client::list(const std::string& path, const ListOptions& options) {
-  return impl_->send({"GET", list_path(path, options), {}, {}, true});
+  const std::function<void(Json&)>* reduce = options.reduce ? &options.reduce : nullptr;
+  return impl_->send({"GET", list_path(path, options), {}, {}, true, true, false, reduce});
 }
 
 Result<std::vector<Json>> Client::list_all(const std::string& path, const ListOptions& options) {

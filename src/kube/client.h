@@ -41,6 +41,9 @@ struct ListOptions {
   // Server-side timeoutSeconds: for list_watch, how long one watch request lasts before it is renewed from
   // the last resourceVersion (0: a random 5-10 minutes, like client-go).
   int64_t timeout_seconds = 0;
+  // Applied to every object as soon as it is parsed (each listed item, each watch event's object), before
+  // the caller sees it: a caller drops the fields it never reads, so they never take memory beside the rest.
+  std::function<void(Json& object)> reduce;
 };
 
 struct DeleteOptions {

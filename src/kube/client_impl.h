@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -70,8 +71,12 @@ struct Client::Impl {
     std::string body;
     std::string content_type;
     bool retry_429 = true;
+    // A List: parsed while it arrives, item by item (kube/list_stream), never held whole as text.
+    bool list = false;
     bool identities_only = false;  // a List's items keep only metadata.uid, .name and .namespace
-    bool bulk = false;             // one of many alike (evictions): may not take the reserved connections
+    // Applied to each item of a List as soon as it is parsed (ListOptions::reduce); may be null.
+    const std::function<void(Json&)>* reduce = nullptr;
+    bool bulk = false;  // one of many alike (evictions): may not take the reserved connections
   };
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors) and returns the parsed 2xx body.
@@ -95,7 +100,9 @@ std::string list_path(const std::string& path, const ListOptions& options, bool 
 // largest part of an object, never read here: it takes no memory). Objects written back keep theirs on the
 // server, which keeps managedFields that a request omits. The callback sees keys, not paths: a label or
 // annotation literally named managedFields would be dropped too (no decision reads such a key).
-Json parse_response(std::string_view text, bool identities_only = false);
+Json parse_response(std::string_view text);
+// Parses one item of a List the same way; `identity_only` keeps only its metadata.uid, .name and .namespace.
+Json parse_list_item(std::string_view text, bool identity_only);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

@@ -186,6 +186,60 @@ std::vector<ContainerResource> pod_container_resources(const Json& pod) {
   return out;
 }
 
+void drop_unread_pod_fields(Json& pod) {
+  // The heavy parts first, then the scheduling and networking bookkeeping that every pod carries.
+  static constexpr std::string_view kSpec[] = {"initContainers",  "ephemeralContainers", "affinity",
+                                               "securityContext", "dnsPolicy",           "schedulerName",
+                                               "serviceAccount",  "enableServiceLinks",  "preemptionPolicy"};
+  static constexpr std::string_view kContainer[] = {"env",
+                                                    "envFrom",
+                                                    "volumeMounts",
+                                                    "volumeDevices",
+                                                    "command",
+                                                    "args",
+                                                    "ports",
+                                                    "livenessProbe",
+                                                    "readinessProbe",
+                                                    "startupProbe",
+                                                    "lifecycle",
+                                                    "securityContext",
+                                                    "terminationMessagePath",
+                                                    "terminationMessagePolicy",
+                                                    "imagePullPolicy"};
+  static constexpr std::string_view kStatus[] = {"containerStatuses",
+                                                 "initContainerStatuses",
+                                                 "ephemeralContainerStatuses",
+                                                 "hostIP",
+                                                 "hostIPs",
+                                                 "podIP",
+                                                 "podIPs",
+                                                 "startTime",
+                                                 "qosClass"};
+  static constexpr std::string_view kCondition[] = {"lastProbeTime", "lastTransitionTime"};
+  const auto erase_all = [](Json& obj, const auto& keys) {
+    if (!obj.is_object()) return;
+    for (const auto key : keys) obj.erase(std::string(key));
+  };
+  const auto each = [](Json& obj, std::string_view key, const auto& fn) {
+    if (!obj.is_object()) return;
+    auto it = obj.find(std::string(key));
+    if (it == obj.end() || !it->is_array()) return;
+    for (auto& element : *it) {
+      if (element.is_object()) fn(element);
+    }
+  };
+  if (!pod.is_object()) return;
+  if (auto spec = pod.find("spec"); spec != pod.end()) {
+    erase_all(*spec, kSpec);
+    each(*spec, "containers", [&](Json& c) { erase_all(c, kContainer); });
+    each(*spec, "volumes", [](Json& v) { v.erase("projected"); });
+  }
+  if (auto status = pod.find("status"); status != pod.end()) {
+    erase_all(*status, kStatus);
+    each(*status, "conditions", [&](Json& c) { erase_all(c, kCondition); });
+  }
+}
+
 bool quantity_is_zero(std::string_view quantity) {
   const std::string s(quantity);
   const char* begin = s.c_str();

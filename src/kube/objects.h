@@ -84,6 +84,15 @@ std::vector<ContainerResource> pod_container_resources(const Json& pod);
 // A quantity that asks for nothing ("0", "0.0", "0m", 0). An unparsable quantity is not zero.
 bool quantity_is_zero(std::string_view quantity);
 
+// Removes from a pod what none of the views here read: the heavy parts (container statuses, init and
+// ephemeral containers, each container's env, mounts, command, ports, probes, lifecycle and security
+// context, the service-account token's projected volume source, affinity) and the bookkeeping every pod
+// carries (DNS and scheduler settings, pod and host IPs, start time, QoS class, the conditions' timestamps).
+// The pod watch keeps every pod of the node this way (docs/benchmarks.md, Memory). A view that starts reading
+// one of these fields must take it off the list (kube_objects_test and pod_rules_test compare every view
+// and every plan on pruned and whole pods).
+void drop_unread_pod_fields(Json& pod);
+
 // ---- NVIDIA GPU resources ----
 // The resource names of NVIDIA GPUs: nvidia.com/gpu* (so nvidia.com/gpu.shared too) and nvidia.com/mig-*.
 bool is_gpu_resource_name(std::string_view name);

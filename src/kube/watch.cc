@@ -147,6 +147,7 @@ class ListWatch {
         }
       }
       if (event.type == "BOOKMARK") return true;
+      if (options_.reduce && event.object.is_object()) options_.reduce(event.object);
       if (handlers_.on_event) handlers_.on_event(event);
       if (done()) {
         r.end = StreamEnd::kDone;

@@ -4,6 +4,7 @@
 
 #include <utility>
 
+#include "kube/objects.h"
 #include "manager/pod_rules.h"
 
 namespace dm::manager {
@@ -80,6 +81,8 @@ void PodWatch::replace_all(std::vector<Json>& items) {
 void PodWatch::run() {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + node_;
+  // Every pod of the node stays in memory for the whole run: only with what the rules read.
+  opts.reduce = kube::drop_unread_pod_fields;
   kube::WatchHandlers h;
   h.on_sync = [this](std::vector<Json>& items) { replace_all(items); };
   h.on_event = [this](kube::WatchEvent& ev) {

@@ -1,7 +1,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include "kube/objects.h"
+#include "support/process.h"
 
 namespace dm::kube {
 namespace {
@@ -270,6 +276,93 @@ TEST(ObjectsTest, TolerationMatrix) {
   EXPECT_TRUE(tolerates(tolerations_of({Json::parse(R"({"key":"x","operator":"Exists"})"),
                                         Json::parse(R"({"operator":"Exists"})")}),
                         t));
+}
+
+// Every view of the pod model, rendered as text: what the rules can see of a pod.
+std::string views(const Json& pod) {
+  std::ostringstream out;
+  out << name(pod) << '|' << namespace_of(pod) << '|' << uid(pod) << '|' << resource_version(pod) << '|'
+      << ref_string(pod) << '|' << terminating(pod) << '|' << pod_node_name(pod) << '|' << pod_phase(pod)
+      << '|' << pod_finished(pod) << '|' << pod_has_emptydir_volume(pod) << '|' << pod_ready(pod) << '|'
+      << pod_is_mirror(pod) << '|' << pod_grace_period_seconds(pod) << '|' << pod_declares_gpu_resource(pod)
+      << '|' << pod_is_allocated_gpu(pod) << "\nlabels";
+  for (const auto& [k, v] : labels(pod)) out << ' ' << k << '=' << v;
+  out << "\nannotations";
+  for (const auto& [k, v] : annotations(pod)) out << ' ' << k << '=' << v;
+  out << "\nowners";
+  for (const auto& o : owner_refs(pod))
+    out << ' ' << o.api_version << ',' << o.kind << ',' << o.name << ',' << o.uid << ',' << o.controller;
+  out << "\nselector";
+  for (const auto& [k, v] : pod_node_selector(pod)) out << ' ' << k << '=' << v;
+  out << "\ntolerations";
+  for (const auto& t : pod_tolerations(pod)) {
+    out << ' ' << t.key << ',' << t.op << ',' << t.value << ',' << t.effect << ','
+        << t.toleration_seconds.value_or(-1);
+  }
+  out << "\nresources";
+  for (const auto& r : pod_container_resources(pod))
+    out << ' ' << r.container << ',' << r.name << ',' << r.quantity;
+  out << "\nclaims";
+  for (const auto& c : pod_resource_claims(pod)) {
+    out << ' ' << c.name << ',' << c.resource_claim_name << ',' << c.resource_claim_template_name << ','
+        << resolved_claim_name(pod, c);
+  }
+  return out.str();
+}
+
+Json pod_fixture(const std::string& name) {
+  return Json::parse(test::read_file(test::source_path("tests/fixtures/pods/" + name + ".json")));
+}
+
+TEST(ObjectsTest, DropUnreadPodFieldsRemovesTheHeavyParts) {
+  Json pod = pod_fixture("api-server-gpu-pod");
+  const size_t whole = pod.dump().size();
+  drop_unread_pod_fields(pod);
+  EXPECT_FALSE(pod["spec"].contains("initContainers"));
+  EXPECT_FALSE(pod["spec"].contains("affinity"));
+  EXPECT_FALSE(pod["status"].contains("containerStatuses"));
+  EXPECT_FALSE(pod["status"].contains("initContainerStatuses"));
+  for (const char* key : {"env", "command", "args", "ports", "volumeMounts", "livenessProbe",
+                          "readinessProbe", "securityContext", "lifecycle"}) {
+    for (const auto& c : pod["spec"]["containers"]) EXPECT_FALSE(c.contains(key)) << key;
+  }
+  EXPECT_FALSE(pod["spec"]["volumes"][1].contains("projected"));
+  EXPECT_EQ(pod["spec"]["volumes"][1]["name"], "kube-api-access-7xk2p");  // the volume itself stays
+  EXPECT_EQ(pod["spec"]["containers"][0]["image"], "example.com/trainer:1");
+  for (const char* key : {"podIP", "hostIP", "startTime", "qosClass"})
+    EXPECT_FALSE(pod["status"].contains(key));
+  EXPECT_EQ(pod["status"]["conditions"][1], (Json{{"type", "Ready"}, {"status", "True"}}));
+  EXPECT_EQ(pod["spec"]["serviceAccountName"], "default");
+  EXPECT_EQ(pod["spec"]["restartPolicy"], "Always");
+  EXPECT_LT(pod.dump().size() * 10, whole * 6);  // less than 60 % of the pod's text is left
+  // Not a pod, or a pod without those parts: nothing happens.
+  Json odd = Json::array({1, 2});
+  drop_unread_pod_fields(odd);
+  EXPECT_EQ(odd, Json::array({1, 2}));
+  Json bare = {{"spec", "x"}, {"status", 3}};
+  drop_unread_pod_fields(bare);
+  EXPECT_EQ(bare, (Json{{"spec", "x"}, {"status", 3}}));
+}
+
+// The list of dropped fields and the views must not overlap: every view reads the same from a pruned pod.
+TEST(ObjectsTest, DropUnreadPodFieldsKeepsWhatEveryViewReads) {
+  int pods = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_path("tests/fixtures/pods"))) {
+    Json pod = Json::parse(test::read_file(entry.path().string()));
+    if (pod.value("kind", "") != "Pod") continue;
+    ++pods;
+    const std::string before = views(pod);
+    drop_unread_pod_fields(pod);
+    EXPECT_EQ(views(pod), before) << entry.path();
+  }
+  EXPECT_GT(pods, 20);
+  // The realistic pod carries every dropped field and exercises each view.
+  const Json pod = pod_fixture("api-server-gpu-pod");
+  const std::string v = views(pod);
+  EXPECT_NE(v.find("main,nvidia.com/gpu,1"), std::string::npos) << v;
+  EXPECT_NE(v.find("gpu,,one-gpu,trainer-6b8f9c7d5-x2k4q-gpu-q7x"), std::string::npos) << v;
+  EXPECT_NE(v.find("|45|1|1\n"), std::string::npos) << v;  // grace period, GPU declared and allocated
+  EXPECT_EQ(v.find("mig-1g"), std::string::npos) << v;     // init containers are not read
 }
 
 }  // namespace

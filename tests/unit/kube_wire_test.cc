@@ -8,6 +8,7 @@
 #include "kube/client.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
+#include "kube/list_stream.h"
 #include "kube/retry.h"
 #include "kube/watch_stream.h"
 
@@ -196,6 +197,74 @@ TEST(ParseResponseTest, DropsManagedFieldsAndKeepsEverythingElse) {
   EXPECT_EQ(j["items"][0]["spec"]["nodeName"], "n");
   EXPECT_EQ(j["metadata"]["resourceVersion"], "7");
   EXPECT_TRUE(parse_response("{not json").is_discarded());
+}
+
+// A List response with the characters that could confuse the splitting: braces, brackets, quotes and
+// backslashes inside strings, an "items" key inside an item, blanks between the items.
+constexpr std::string_view kTrickyList =
+    R"({"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","note":"items: [ {"},)"
+    R"("items": [ {"metadata":{"name":"a}]","uid":"u1","managedFields":[{"m":"}"}],)"
+    R"("annotations":{"q":"say \"}]\" [","items":"[{"}},"spec":{"items":[{"x":[1,{"y":"]"}]}]}} ,)"
+    "\n {\"metadata\":{\"name\":\"b\",\"uid\":\"u2\",\"namespace\":\"n\"},\"status\":{}}\n"
+    R"(],"tail":{"items":["not","these"]}})";
+
+Json parse_in_pieces(std::string_view text, size_t piece, bool identity_only) {
+  ListBodyParser parser(
+      [identity_only](std::string_view item) { return parse_list_item(item, identity_only); });
+  for (size_t i = 0; i < text.size(); i += piece) parser.feed(text.substr(i, piece));
+  return parser.finish();
+}
+
+TEST(ListBodyParserTest, SameAsParsingTheWholeTextInAnyPieces) {
+  const Json whole = parse_response(kTrickyList);
+  ASSERT_FALSE(whole.is_discarded());
+  ASSERT_EQ(whole["items"].size(), 2U);
+  for (size_t piece : {1UL, 2UL, 3UL, 7UL, 64UL, kTrickyList.size()}) {
+    const Json j = parse_in_pieces(kTrickyList, piece, false);
+    EXPECT_EQ(j, whole) << "pieces of " << piece;
+  }
+  const Json j = parse_in_pieces(kTrickyList, 5, false);
+  EXPECT_EQ(j["items"][0]["metadata"]["name"], "a}]");
+  EXPECT_EQ(j["items"][0]["metadata"]["annotations"]["q"], R"(say "}]" [)");
+  EXPECT_FALSE(j["items"][0]["metadata"].contains("managedFields"));
+  EXPECT_EQ(j["tail"]["items"], Json::array({"not", "these"}));
+  EXPECT_EQ(j["metadata"]["resourceVersion"], "9");
+}
+
+TEST(ListBodyParserTest, IdentitiesKeepOnlyTheNamesOfEachItem) {
+  const Json j = parse_in_pieces(kTrickyList, 4, true);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["items"][0], (Json{{"metadata", {{"name", "a}]"}, {"uid", "u1"}}}}));
+  EXPECT_EQ(j["items"][1], (Json{{"metadata", {{"name", "b"}, {"uid", "u2"}, {"namespace", "n"}}}}));
+  EXPECT_EQ(j["metadata"]["resourceVersion"], "9");  // the List's own metadata stays whole
+}
+
+TEST(ListBodyParserTest, EachItemGoesThroughTheItemParser) {
+  int calls = 0;
+  ListBodyParser parser([&calls](std::string_view item) {
+    ++calls;
+    Json j = parse_list_item(item, false);
+    j.erase("status");
+    return j;
+  });
+  parser.feed(kTrickyList);
+  const Json j = parser.finish();
+  EXPECT_EQ(calls, 2);
+  EXPECT_FALSE(j["items"][1].contains("status"));
+  EXPECT_EQ(j["items"][1]["metadata"]["name"], "b");
+}
+
+TEST(ListBodyParserTest, BrokenOrCutTextIsNotJson) {
+  const std::string text(kTrickyList);
+  for (const std::string& bad :
+       {text.substr(0, text.size() - 1), text.substr(0, text.size() / 2),
+        std::string(R"({"items":[{"a":1},{"b":}]})"), std::string(R"({"items":[{}]}})"),
+        std::string(R"({"items":[{"a":"x}]})"), std::string("[1,2")}) {
+    EXPECT_TRUE(parse_in_pieces(bad, 3, false).is_discarded()) << bad;
+  }
+  EXPECT_EQ(parse_in_pieces("", 1, false), Json::object());  // a 2xx without a body
+  EXPECT_EQ(parse_in_pieces(R"({"kind":"List","items":[]})", 2, false),
+            (Json{{"kind", "List"}, {"items", Json::array()}}));
 }
 
 }  // namespace

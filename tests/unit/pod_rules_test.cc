@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -420,6 +421,84 @@ TEST(PodRulesTest, GpuClientPipelineDraPluginPhase) {
   EXPECT_EQ(refs(plan.to_evict), std::set<std::string>{"dra/gpu-dra-kubelet-plugin-m4"});
   EXPECT_TRUE(contains(decision_for(plan, "monitoring/exporter-5f6").reason, "reset with the operands"));
   EXPECT_EQ(decision_for(plan, "dra/dra-no-client").filter, "designation");
+}
+
+// Every pod fixture with the heavy fields a pod from the API server carries and no rule reads (status of
+// containers, init containers, env, mounts, probes, affinity, the token volume), taken from a real-shaped
+// pod.
+std::vector<Json> fixtures_as_served() {
+  const Json donor = fixture("api-server-gpu-pod");
+  Json extra = donor["spec"]["containers"][0];
+  for (const char* keep : {"name", "image", "resources"}) extra.erase(keep);
+  std::vector<Json> out;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_path("tests/fixtures/pods"))) {
+    Json pod = Json::parse(test::read_file(entry.path().string()));
+    if (pod.value("kind", "") != "Pod") continue;
+    Json& spec = pod["spec"];
+    for (auto& c : spec["containers"]) c.update(extra);
+    spec["volumes"].push_back(donor["spec"]["volumes"][1]);
+    for (const char* key : {"affinity", "initContainers", "securityContext", "dnsPolicy", "schedulerName",
+                            "serviceAccount", "enableServiceLinks", "preemptionPolicy"}) {
+      if (!spec.contains(key)) spec[key] = donor["spec"][key];
+    }
+    Json& status = pod["status"];
+    for (const char* key : {"containerStatuses", "initContainerStatuses", "hostIP", "hostIPs", "podIP",
+                            "podIPs", "startTime", "qosClass"}) {
+      status[key] = donor["status"][key];
+    }
+    for (auto& c : status["conditions"]) {
+      c["lastProbeTime"] = nullptr;
+      c["lastTransitionTime"] = "2026-11-30T08:12:58Z";
+    }
+    out.push_back(std::move(pod));
+  }
+  return out;
+}
+
+std::string render(const PodPlan& plan) {
+  std::string out;
+  for (const auto& d : plan.decisions) out += d.log_line() + "\n";
+  for (const auto& e : plan.errors) out += "error: " + e + "\n";
+  for (const auto& p : plan.to_evict) out += "evict " + kube::ref_string(p) + "\n";
+  for (const auto& p : plan.to_wait) out += "wait " + kube::ref_string(p) + "\n";
+  return out;
+}
+
+// Every plan the flow makes, over one pod list.
+std::string all_plans(const std::vector<Json>& pods) {
+  FakeApi api;
+  api.claims["ml/dra-trainer-gpu-x7k2p"] = fixture("claim-gpu-allocated");
+  std::string out;
+  for (const DrainOptions& o : {DrainOptions{}, DrainOptions{true, true}}) {
+    out += "full drain\n" + render(plan_pods(full_drain_pipeline(o, LabelSelector(), api.facts()), pods));
+    auto gpu = plan_gpu_workload_eviction(pods, o, api.facts());
+    out += "gpu workloads\n" +
+           (gpu ? std::to_string(gpu->gpu_pods) + "\n" + render(gpu->plan) : gpu.error().message);
+  }
+  GpuClientOptions c;
+  c.taint = *parse_taint(kDefaultGpuClientTaint);
+  c.label_handled_keys = {"nvidia.com/gpu.deploy.client"};
+  out += "clients\n" + render(plan_pods(gpu_client_pipeline(c), pods));
+  c.force = true;
+  c.phase = GpuClientPhase::kDraPlugin;
+  out += "dra clients\n" + render(plan_pods(gpu_client_pipeline(c), pods));
+  return out;
+}
+
+// The pod watch keeps pods without the fields no rule reads (kube::drop_unread_pod_fields): every plan over
+// such pods is the plan over the pods as the API server sends them.
+TEST(PodRulesTest, PlansAreTheSameOnPodsWithoutUnreadFields) {
+  const std::vector<Json> served = fixtures_as_served();
+  ASSERT_GT(served.size(), 20U);
+  std::vector<Json> pruned = served;
+  for (auto& p : pruned) kube::drop_unread_pod_fields(p);
+  ASSERT_NE(pruned.front(), served.front());
+  const std::string plans = all_plans(served);
+  EXPECT_EQ(all_plans(pruned), plans);
+  // The plans are not trivial: they evict, refuse and wait.
+  EXPECT_TRUE(contains(plans, "evict ml/trainer-7d9c")) << plans;
+  EXPECT_TRUE(contains(plans, "error: ")) << plans;
+  EXPECT_TRUE(contains(plans, "wait monitoring/exporter-old")) << plans;
 }
 
 }  // namespace
