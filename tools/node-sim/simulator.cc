@@ -353,7 +353,8 @@ void Simulator::reconcile() {
   wake_at(next_heartbeat_);
   std::vector<Finisher::Job> due;
   bool exited = false;
-  // One `now` for the whole pass: pods due at the same moment are ended together.
+  // One `now` for the whole pass (after the heartbeat's requests): pods due together are ended together.
+  now = clock_.now();
   for (auto& [uid, t] : pods_) {
     if (cancel_.cancelled()) return;
     if (t.finished || t.deleting) continue;
