@@ -1,6 +1,6 @@
 // The test harness itself, against a real control plane: node-sim registers its node, runs and finishes
-// pods like a kubelet, keeps the simulated nvidia refcount equal to the GPU-holding pods, and PDBs block
-// evictions of its (Ready) pods with 429.
+// pods like a kubelet (side by side when they are due together), keeps the simulated nvidia refcount equal to
+// the GPU-holding pods, and PDBs block evictions of its (Ready) pods with 429.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -367,6 +368,82 @@ TEST_F(HarnessTest, UnloadedModuleIsNeverRecreated) {
   EXPECT_TRUE(wait_gone("harness-unload", "holder-after")) << sim.log();
   EXPECT_EQ(sim.stop(), 0);
   delete_node("unload-node");
+}
+
+// Pods whose terminations end at the same moment are deleted side by side, none before its delay and none
+// before the refcount dropped. The pods are deleted while no node-sim runs, so the next node-sim sees every
+// deletion in its first list, at one instant: they are all due together.
+TEST_F(HarnessTest, PodsDueTogetherAreDeletedSideBySideAfterTheirDelay) {
+  create_namespace("harness-burst");
+  constexpr int kPods = 8;  // burst-1..8, 2 s each; the even ones hold the GPU
+  std::string earlier_log;
+  {
+    NodeSim first(*cluster_, "burst-node");
+    cluster_->apply(fixture("burst-pods.yaml"));
+    for (int i = 1; i <= kPods; ++i) {
+      ASSERT_TRUE(wait_running("harness-burst", "burst-" + std::to_string(i))) << first.log();
+    }
+    ASSERT_TRUE(eventually([&] { return first.refcnt() == kPods / 2; })) << first.log();
+    ASSERT_EQ(first.stop(), 0) << first.log();
+    earlier_log = first.log();  // the next node-sim appends to the same file
+  }
+  auto out = cluster_->kubectl({"-n", "harness-burst", "delete", "pods", "--all", "--wait=false"});
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  ASSERT_TRUE(eventually([&] {
+    auto pods = list_pods("harness-burst");
+    return pods.size() == kPods &&
+           std::all_of(pods.begin(), pods.end(), [](const json& p) { return terminating(p); });
+  }));
+
+  NodeSim second(*cluster_, "burst-node");
+  for (int i = 1; i <= kPods; ++i) {
+    EXPECT_TRUE(wait_gone("harness-burst", "burst-" + std::to_string(i))) << second.log();
+  }
+  EXPECT_EQ(second.refcnt(), 0);
+  EXPECT_THAT(second.users(), IsEmpty());
+  EXPECT_EQ(second.stop(), 0) << second.log();
+  delete_node("burst-node");
+
+  const std::string full = second.log();
+  ASSERT_GE(full.size(), earlier_log.size());
+  std::vector<std::string> lines;
+  std::istringstream in(full.substr(earlier_log.size()));
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  const auto index_of = [&](const std::string& text) {
+    for (size_t i = 0; i < lines.size(); ++i) {
+      if (lines[i].find(text) != std::string::npos) return static_cast<int>(i);
+    }
+    return -1;
+  };
+  // The four GPU holders were counted from the list, and released all at once when their time came.
+  const int released = index_of("nvidia refcnt " + std::to_string(kPods / 2) + " -> 0");
+  ASSERT_GE(index_of("nvidia refcnt 0 -> " + std::to_string(kPods / 2)), 0) << full;
+  ASSERT_GE(released, 0) << full;
+
+  int first_finished = -1;
+  int deleting_before_first_finished = 0;
+  for (int i = 1; i <= kPods; ++i) {
+    const std::string pod = "pod harness-burst/burst-" + std::to_string(i) + ": ";
+    const int deleting = index_of(pod + "terminated after ");
+    const int finished = index_of(pod + "finished (deleted ");
+    ASSERT_GE(deleting, 0) << pod << "never deleted:\n" << full;
+    ASSERT_GT(finished, deleting) << full;
+    // Not before its 2 s, by node-sim's own clock (both figures are measured from when it saw the deletion).
+    const std::string& line = lines[static_cast<size_t>(finished)];
+    const double took = std::stod(line.substr(line.find("(deleted ") + 9));
+    EXPECT_GE(took, 2.0) << line;
+    const std::string& started = lines[static_cast<size_t>(deleting)];
+    EXPECT_GE(std::stod(started.substr(started.find("terminated after ") + 17)), 2.0) << started;
+    // The device was released before any DELETE was sent.
+    EXPECT_LT(released, deleting) << full;
+    if (first_finished < 0 || finished < first_finished) first_finished = finished;
+  }
+  for (int i = 1; i <= kPods; ++i) {
+    const int deleting = index_of("pod harness-burst/burst-" + std::to_string(i) + ": terminated after ");
+    if (deleting < first_finished) ++deleting_before_first_finished;
+  }
+  // Side by side: more than one DELETE was under way before the first of them returned.
+  EXPECT_GE(deleting_before_first_finished, 2) << full;
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <set>
@@ -56,10 +57,6 @@ std::string format_utc(std::chrono::system_clock::time_point tp, bool micro) {
   const auto us =
       std::chrono::duration_cast<std::chrono::microseconds>(tp.time_since_epoch()).count() % 1000000;
   return fmt::format("{}.{:06d}Z", buf, us);
-}
-
-double seconds_between(dm::TimePoint a, dm::TimePoint b) {
-  return std::chrono::duration<double>(b - a).count();
 }
 
 }  // namespace
@@ -212,7 +209,7 @@ dm::Status Simulator::heartbeat() {
   return renew_lease(micro_time_now());
 }
 
-void Simulator::upsert(const Json& pod) {
+void Simulator::upsert(const Json& pod, dm::TimePoint seen) {
   const std::string uid = uid_of(pod);
   if (uid.empty()) return;
   auto [it, inserted] = pods_.try_emplace(uid);
@@ -220,7 +217,7 @@ void Simulator::upsert(const Json& pod) {
   t.pod = pod;
   if (inserted) spdlog::debug("pod {}: seen on node {}", pod_key(pod), opt_.node);
   if (dm::kube::terminating(pod) && !t.terminating_since) {
-    t.terminating_since = clock_.now();
+    t.terminating_since = seen;
     std::string warning;
     const auto delay = termination_delay_seconds(pod, &warning);
     if (!warning.empty()) spdlog::warn("{}", warning);
@@ -235,10 +232,12 @@ void Simulator::upsert(const Json& pod) {
 }
 
 void Simulator::on_sync(const std::vector<Json>& items) {
+  changed_ = true;
+  const auto seen = clock_.now();
   std::set<std::string> present;
   for (const auto& pod : items) {
     present.insert(uid_of(pod));
-    upsert(pod);
+    upsert(pod, seen);
   }
   for (auto it = pods_.begin(); it != pods_.end();) {
     if (present.count(it->first) == 0) {
@@ -252,6 +251,7 @@ void Simulator::on_sync(const std::vector<Json>& items) {
 }
 
 void Simulator::on_event(const dm::kube::WatchEvent& event) {
+  changed_ = true;
   if (event.type == "DELETED") {
     auto it = pods_.find(uid_of(event.object));
     if (it != pods_.end()) {
@@ -259,7 +259,7 @@ void Simulator::on_event(const dm::kube::WatchEvent& event) {
       pods_.erase(it);
     }
   } else if (event.type == "ADDED" || event.type == "MODIFIED") {
-    upsert(event.object);
+    upsert(event.object, clock_.now());
   }
 }
 
@@ -282,28 +282,19 @@ void Simulator::start_pod(TrackedPod& t) {
   t.next_attempt = clock_.now() + kRetryAfterFailure;
 }
 
-void Simulator::finish_pod(TrackedPod& t) {
-  // Like a kubelet, the pod's processes exit (releasing the device) before its object is removed: whoever
-  // sees the pod gone must find the refcount already dropped.
-  if (!t.exited) {
-    t.exited = true;
-    next_kernel_attempt_ = {};
-    update_kernel();
+void Simulator::collect_finished() {
+  if (!finisher_ || !finisher_->has_outcomes()) return;
+  for (const auto& o : finisher_->take_outcomes()) {
+    auto it = pods_.find(o.uid);
+    if (it == pods_.end()) continue;  // its DELETED event came first
+    TrackedPod& t = it->second;
+    t.deleting = false;
+    if (o.finished) {
+      t.finished = true;
+    } else {
+      t.next_attempt = clock_.now() + kRetryAfterFailure;
+    }
   }
-  const Json& meta = t.pod["metadata"];
-  dm::kube::DeleteOptions del;
-  del.grace_period_seconds = 0;
-  del.uid = meta.value("uid", "");
-  auto removed = client_->remove(paths::pod(meta.value("namespace", ""), meta.value("name", "")), del);
-  if (removed || removed.error().not_found() || removed.error().conflict()) {
-    // 404: already gone; 409: the UID precondition failed, i.e. a different pod of that name now exists.
-    t.finished = true;
-    spdlog::info("pod {}: finished (deleted {:.1f} s after it started terminating)", pod_key(t.pod),
-                 seconds_between(*t.terminating_since, clock_.now()));
-    return;
-  }
-  spdlog::warn("pod {}: cannot finish its deletion: {} (retrying)", pod_key(t.pod), removed.error().message);
-  t.next_attempt = clock_.now() + kRetryAfterFailure;
 }
 
 void Simulator::update_kernel() {
@@ -326,8 +317,16 @@ void Simulator::update_kernel() {
   }
 }
 
+void Simulator::on_tick() {
+  const bool due = clock_.now() >= next_wake_;
+  if (changed_ || due || (finisher_ && finisher_->has_outcomes())) reconcile();
+}
+
 void Simulator::reconcile() {
+  changed_ = false;
   auto now = clock_.now();
+  next_wake_ = now + opt_.recheck;
+  const auto wake_at = [&](dm::TimePoint at) { next_wake_ = std::min(next_wake_, at); };
   if (opt_.kernel_only) {
     if (now >= next_heartbeat_) {
       if (auto st = publish_capacity(); !st) spdlog::warn("{} (retrying)", st.error().message);
@@ -342,6 +341,7 @@ void Simulator::reconcile() {
     update_kernel();
     return;
   }
+  collect_finished();
   if (now >= next_heartbeat_) {
     if (auto st = heartbeat(); !st) {
       spdlog::warn("node {}: {} (retrying)", opt_.node, st.error().message);
@@ -350,10 +350,18 @@ void Simulator::reconcile() {
       next_heartbeat_ = now + opt_.heartbeat;
     }
   }
+  wake_at(next_heartbeat_);
+  std::vector<Finisher::Job> due;
+  bool exited = false;
+  // One `now` for the whole pass (after the heartbeat's requests): pods due together are ended together.
+  now = clock_.now();
   for (auto& [uid, t] : pods_) {
     if (cancel_.cancelled()) return;
-    now = clock_.now();
-    if (t.finished || now < t.next_attempt) continue;
+    if (t.finished || t.deleting) continue;
+    if (now < t.next_attempt) {
+      wake_at(t.next_attempt);
+      continue;
+    }
     if (dm::kube::terminating(t.pod)) {
       // Re-read each time: an annotation may change while the pod is terminating (e.g. a test unsticks it).
       const auto delay = termination_delay_seconds(t.pod);
@@ -362,12 +370,29 @@ void Simulator::reconcile() {
         t.stuck_logged = true;
         continue;
       }
-      if (seconds_between(*t.terminating_since, now) >= *delay) finish_pod(t);
+      const auto due_at =
+          *t.terminating_since + std::chrono::ceil<dm::Duration>(std::chrono::duration<double>(*delay));
+      if (now < due_at) {
+        wake_at(due_at);
+        continue;
+      }
+      // Its processes exit now; the finisher deletes its object once the refcount below has dropped.
+      exited = exited || !t.exited;
+      t.exited = true;
+      t.deleting = true;
+      const Json& meta = t.pod["metadata"];
+      due.push_back({uid, meta.value("namespace", ""), meta.value("name", ""), *t.terminating_since});
     } else if (!t.started && needs_start(t.pod)) {
       start_pod(t);
+      if (!t.started && t.next_attempt > now) wake_at(t.next_attempt);
     }
   }
+  // Like a kubelet, a pod's processes exit (releasing the device) before its object is removed: whoever
+  // sees the pod gone must find the refcount already dropped.
+  if (exited) next_kernel_attempt_ = {};
   update_kernel();
+  if (next_kernel_attempt_ > now) wake_at(next_kernel_attempt_);
+  for (auto& job : due) finisher_->submit(std::move(job));
 }
 
 dm::Status Simulator::run() {
@@ -390,6 +415,7 @@ dm::Status Simulator::run() {
   } else {
     spdlog::info("kernel: --no-driver, no NVIDIA modules under {}", opt_.sim_root);
   }
+  if (!opt_.kernel_only) finisher_ = std::make_unique<Finisher>(*client_, clock_, opt_.finish_workers);
 
   dm::kube::ListOptions list;
   list.field_selector = "spec.nodeName=" + opt_.node;
@@ -397,7 +423,7 @@ dm::Status Simulator::run() {
   handlers.on_sync = [this](const std::vector<Json>& items) { on_sync(items); };
   handlers.on_event = [this](const dm::kube::WatchEvent& e) { on_event(e); };
   handlers.done = [this] {
-    if (!cancel_.cancelled()) reconcile();
+    if (!cancel_.cancelled()) on_tick();
     return cancel_.cancelled();
   };
   handlers.tick = opt_.tick;
@@ -409,6 +435,7 @@ dm::Status Simulator::run() {
     if (!clock_.sleep_for(kWatchRetry, cancel_)) break;
     reconcile();
   }
+  finisher_.reset();  // joins its workers; a DELETE in flight ends with the cancel token
   spdlog::info("node-sim for node {}: stopping", opt_.node);
   return dm::ok_status();
 }

@@ -4,9 +4,10 @@
 //
 // In kernel-only mode (a real kubelet runs the node) it does none of the kubelet's work: see SimOptions.
 //
-// One thread: a list+watch of the node's pods drives everything; the watch's periodic `done` check is the
-// timer that runs heartbeats and due terminations. Writes go through a second client so that they never
-// run inside the watch's own connection.
+// One thread decides: a list+watch of the node's pods drives everything, and the watch's frequent `done`
+// check is the timer that wakes when the next termination, retry or heartbeat is due. The DELETEs that end
+// terminated pods go to a few worker threads (finisher.h), so pods due together end together. Writes go
+// through a second client so that they never run inside the watch's own connection.
 #pragma once
 
 #include <map>
@@ -15,6 +16,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "finisher.h"
 #include "kernel.h"
 #include "kube/client.h"
 
@@ -30,7 +32,12 @@ struct SimOptions {
   // running pod annotated node-sim/loads-driver.
   bool kernel_only = false;
   std::chrono::milliseconds heartbeat{10000};
-  std::chrono::milliseconds tick{200};  // resolution of grace-period timers
+  // How often the watch thread checks whether something is due: the resolution of grace-period timers.
+  // A check that finds nothing due costs a clock read.
+  std::chrono::milliseconds tick{10};
+  // Everything is re-checked at least this often, whatever is due (kernel-only mode: its only timer).
+  std::chrono::milliseconds recheck{200};
+  unsigned finish_workers = 6;  // DELETEs in flight at once (the client pools 8 connections)
 };
 
 class Simulator {
@@ -48,6 +55,7 @@ class Simulator {
     std::optional<dm::TimePoint> terminating_since;  // when node-sim first saw deletionTimestamp
     dm::TimePoint next_attempt{};                    // backoff after a failed request
     bool started = false;                            // node-sim made it Running (its "process" runs)
+    bool deleting = false;                           // its DELETE is with the finisher
     bool finished = false;                           // node-sim deleted it
     bool exited = false;                             // its "process" exited: it no longer holds the GPU
     bool stuck_logged = false;
@@ -62,12 +70,15 @@ class Simulator {
   dm::Status renew_lease(const std::string& now);
   void on_sync(const std::vector<nlohmann::json>& items);
   void on_event(const dm::kube::WatchEvent& event);
-  void upsert(const nlohmann::json& pod);
-  // Runs every due action (start pods, finish terminations, heartbeat, refcount). Called after each watch
-  // event and every tick.
+  // `seen` is when node-sim learnt of this version of the pod (one instant for a whole list).
+  void upsert(const nlohmann::json& pod, dm::TimePoint seen);
+  // The watch's periodic check: reconciles after a change, when something is due, or every `recheck`.
+  void on_tick();
+  // Runs every due action (start pods, end terminations, heartbeat, refcount) and sets next_wake_.
   void reconcile();
   void start_pod(TrackedPod& t);
-  void finish_pod(TrackedPod& t);
+  // Takes the finisher's outcomes: finished pods, or a retry after a failed DELETE.
+  void collect_finished();
   void update_kernel();
 
   SimOptions opt_;
@@ -81,7 +92,11 @@ class Simulator {
   std::string registered_at_;  // RFC 3339; lastTransitionTime of the conditions
   dm::TimePoint next_heartbeat_{};
   dm::TimePoint next_kernel_attempt_{};
+  dm::TimePoint next_wake_{};  // the earliest moment something is due
+  bool changed_ = false;       // a watch event or list arrived since the last reconcile
   unsigned ip_counter_ = 0;
+  // Declared after client_, which it uses: destroyed (workers joined) first. Not in kernel-only mode.
+  std::unique_ptr<Finisher> finisher_;
 };
 
 // Wall-clock time in RFC 3339 (seconds) and MicroTime (microseconds) formats, UTC.
