@@ -92,6 +92,12 @@ TaintRemovePlan plan_taint_remove(const Json& node) {
 TaintOps::TaintOps(kube::Client& client, const Clock& clock, std::string node, int max_attempts)
     : client_(client), clock_(clock), node_(std::move(node)), max_attempts_(max_attempts) {}
 
+// After the first conflict the node is read again at once: it is nearly always one other write (the cordon
+// written beside the taint, a heartbeat), not a contest. Only repeated conflicts back off.
+void TaintOps::conflict_pause(int attempt) const {
+  if (attempt > 1) clock_.sleep_for(std::chrono::milliseconds(50) * (attempt - 1), CancelToken{});
+}
+
 Result<Json> TaintOps::get() {
   auto r = client_.get(kube::paths::node(node_));
   if (!r) return r.error().wrap("failed to get node " + node_);
@@ -126,7 +132,7 @@ Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
     last = r.error();
     if (!last.conflict()) return last.wrap("failed to taint node " + node_ + " with " + taint.to_string());
     spdlog::info("Node {} changed while tainting it, reading it again", node_);
-    clock_.sleep_for(std::chrono::milliseconds(50) * attempt, CancelToken{});
+    conflict_pause(attempt);
   }
   return last.wrap("failed to taint node " + node_ + " with " + taint.to_string() + " after " +
                    std::to_string(max_attempts_) + " conflicting updates");
@@ -158,7 +164,7 @@ Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
     last = r.error();
     if (!last.conflict()) break;
     spdlog::info("Node {} changed while removing the taint, reading it again", node_);
-    clock_.sleep_for(std::chrono::milliseconds(50) * attempt, CancelToken{});
+    conflict_pause(attempt);
   }
   return last.wrap("failed to remove the gpu-client taint from node " + node_ +
                    " (remove it by hand: kubectl taint node " + node_ + " " + owned_text +

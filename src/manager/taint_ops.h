@@ -73,6 +73,7 @@ class TaintOps {
 
  private:
   Result<nlohmann::json> get();
+  void conflict_pause(int attempt) const;  // before re-reading the node after a conflicting write
 
   kube::Client& client_;
   const Clock& clock_;
