@@ -239,7 +239,9 @@ TEST_F(GpuClients, PdbBlockedClientFailsAtTheDeadlineNamingTheBudgetAndTheNodeIs
   // The blocked pod survived; the other clients were reset in parallel, none held up by its retries: the
   // timeout names the guarded pod alone as still present.
   EXPECT_EQ(s.running_uids(s.workload_ns(), "app=a-guarded"), std::set<std::string>{guarded_uid});
-  for (const auto& [app, uid] : free_uids) {
+  for (const auto& entry : free_uids) {
+    const std::string& app = entry.first;  // named, not bound: a lambda below uses them
+    const std::string& uid = entry.second;
     EXPECT_THAT(r.log, HasSubstr("evicting pod " + s.workload_ns() + "/" + app + "-"));
     EXPECT_TRUE(eventually([&] { return s.running_uids(s.workload_ns(), "app=" + app).count(uid) == 0; }))
         << app;
