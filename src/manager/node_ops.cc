@@ -25,6 +25,11 @@ bool cordoned_by_us(const Json& node) {
   return !kube::annotation(node, kCordonedAnnotation).value_or("").empty();
 }
 
+std::mutex& node_update_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
 NodeOps::NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
                  RetryPolicy retry)
     : client_(client), clock_(clock), cancel_(std::move(cancel)), node_(std::move(node)), retry_(retry) {}
@@ -70,6 +75,7 @@ Result<CordonOutcome> NodeOps::cordon() {
   constexpr int kAttempts = 5;
   Error last;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    const std::lock_guard lock(node_update_lock());
     auto node = get();
     if (!node) return node.error();
     if (kube::node_unschedulable(*node)) {

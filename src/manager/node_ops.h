@@ -2,6 +2,7 @@
 // (only our own cordon is undone: docs/behaviour.md, The undo list), and best-effort Events.
 #pragma once
 
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -31,6 +32,11 @@ enum class CordonOutcome {
 
 // True when the node object carries our cordon annotation.
 bool cordoned_by_us(const nlohmann::json& node);
+
+// Held around each read-then-guarded-write of this program's Node (cordon, taint): the cordon and the taint
+// are written at the same moment, and with each other's resourceVersion in between one of them would meet
+// a conflict and read the node again. The process manages one node, so one lock serves.
+std::mutex& node_update_lock();
 
 class NodeOps {
  public:

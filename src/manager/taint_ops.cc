@@ -2,7 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <mutex>
 #include <utility>
+
+#include "manager/node_ops.h"
 
 namespace dm::manager {
 
@@ -107,6 +110,7 @@ Result<Json> TaintOps::get() {
 Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
   Error last;
   for (int attempt = 1; attempt <= max_attempts_; ++attempt) {
+    std::unique_lock lock(node_update_lock());
     auto node = get();
     if (!node) return node.error();
     TaintAddPlan plan = plan_taint_add(*node, taint);
@@ -131,6 +135,7 @@ Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
     if (r) return plan;
     last = r.error();
     if (!last.conflict()) return last.wrap("failed to taint node " + node_ + " with " + taint.to_string());
+    lock.unlock();
     spdlog::info("Node {} changed while tainting it, reading it again", node_);
     conflict_pause(attempt);
   }
