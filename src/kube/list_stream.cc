@@ -15,19 +15,27 @@ void ListBodyParser::feed(std::string_view chunk) {
     }
     rest_.push_back(c);
     if (in_string_) {
-      if (escaped_) {
-        escaped_ = false;
-      } else if (c == '\\') {
-        escaped_ = true;
-      } else if (c == '"') {
-        in_string_ = false;
-      } else if (depth_ == 1) {
-        last_string_.push_back(c);
-      }
+      if (string_char(c) && depth_ == 1) last_string_.push_back(c);
       continue;
     }
     at_depth_one(c);
   }
+}
+
+bool ListBodyParser::string_char(char c) {
+  if (escaped_) {
+    escaped_ = false;
+    return false;
+  }
+  if (c == '\\') {
+    escaped_ = true;
+    return false;
+  }
+  if (c == '"') {
+    in_string_ = false;
+    return false;
+  }
+  return true;
 }
 
 // Outside strings, outside the items array.
@@ -61,13 +69,7 @@ void ListBodyParser::at_depth_one(char c) {
 void ListBodyParser::in_items(char c) {
   if (depth_ > 2) item_.push_back(c);
   if (in_string_) {
-    if (escaped_) {
-      escaped_ = false;
-    } else if (c == '\\') {
-      escaped_ = true;
-    } else if (c == '"') {
-      in_string_ = false;
-    }
+    string_char(c);
     return;
   }
   switch (c) {

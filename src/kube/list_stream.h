@@ -25,6 +25,8 @@ class ListBodyParser {
  private:
   void at_depth_one(char c);
   void in_items(char c);
+  // Inside a string: follows escapes and the closing quote; true for a plain character of its text.
+  bool string_char(char c);
 
   ItemParser parse_item_;
   bool fed_ = false;
