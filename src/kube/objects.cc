@@ -18,7 +18,7 @@ std::map<std::string, std::string> string_map(const Json* j) {
 
 std::optional<std::string> map_value(const Json* j, std::string_view key) {
   if (j == nullptr || !j->is_object()) return std::nullopt;
-  const auto it = j->find(std::string(key));
+  const auto it = j->find(key);
   if (it == j->end() || !it->is_string()) return std::nullopt;
   return it->get<std::string>();
 }
@@ -41,11 +41,16 @@ const Json* find(const Json& j, std::initializer_list<std::string_view> path) {
   const Json* p = &j;
   for (const auto key : path) {
     if (!p->is_object()) return nullptr;
-    const auto it = p->find(std::string(key));
+    const auto it = p->find(key);
     if (it == p->end()) return nullptr;
     p = &*it;
   }
   return p;
+}
+
+const std::string* find_string(const Json& j, std::initializer_list<std::string_view> path) {
+  const Json* v = find(j, path);
+  return v != nullptr ? v->get_ptr<const std::string*>() : nullptr;
 }
 
 std::string string_at(const Json& j, std::initializer_list<std::string_view> path, std::string fallback) {
@@ -131,8 +136,14 @@ bool pod_has_emptydir_volume(const Json& pod) {
 }
 
 bool controlled_by_kind(const Json& obj, std::string_view kind) {
-  const auto ref = controller_ref(obj);
-  return ref && ref->kind == kind;
+  // The same reading as controller_ref, without copying every reference: this runs on every cache change.
+  for (const auto& r : array_or_empty(find(obj, {"metadata", "ownerReferences"}))) {
+    const Json* c = find(r, {"controller"});
+    if (c == nullptr || !c->is_boolean() || !c->get<bool>()) continue;
+    const std::string* k = find_string(r, {"kind"});
+    return k != nullptr && *k == kind;
+  }
+  return false;
 }
 
 bool pod_ready(const Json& pod) {
@@ -154,6 +165,9 @@ int64_t pod_grace_period_seconds(const Json& pod) {
 
 std::map<std::string, std::string> pod_node_selector(const Json& pod) {
   return string_map(find(pod, {"spec", "nodeSelector"}));
+}
+bool pod_node_selector_has(const Json& pod, std::string_view key) {
+  return map_value(find(pod, {"spec", "nodeSelector"}), key).has_value();
 }
 
 std::vector<Toleration> pod_tolerations(const Json& pod) {

@@ -19,6 +19,9 @@ using Json = nlohmann::json;
 
 // The value at `path` (object keys), or nullptr.
 const Json* find(const Json& j, std::initializer_list<std::string_view> path);
+// The string at `path` in place, or nullptr when absent or not a string (no copy: for checks that run on
+// every cache change).
+const std::string* find_string(const Json& j, std::initializer_list<std::string_view> path);
 // The string at `path`, or `fallback` when absent or not a string.
 std::string string_at(const Json& j, std::initializer_list<std::string_view> path, std::string fallback = {});
 
@@ -64,6 +67,8 @@ bool pod_is_mirror(const Json& pod);
 // spec.terminationGracePeriodSeconds (default 30).
 int64_t pod_grace_period_seconds(const Json& pod);
 std::map<std::string, std::string> pod_node_selector(const Json& pod);
+// spec.nodeSelector holds `key` (with a string value).
+bool pod_node_selector_has(const Json& pod, std::string_view key);
 
 struct Toleration {
   std::string key;

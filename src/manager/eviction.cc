@@ -6,8 +6,9 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
+#include <string_view>
 #include <thread>
+#include <unordered_set>
 
 #include "manager/pod_rules.h"
 
@@ -162,8 +163,12 @@ Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& cloc
   }
 
   WaitCheck check = [&](const PodSnapshot& pods) -> Result<std::vector<std::string>> {
-    std::set<std::string> present;
-    for (const auto& p : pods) present.insert(kube::uid(*p));
+    // Views into the snapshot's pods, which outlive the check: no copy per pod on each cache change.
+    std::unordered_set<std::string_view> present;
+    present.reserve(pods.size());
+    for (const auto& p : pods) {
+      if (const std::string* u = kube::find_string(*p, {"metadata", "uid"})) present.insert(*u);
+    }
     std::vector<std::string> remaining;
     std::lock_guard lk(shared->mu);
     for (size_t i = 0; i < targets.size(); ++i) {

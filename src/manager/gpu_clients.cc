@@ -145,6 +145,7 @@ Status GpuClientReset::ensure_taint() {
   if (!plan) return plan.error();
   owned_ = plan->outcome != TaintOutcome::kPresentNotOurs;
   effective_taint_ = plan->effective;
+  taint_in_place_at_ = plan->in_place_at;
   return ok_status();
 }
 
@@ -153,7 +154,16 @@ Status GpuClientReset::ensure_taint() {
 Result<PodSnapshot> GpuClientReset::relist(const CancelToken& cancel) {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + settings_.node_name;
+  // Not older than the taint: the API server answers from its cache once that holds the taint, instead of
+  // reading every pod of the cluster from etcd, and no pod bound before the taint can be missing.
+  opts.resource_version = taint_in_place_at_;
   auto listed = client_.list_identities(kube::paths::pods(), opts);
+  if (!listed && !opts.resource_version.empty() && !cancel.cancelled()) {
+    spdlog::debug("Listing the pods of node {} as of the taint failed ({}); listing them as they are now",
+                  settings_.node_name, listed.error().message);
+    opts.resource_version.clear();
+    listed = client_.list_identities(kube::paths::pods(), opts);
+  }
   if (!listed) return listed.error().wrap("failed to list the pods of node " + settings_.node_name);
 
   PodSnapshot found;

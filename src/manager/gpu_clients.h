@@ -43,6 +43,9 @@ class GpuClientReset {
   GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                  const Settings& settings, UndoList& undo, std::vector<std::string> label_handled_keys = {});
 
+  // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
+  void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
+
   // The keys of label_handled_client_keys(), once the flow has read the node (before any reset).
   void set_label_handled_keys(std::vector<std::string> keys) { label_handled_keys_ = std::move(keys); }
 
@@ -88,6 +91,7 @@ class GpuClientReset {
   Result<Taint> taint_;
   std::optional<Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)
   bool owned_ = false;
+  std::string taint_in_place_at_;  // the node's resourceVersion with the taint in place (the re-list's floor)
 };
 
 }  // namespace dm::manager

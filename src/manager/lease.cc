@@ -73,8 +73,10 @@ NodeLease::~NodeLease() {
   stop_renewing();
 }
 
-Result<NodeLease::Attempt> NodeLease::try_take() {
-  auto node = client_.get(kube::paths::node(node_));
+Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
+  // A lease record on the copy is decided on a fresh read only (who holds it, since when).
+  auto node =
+      seen != nullptr && !lease_of(*seen) ? Result<Json>(*seen) : client_.get(kube::paths::node(node_));
   if (!node) return node.error().wrap("failed to get node " + node_);
   const auto current = lease_of(*node);
   const auto now = SysClock::now();
@@ -99,13 +101,14 @@ Result<NodeLease::Attempt> NodeLease::try_take() {
   return Attempt{std::nullopt, std::move(*r)};
 }
 
-Result<Json> NodeLease::acquire(const CancelToken& cancel) {
+Result<Json> NodeLease::acquire(const CancelToken& cancel, const Json* seen) {
   const Deadline deadline = Deadline::after(clock_, options_.wait_at_most);
   TimePoint next_log = clock_.now();
   Json taken;
   int conflicts = 0;
   for (;;) {
-    auto t = try_take();
+    auto t = try_take(seen);
+    seen = nullptr;
     if (!t) return t.error();
     // Node status updates change the resourceVersion all the time: a conflict alone is no other holder.
     if (t->conflict && ++conflicts < 20) continue;

@@ -55,7 +55,9 @@ class NodeLease {
 
   // Takes the lease (waiting while another live holder has it, at most options.wait_at_most) and starts
   // renewing it in the background; returns the node as the taking write left it. `cancel` aborts the wait.
-  Result<nlohmann::json> acquire(const CancelToken& cancel);
+  // `seen`, the node as the caller last read it, saves the first GET when it shows no lease: the write is
+  // conditional on its resourceVersion, so a stale `seen` only costs a conflict and a read.
+  Result<nlohmann::json> acquire(const CancelToken& cancel, const nlohmann::json* seen = nullptr);
   // Stops renewing and removes the annotation if it is still ours, with `also_remove` (other annotations
   // of the run that end with it) in the same patch. Idempotent.
   Status release(const std::vector<std::string>& also_remove = {});
@@ -64,13 +66,14 @@ class NodeLease {
   [[nodiscard]] const std::string& holder() const { return holder_; }
 
  private:
-  // One attempt: GET, decide, PATCH with the node's resourceVersion: the node when taken, else who holds it.
+  // One attempt: GET (or `seen`), decide, PATCH with the node's resourceVersion: the node when taken, else
+  // who holds it.
   struct Attempt {
     std::optional<LeaseRecord> other;
     nlohmann::json node;
     bool conflict = false;  // the node changed between the GET and the PATCH (a heartbeat): look again now
   };
-  Result<Attempt> try_take();
+  Result<Attempt> try_take(const nlohmann::json* seen);
   Result<bool> renew_once();  // false: someone else holds it now
   void renew_loop();
   void stop_renewing();

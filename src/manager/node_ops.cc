@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 #include <random>
 #include <utility>
 
@@ -37,6 +38,7 @@ NodeOps::NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, s
 Result<Json> NodeOps::get() {
   auto r = client_.get(kube::paths::node(node_));
   if (!r) return r.error().wrap("failed to get node " + node_);
+  remember(*r);
   return r;
 }
 
@@ -47,7 +49,10 @@ Result<Json> NodeOps::patch_with_retry(const Json& body, const std::string& what
   Error last;
   for (int attempt = 1; attempt <= retry_.attempts; ++attempt) {
     auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
-    if (r) return r;
+    if (r) {
+      remember(*r);
+      return r;
+    }
     last = r.error();
     if (permanent(last) || attempt == retry_.attempts) break;
     spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, last.message);
@@ -71,12 +76,19 @@ Status NodeOps::update_labels(const Json& labels, const Json& annotations) {
 
 Result<CordonOutcome> NodeOps::cordon() {
   // A conflict means the node changed between our read and our write (maybe an admin cordoned it):
-  // read again and decide again.
+  // read again and decide again. The first look may be the known copy (no GET): a stale one meets the
+  // same conflict, and a decision to write nothing is taken on a fresh read only.
   constexpr int kAttempts = 5;
   Error last;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+  bool copy_allowed = known_ != nullptr;
+  bool announced = false;  // "Cordoning node" once per decision read from the API server
+  for (int attempt = 0; attempt < kAttempts;) {
     const std::lock_guard lock(node_update_lock());
-    auto node = get();
+    std::optional<Json> copy = copy_allowed ? known_->copy() : std::nullopt;
+    copy_allowed = false;
+    if (copy && kube::node_unschedulable(*copy)) copy.reset();
+    const bool from_copy = copy.has_value();
+    Result<Json> node = from_copy ? Result<Json>(std::move(*copy)) : get();
     if (!node) return node.error();
     if (kube::node_unschedulable(*node)) {
       if (cordoned_by_us(*node)) {
@@ -88,15 +100,25 @@ Result<CordonOutcome> NodeOps::cordon() {
       spdlog::info("Node {} is already cordoned by someone else; it will stay cordoned afterwards", node_);
       return CordonOutcome::kAlreadyCordonedByOther;
     }
-    spdlog::info("Cordoning node {}", node_);
+    if (!announced) spdlog::info("Cordoning node {}", node_);
+    announced = false;
     const std::string rv = kube::resource_version(*node);
     Json body = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kCordonedAnnotation, "true"}}}}},
                  {"spec", {{"unschedulable", true}}}};
     auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
-    if (r) return CordonOutcome::kCordoned;
+    if (r) {
+      remember(*r);
+      return CordonOutcome::kCordoned;
+    }
     last = r.error();
     if (!last.conflict()) return last.wrap("failed to cordon node " + node_);
+    if (from_copy) {
+      spdlog::debug("Node {} changed since it was last seen, reading it before cordoning", node_);
+      announced = true;  // a stale copy is not a contest: no attempt counted
+      continue;
+    }
     spdlog::info("Node {} changed while cordoning it, reading it again", node_);
+    ++attempt;
   }
   return last.wrap("failed to cordon node " + node_);
 }
@@ -139,7 +161,7 @@ void NodeOps::event(const std::string& reason, const std::string& message, const
   auto s = client_.create_event(involved, reason, message, type);
   if (!s && s.error().forbidden()) {
     // The GPU Operator's stock role for the driver has no `events create`: say so once, then stop trying.
-    events_forbidden_ = true;
+    if (events_forbidden_.exchange(true)) return;
     spdlog::info(
         "Not recording Kubernetes Events on node {}: the service account may not create them; to have them, "
         "add this rule to its (Cluster)Role: {{apiGroups: [\"\"], resources: [events], verbs: [create]}}",
@@ -147,6 +169,26 @@ void NodeOps::event(const std::string& reason, const std::string& message, const
     return;
   }
   if (!s) spdlog::debug("Could not record event {} on node {}: {}", reason, node_, s.error().message);
+}
+
+void NodeOps::event_in_background(const std::string& reason, const std::string& message,
+                                  const std::string& type) {
+  if (events_forbidden_) return;
+  std::lock_guard lk(events_mu_);
+  event_senders_.emplace_back([this, reason, message, type] { event(reason, message, type); });
+}
+
+void NodeOps::flush_events() {
+  std::vector<std::thread> senders;
+  {
+    std::lock_guard lk(events_mu_);
+    senders.swap(event_senders_);
+  }
+  for (auto& t : senders) t.join();
+}
+
+NodeOps::~NodeOps() {
+  flush_events();
 }
 
 }  // namespace dm::manager

@@ -2,13 +2,17 @@
 // (only our own cordon is undone: docs/behaviour.md, The undo list), and best-effort Events.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/client.h"
+#include "manager/known_node.h"
 
 namespace dm::manager {
 
@@ -45,6 +49,10 @@ class NodeOps {
 
   [[nodiscard]] const std::string& node() const { return node_; }
 
+  // Every node this object reads or writes is remembered in `known`, and cordon() starts from its copy
+  // instead of a GET (see KnownNode). Not owned; null (the default) reads the node before every cordon.
+  void use_known_node(KnownNode* known) { known_ = known; }
+
   // GET the node.
   Result<nlohmann::json> get();
 
@@ -69,16 +77,31 @@ class NodeOps {
   // Best effort: records a core/v1 Event on the node (failures only logged at debug level). When Events are
   // forbidden (403), says so once at info level with the RBAC rule to add, and stops trying.
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
+  // The same, sent by a thread of its own so that the caller does not wait for the API server (an Event is
+  // a record for people, nothing waits on it). flush_events() and the destructor wait for those in flight.
+  void event_in_background(const std::string& reason, const std::string& message,
+                           const std::string& type = "Warning");
+  void flush_events();
+
+  ~NodeOps();
+  NodeOps(const NodeOps&) = delete;
+  NodeOps& operator=(const NodeOps&) = delete;
 
  private:
   Result<nlohmann::json> patch_with_retry(const nlohmann::json& body, const std::string& what);
+  void remember(const nlohmann::json& node) const {
+    if (known_ != nullptr) known_->remember(node);
+  }
 
   kube::Client& client_;
   const Clock& clock_;
   CancelToken cancel_;
   std::string node_;
   RetryPolicy retry_;
-  bool events_forbidden_ = false;
+  std::atomic<bool> events_forbidden_{false};
+  std::mutex events_mu_;
+  std::vector<std::thread> event_senders_;
+  KnownNode* known_ = nullptr;
 };
 
 }  // namespace dm::manager

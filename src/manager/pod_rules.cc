@@ -30,8 +30,7 @@ std::string controller_name(const Json& pod) {
 }  // namespace
 
 bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key) {
-  return kube::controlled_by_kind(pod, "DaemonSet") &&
-         kube::pod_node_selector(pod).contains(std::string(key));
+  return kube::controlled_by_kind(pod, "DaemonSet") && kube::pod_node_selector_has(pod, key);
 }
 
 std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key) {

@@ -43,8 +43,12 @@ PodWatch::~PodWatch() {
   if (thread_.joinable()) thread_.join();
 }
 
-Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
+void PodWatch::begin() {
   if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+}
+
+Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
+  begin();
   std::unique_lock lk(mu_);
   while (!synced_) {
     if (last_error_status_ == 401 || last_error_status_ == 403) {

@@ -39,8 +39,10 @@ class PodWatch {
   PodWatch(const PodWatch&) = delete;
   PodWatch& operator=(const PodWatch&) = delete;
 
-  // Starts the watch thread and waits for the first full list. A failing list is retried until `deadline`
-  // (the error then names the last API error), except 401/403, which no retry fixes.
+  // Starts the watch thread (its first list goes out at once) without waiting. Idempotent.
+  void begin();
+  // Starts the watch thread if begin() did not, and waits for the first full list. A failing list is retried
+  // until `deadline` (the error then names the last API error), except 401/403, which no retry fixes.
   Status start(Deadline deadline, const CancelToken& cancel);
 
   // The pods currently on the node (copy of the cache).

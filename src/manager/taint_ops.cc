@@ -3,8 +3,10 @@
 #include <spdlog/spdlog.h>
 
 #include <mutex>
+#include <optional>
 #include <utility>
 
+#include "kube/objects.h"
 #include "manager/node_ops.h"
 
 namespace dm::manager {
@@ -104,19 +106,29 @@ void TaintOps::conflict_pause(int attempt) const {
 Result<Json> TaintOps::get() {
   auto r = client_.get(kube::paths::node(node_));
   if (!r) return r.error().wrap("failed to get node " + node_);
+  if (known_ != nullptr) known_->remember(*r);
   return r;
 }
 
 Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
   Error last;
-  for (int attempt = 1; attempt <= max_attempts_; ++attempt) {
+  // The first look may be the known copy (no GET): a stale one meets a conflict like any other change, and
+  // a decision to write nothing is taken on a fresh read only.
+  bool copy_allowed = known_ != nullptr;
+  bool announced = false;  // "Tainting node" was said for a stale copy: not again for the fresh read
+  for (int attempt = 1; attempt <= max_attempts_;) {
     std::unique_lock lock(node_update_lock());
-    auto node = get();
+    std::optional<Json> copy = copy_allowed ? known_->copy() : std::nullopt;
+    copy_allowed = false;
+    if (copy && !plan_taint_add(*copy, taint).patch) copy.reset();
+    const bool from_copy = copy.has_value();
+    auto node = from_copy ? Result<Json>(std::move(*copy)) : get();
     if (!node) return node.error();
     TaintAddPlan plan = plan_taint_add(*node, taint);
     switch (plan.outcome) {
       case TaintOutcome::kAlreadyOurs:
         spdlog::info("Node {} already carries taint {} added by driver-manager", node_, taint.to_string());
+        plan.in_place_at = kube::resource_version(*node);
         return plan;
       case TaintOutcome::kPresentNotOurs:
         spdlog::info(
@@ -126,18 +138,34 @@ Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
             node_, plan.effective.to_string(), taint.to_string());
         break;
       case TaintOutcome::kAdded:
-        spdlog::info("Tainting node {} with {} so that evicted GPU client pods are not scheduled back", node_,
-                     taint.to_string());
+        if (!announced) {
+          spdlog::info("Tainting node {} with {} so that evicted GPU client pods are not scheduled back",
+                       node_, taint.to_string());
+        }
         break;
     }
-    if (!plan.patch) return plan;
+    announced = false;
+    if (!plan.patch) {
+      plan.in_place_at = kube::resource_version(*node);
+      return plan;
+    }
     auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, *plan.patch);
-    if (r) return plan;
+    if (r) {
+      if (known_ != nullptr) known_->remember(*r);
+      plan.in_place_at = kube::resource_version(*r);
+      return plan;
+    }
     last = r.error();
     if (!last.conflict()) return last.wrap("failed to taint node " + node_ + " with " + taint.to_string());
     lock.unlock();
+    if (from_copy) {
+      spdlog::debug("Node {} changed since it was last seen, reading it before tainting", node_);
+      announced = plan.outcome == TaintOutcome::kAdded;
+      continue;  // a stale copy is not a contest: no attempt counted, no pause
+    }
     spdlog::info("Node {} changed while tainting it, reading it again", node_);
     conflict_pause(attempt);
+    ++attempt;
   }
   return last.wrap("failed to taint node " + node_ + " with " + taint.to_string() + " after " +
                    std::to_string(max_attempts_) + " conflicting updates");

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/client.h"
+#include "manager/known_node.h"
 #include "manager/taints.h"
 
 namespace dm::manager {
@@ -38,6 +39,10 @@ struct TaintAddPlan {
   Taint effective;  // the taint on the node afterwards with taint's key and effect
   std::optional<nlohmann::json>
       patch;  // merge-patch body (with metadata.resourceVersion), if a write is needed
+  // TaintOps::add: the node's resourceVersion at which the taint was seen in place (the answer to our
+  // write, or the read that found it there); a later list "not older than" it cannot miss a pod bound
+  // before the taint.
+  std::string in_place_at;
 };
 // kPresentNotOurs when a taint with the same key+effect is there and our annotation does not name it;
 // kAlreadyOurs when our annotation names exactly `taint` and it is there. A taint of ours with other
@@ -71,6 +76,10 @@ class TaintOps {
 
   [[nodiscard]] const std::string& node() const { return node_; }
 
+  // Every node this object reads or writes is remembered in `known`, and add() starts from its copy
+  // instead of a GET (see KnownNode). Not owned; null (the default) reads the node before every write.
+  void use_known_node(KnownNode* known) { known_ = known; }
+
  private:
   Result<nlohmann::json> get();
   void conflict_pause(int attempt) const;  // before re-reading the node after a conflicting write
@@ -79,6 +88,7 @@ class TaintOps {
   const Clock& clock_;
   std::string node_;
   int max_attempts_;
+  KnownNode* known_ = nullptr;
 };
 
 }  // namespace dm::manager

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <csignal>
 #include <cstdlib>
+#include <future>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -22,6 +23,7 @@
 #include "manager/flow.h"
 #include "manager/gpu_clients.h"
 #include "manager/holders.h"
+#include "manager/known_node.h"
 #include "manager/lease.h"
 #include "manager/operands.h"
 #include "manager/own_pod.h"
@@ -115,7 +117,9 @@ class Uninstall {
         node_(client, clock, cancel_, settings.node_name),
         pods_(client, clock, settings.node_name),
         ctx_{settings, client, host, clock, cancel_, node_, pods_},
-        progress_(clock) {}
+        progress_(clock) {
+    node_.use_known_node(&known_node_);
+  }
 
   int run(const kube::Config& config);
   // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event).
@@ -155,7 +159,7 @@ class Uninstall {
   Status check_cancelled() const;
   Deadline operand_deadline() const;
   void log_snapshot() const;
-  Status preflight();
+  Status preflight(std::future<Status>& access);
   [[nodiscard]] std::string own_pod_name() const;
   void release_lease();
   int fail(const Error& error);
@@ -172,6 +176,7 @@ class Uninstall {
   host::Host& host_;
   const Clock& clock_;
   CancelToken cancel_;
+  KnownNode known_node_;  // the newest node seen: the guarded writes (lease, taint, cordon) start from it
   NodeOps node_;
   PodWatch pods_;
   FlowContext ctx_;
@@ -203,6 +208,7 @@ class Uninstall {
 
 int Uninstall::run(const kube::Config& config) {
   spdlog::info("Starting driver uninstallation process");
+  pods_.begin();  // the pod list goes out beside the node's GET
   auto node = node_.get();
   if (!node) {
     spdlog::critical("{}", explain_node_get_error(node.error(), settings_, config));
@@ -210,6 +216,11 @@ int Uninstall::run(const kube::Config& config) {
   }
   table_ = operand_table(settings_.node_label_for_gpu_pod_eviction);
   snapshot_ = take_snapshot(*node, table_);
+  // The permissions the run needs are asked while the pods are listed; the answer is read in preflight().
+  std::future<Status> access =
+      std::async(std::launch::async, [this, checks = uninstall_access_checks(settings_, snapshot_.dra_on())] {
+        return check_access(client_, checks);
+      });
 
   // Listing pods is the other permission every path needs: check it before anything is written.
   if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
@@ -231,14 +242,14 @@ int Uninstall::run(const kube::Config& config) {
   }
 
   // Everything knowable up front is checked before the first write (the lease).
-  if (auto p = preflight(); !p) {
+  if (auto p = preflight(access); !p) {
     spdlog::critical("{}", p.error().message);
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
   lease_.emplace(client_, clock_, settings_.node_name,
                  lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
-  auto leased = lease_->acquire(cancel_);
+  auto leased = lease_->acquire(cancel_, &*node);
   if (!leased) {
     spdlog::critical("{}", leased.error().message);
     if (!cancel_.cancelled()) return kExitFailed;
@@ -251,6 +262,7 @@ int Uninstall::run(const kube::Config& config) {
   }
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
+  known_node_.remember(*node);
   pods_.set_wait_observer([this](const WaitStatus& st, bool started) { on_wait(st, started); });
   snapshot_ = take_snapshot(*node, table_);
   bool malformed_record = false;
@@ -263,6 +275,7 @@ int Uninstall::run(const kube::Config& config) {
   log_snapshot();
   gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
                        label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
+  gpu_clients_->use_known_node(&known_node_);
   if (auto a = adopt_leftovers(*node, host_.module_loaded("nvidia")); !a) return fail(a.error());
 
   Status s = main_path();
@@ -274,8 +287,8 @@ int Uninstall::run(const kube::Config& config) {
 }
 
 // Our pod (if any): it must tolerate the gpu-client taint, and its grace period bounds the SIGTERM cleanup.
-// Then the permissions the run needs, asked of the API server.
-Status Uninstall::preflight() {
+// Then the permissions the run needs: `access`, the API server's answer to the access review.
+Status Uninstall::preflight(std::future<Status>& access) {
   const auto ref = own_pod_ref(settings_.pod_name, settings_.pod_namespace, settings_.hostname,
                                settings_.operator_namespace);
   auto own = find_own_pod(client_, ref);
@@ -297,7 +310,7 @@ Status Uninstall::preflight() {
       if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) return *refusal;
     }
   }
-  return check_access(client_, uninstall_access_checks(settings_, snapshot_.dra_on()));
+  return access.get();
 }
 
 std::string Uninstall::own_pod_name() const {
@@ -367,7 +380,8 @@ void Uninstall::enter(Phase phase, bool ride_along, bool event) {
   }
   if (!ride_along) write_state();
   if (event)
-    node_.event(std::string(phase_event_reason(phase)), std::string(phase_description(phase)), "Normal");
+    node_.event_in_background(std::string(phase_event_reason(phase)), std::string(phase_description(phase)),
+                              "Normal");
 }
 
 // One merge patch of the annotation (no resourceVersion: the value is ours alone); best effort - a run
@@ -378,7 +392,10 @@ void Uninstall::write_state() {
   const nlohmann::json body = {
       {"metadata", {{"annotations", {{std::string(kStateAnnotation), progress_.annotation_value()}}}}}};
   auto r = client_.patch(kube::paths::node(settings_.node_name), kube::PatchType::kMerge, body);
-  if (r) return;
+  if (r) {
+    known_node_.remember(*r);
+    return;
+  }
   if (!state_write_failed_) {
     spdlog::warn("Could not write the {} annotation on node {} (progress stays in the log only): {}",
                  kStateAnnotation, settings_.node_name, r.error().message);
@@ -412,6 +429,7 @@ void Uninstall::on_wait(const WaitStatus& status, bool started) {
 }
 
 void Uninstall::finish(int exit_code) {
+  node_.flush_events();  // the phases' Events are on the API server before the summary's
   count_phase();
   progress_.end();
   std::string outcome;

@@ -13,12 +13,13 @@ bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::strin
     return is_daemonset_pod_with_node_selector_key(pod, wait.node_selector_key);
   }
   if (wait.kind != WaitKind::kAppLabel) return false;
-  const auto& md = pod.contains("metadata") ? pod["metadata"] : Json::object();
-  if (!operator_namespace.empty() && md.value("namespace", "") != operator_namespace) return false;
-  if (!md.contains("labels") || !md["labels"].is_object()) return false;
-  const auto& labels = md["labels"];
-  auto it = labels.find("app");
-  return it != labels.end() && it->is_string() && it->get<std::string>() == wait.app;
+  // No copies: this runs for every pod and every wait on each change of the pod cache.
+  if (!operator_namespace.empty()) {
+    const std::string* ns = kube::find_string(pod, {"metadata", "namespace"});
+    if (ns == nullptr || *ns != operator_namespace) return false;
+  }
+  const std::string* app = kube::find_string(pod, {"metadata", "labels", "app"});
+  return app != nullptr && *app == wait.app;
 }
 
 namespace {

@@ -17,7 +17,9 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "kube/objects.h"
+#include "manager/known_node.h"
 #include "manager/node_ops.h"
+#include "manager/taint_ops.h"
 #include "support/cluster.h"
 #include "support/doubles.h"
 #include "support/process.h"
@@ -28,6 +30,7 @@ namespace {
 using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using ::testing::UnorderedElementsAre;
 using namespace std::chrono_literals;
 
@@ -121,6 +124,16 @@ class KubeClientTest : public ::testing::Test {
     auto r = client_->create(paths::nodes(),
                              {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}});
     ASSERT_TRUE(r.ok() || r.error().conflict()) << r.error().message;
+  }
+  // A new node is written once more by the controller-manager's TTL controller (its ttl annotation); the
+  // tests that count the requests of a write wait for that first.
+  void create_settled_node(const std::string& node) {
+    create_node(node);
+    ASSERT_TRUE(test::eventually([&] {
+      auto n = client_->get(paths::node(node));
+      return n.ok() && annotation(*n, "node.alpha.kubernetes.io/ttl").has_value();
+    })) << "the TTL controller never annotated node "
+        << node;
   }
   Json create_pod(const std::string& ns, const std::string& pod, const std::string& node,
                   const std::map<std::string, std::string>& labels = {}) {
@@ -767,6 +780,160 @@ TEST_F(KubeClientTest, ForbiddenEventsAreReportedOnceWithTheRuleToAddThenNotTrie
   }));
   EXPECT_EQ(posts.size(), 1U) << "no second attempt after the 403";
   EXPECT_EQ(posts[0]["responseStatus"].value("code", 0), 403);
+}
+
+TEST_F(KubeClientTest, EventsSentInTheBackgroundAreAllOnTheServerAfterTheFlush) {
+  create_node("event-bg-node");
+  const SystemClock clock;
+  manager::NodeOps node(*client_, clock, CancelToken{}, "event-bg-node");
+  for (int i = 0; i < 3; ++i) node.event_in_background("BackgroundEvent", "n" + std::to_string(i), "Normal");
+  node.flush_events();
+  // No waiting: the flush returned only once every post was answered.
+  auto events = client_->list_all("/api/v1/namespaces/default/events");
+  ASSERT_TRUE(events.ok()) << events.error().message;
+  std::set<std::string> messages;
+  for (const auto& e : *events) {
+    if (e.value("reason", "") == "BackgroundEvent" &&
+        e["involvedObject"].value("name", "") == "event-bg-node")
+      messages.insert(e.value("message", ""));
+  }
+  EXPECT_THAT(messages, UnorderedElementsAre("n0", "n1", "n2"));
+}
+
+// The guarded node writes may start from the newest node the run has seen instead of a GET. A stale copy
+// costs a 409 and a read, never a wrong decision.
+TEST_F(KubeClientTest, CordonFromAFreshKnownNodeWritesWithoutReading) {
+  create_settled_node("known-fresh");
+  const SystemClock clock;
+  manager::KnownNode known;
+  manager::NodeOps node(*client_, clock, CancelToken{}, "known-fresh");
+  node.use_known_node(&known);
+  ASSERT_TRUE(node.get().ok());  // remembered
+  const uint64_t before = client_->request_count();
+  auto c = node.cordon();
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(*c, manager::CordonOutcome::kCordoned);
+  EXPECT_EQ(client_->request_count() - before, 1U) << "one PATCH, no GET";
+  auto n = client_->get(paths::node("known-fresh"));
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(node_unschedulable(*n));
+  EXPECT_TRUE(manager::cordoned_by_us(*n));
+  // The answer to the write is the copy now.
+  auto copy = known.copy();
+  ASSERT_TRUE(copy.has_value());
+  EXPECT_EQ(resource_version(*copy), resource_version(*n));
+}
+
+TEST_F(KubeClientTest, CordonFromAStaleKnownNodeReadsAgainAndKeepsTheOtherChange) {
+  create_settled_node("known-stale");
+  const SystemClock clock;
+  manager::KnownNode known;
+  manager::NodeOps node(*client_, clock, CancelToken{}, "known-stale");
+  node.use_known_node(&known);
+  ASSERT_TRUE(node.get().ok());
+  // Someone else writes the node after the copy was taken.
+  ASSERT_TRUE(client_
+                  ->patch(paths::node("known-stale"), PatchType::kMerge,
+                          {{"metadata", {{"labels", {{"admin", "mark"}}}}}})
+                  .ok());
+  test::LogCapture log;
+  const uint64_t before = client_->request_count();
+  auto c = node.cordon();
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(*c, manager::CordonOutcome::kCordoned);
+  EXPECT_EQ(client_->request_count() - before, 3U) << "PATCH refused (409), GET, PATCH";
+  auto n = client_->get(paths::node("known-stale"));
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(node_unschedulable(*n));
+  EXPECT_EQ(label(*n, "admin").value_or(""), "mark");
+  const std::string text = log.text();
+  ASSERT_NE(text.find("Cordoning node known-stale"), std::string::npos) << text;
+  EXPECT_EQ(text.find("Cordoning node known-stale"), text.rfind("Cordoning node known-stale"))
+      << "announced once: " << text;
+  EXPECT_THAT(text, Not(HasSubstr("changed while cordoning"))) << text;
+}
+
+TEST_F(KubeClientTest, AKnownNodeThatLooksCordonedIsNotBelievedWithoutAFreshRead) {
+  create_settled_node("known-looks-cordoned");
+  const SystemClock clock;
+  manager::KnownNode known;
+  manager::NodeOps node(*client_, clock, CancelToken{}, "known-looks-cordoned");
+  node.use_known_node(&known);
+  auto fresh = node.get();
+  ASSERT_TRUE(fresh.ok());
+  Json stale = *fresh;
+  stale["spec"]["unschedulable"] = true;  // an admin's cordon that is no longer there
+  known.remember(stale);
+  auto c = node.cordon();
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(*c, manager::CordonOutcome::kCordoned) << "decided on the node as it is, not on the copy";
+  auto n = client_->get(paths::node("known-looks-cordoned"));
+  ASSERT_TRUE(n.ok());
+  EXPECT_TRUE(manager::cordoned_by_us(*n));
+}
+
+TEST_F(KubeClientTest, TaintFromKnownNodesFreshStaleAndMisleading) {
+  const SystemClock clock;
+  auto taint = manager::parse_taint("nvidia.com/gpu:NoSchedule");
+  ASSERT_TRUE(taint.ok());
+  const auto has_taint = [&](const std::string& name) {
+    auto n = client_->get(paths::node(name));
+    if (!n.ok()) return false;
+    for (const auto& t : n->value("spec", Json::object()).value("taints", Json::array())) {
+      if (t.value("key", "") == "nvidia.com/gpu" && t.value("effect", "") == "NoSchedule") return true;
+    }
+    return false;
+  };
+  {  // fresh: one PATCH
+    create_settled_node("known-taint-fresh");
+    manager::KnownNode known;
+    manager::TaintOps ops(*client_, clock, "known-taint-fresh");
+    ops.use_known_node(&known);
+    auto n = client_->get(paths::node("known-taint-fresh"));
+    ASSERT_TRUE(n.ok());
+    known.remember(*n);
+    const uint64_t before = client_->request_count();
+    auto plan = ops.add(*taint);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    EXPECT_EQ(plan->outcome, manager::TaintOutcome::kAdded);
+    EXPECT_EQ(client_->request_count() - before, 1U);
+    EXPECT_TRUE(has_taint("known-taint-fresh"));
+    EXPECT_FALSE(plan->in_place_at.empty());
+  }
+  {  // stale: 409, GET, PATCH
+    create_settled_node("known-taint-stale");
+    manager::KnownNode known;
+    manager::TaintOps ops(*client_, clock, "known-taint-stale");
+    ops.use_known_node(&known);
+    auto n = client_->get(paths::node("known-taint-stale"));
+    ASSERT_TRUE(n.ok());
+    known.remember(*n);
+    ASSERT_TRUE(client_
+                    ->patch(paths::node("known-taint-stale"), PatchType::kMerge,
+                            {{"metadata", {{"labels", {{"admin", "mark"}}}}}})
+                    .ok());
+    const uint64_t before = client_->request_count();
+    auto plan = ops.add(*taint);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    EXPECT_EQ(client_->request_count() - before, 3U);
+    EXPECT_TRUE(has_taint("known-taint-stale"));
+  }
+  {  // a copy that shows the taint already ours: read before deciding to write nothing
+    create_settled_node("known-taint-misleading");
+    manager::KnownNode known;
+    manager::TaintOps ops(*client_, clock, "known-taint-misleading");
+    ops.use_known_node(&known);
+    auto n = client_->get(paths::node("known-taint-misleading"));
+    ASSERT_TRUE(n.ok());
+    Json stale = *n;
+    stale["spec"]["taints"] = Json::array({{{"key", "nvidia.com/gpu"}, {"effect", "NoSchedule"}}});
+    stale["metadata"]["annotations"][std::string(manager::kTaintOwnerAnnotation)] = taint->to_string();
+    known.remember(stale);
+    auto plan = ops.add(*taint);
+    ASSERT_TRUE(plan.ok()) << plan.error().message;
+    EXPECT_EQ(plan->outcome, manager::TaintOutcome::kAdded);
+    EXPECT_TRUE(has_taint("known-taint-misleading"));
+  }
 }
 
 TEST_F(KubeClientTest, EvictionInATerminatingNamespaceIsForbiddenWithItsCause) {

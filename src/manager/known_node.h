@@ -1,0 +1,28 @@
+// The newest copy of this program's Node that a read or a write of it returned. A write guarded by the
+// node's resourceVersion may start from this copy instead of reading the node again: when the copy is stale
+// the API server refuses the write (409 Conflict) and the writer reads the node. A decision to write
+// nothing is never taken on the copy alone (nothing would catch it being stale).
+#pragma once
+
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+namespace dm::manager {
+
+class KnownNode {
+ public:
+  // Keeps `node` unless the copy held is newer (a higher resourceVersion; answers to writes sent side by
+  // side arrive in any order). A resourceVersion that is not a number replaces the copy.
+  void remember(const nlohmann::json& node);
+  // The copy, if any.
+  [[nodiscard]] std::optional<nlohmann::json> copy() const;
+  // Drops the copy (after a conflict: the next write reads the node).
+  void forget();
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<nlohmann::json> node_;
+};
+
+}  // namespace dm::manager
