@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <mutex>
 #include <vector>
@@ -122,8 +124,14 @@ struct TlsContext::Impl {
 
   // The session the last full or resumed handshake established, offered by the next connection.
   std::mutex session_mu;
+  std::condition_variable session_cv;
   mbedtls_ssl_session session{};
   bool has_session = false;
+  // A full handshake is under way: connections opened beside it (the first requests of a run go out
+  // together) wait for its session and resume it instead of each paying for a key exchange and the
+  // certificate checks, at most this long.
+  bool full_handshake_running = false;
+  static constexpr std::chrono::milliseconds kAwaitFirstSession{1000};
 
   Impl() {
     mbedtls_ssl_config_init(&conf);
@@ -140,10 +148,28 @@ struct TlsContext::Impl {
     mbedtls_ssl_session_free(&session);
   }
 
-  // Offers the remembered session, if any, to a connection about to shake hands.
-  void offer_session(mbedtls_ssl_context& ssl) {
-    const std::lock_guard lock(session_mu);
-    if (has_session) (void)mbedtls_ssl_set_session(&ssl, &session);  // a failure means a full handshake
+  // Offers the remembered session, if any, to a connection about to shake hands; with none yet and another
+  // connection's full handshake under way, waits for its session first. Returns whether this connection
+  // shakes hands in full (it then calls full_handshake_over() when done, whatever the outcome).
+  bool offer_session(mbedtls_ssl_context& ssl) {
+    std::unique_lock lock(session_mu);
+    if (!has_session && full_handshake_running) {
+      session_cv.wait_for(lock, kAwaitFirstSession,
+                          [this] { return has_session || !full_handshake_running; });
+    }
+    if (has_session) {
+      (void)mbedtls_ssl_set_session(&ssl, &session);  // a failure means a full handshake
+      return false;
+    }
+    full_handshake_running = true;
+    return true;
+  }
+  void full_handshake_over() {
+    {
+      const std::lock_guard lock(session_mu);
+      full_handshake_running = false;
+    }
+    session_cv.notify_all();
   }
   // Remembers the session of a completed handshake for the next connection.
   void remember_session(const mbedtls_ssl_context& ssl) {
@@ -155,6 +181,7 @@ struct TlsContext::Impl {
       has_session = true;
     }
     mbedtls_ssl_session_free(&fresh);
+    session_cv.notify_all();
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -236,9 +263,17 @@ struct TlsSession::Impl {
   std::array<unsigned char, 16> ip{};
   size_t ip_len = 0;
   std::string host;
+  bool full_handshake = false;  // offered no session: the context's other connections may wait for ours
 
   Impl() { mbedtls_ssl_init(&ssl); }
-  ~Impl() { mbedtls_ssl_free(&ssl); }
+  ~Impl() {
+    handshake_over();
+    mbedtls_ssl_free(&ssl);
+  }
+  void handshake_over() {
+    if (full_handshake && context != nullptr) context->full_handshake_over();
+    full_handshake = false;
+  }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
@@ -294,7 +329,7 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(const TlsContext& context
   if (rc != 0) return Error("TLS session for " + host + ": " + mbed_error(rc));
   mbedtls_ssl_set_bio(&im.ssl, &im, &Impl::send, &Impl::recv, nullptr);
   mbedtls_ssl_set_verify(&im.ssl, &Impl::saw_certificate, &im);
-  im.context->offer_session(im.ssl);
+  im.full_handshake = im.context->offer_session(im.ssl);
   return s;
 }
 
@@ -319,16 +354,21 @@ int TlsSession::handshake() {
   const int rc = mbedtls_ssl_handshake(&im.ssl);
   if (rc == MBEDTLS_ERR_SSL_WANT_READ) return kWantRead;
   if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) return kWantWrite;
-  if (rc != 0) return fail(rc, "TLS handshake with " + im.host);
+  if (rc != 0) {
+    im.handshake_over();
+    return fail(rc, "TLS handshake with " + im.host);
+  }
   if (im.verify && im.host_is_ip) {
     const mbedtls_x509_crt* peer = mbedtls_ssl_get_peer_cert(&im.ssl);
     if (peer == nullptr || !cert_has_ip(*peer, im.ip.data(), im.ip_len)) {
       error_ =
           "TLS handshake with " + im.host + ": the server certificate is not valid for IP address " + im.host;
+      im.handshake_over();
       return kFailed;
     }
   }
   im.context->remember_session(im.ssl);
+  im.handshake_over();
   return 0;
 }
 

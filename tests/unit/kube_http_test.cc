@@ -130,6 +130,7 @@ class TestServer {
     bool tls = true;
     bool require_client_cert = false;
     bool resume_sessions = false;  // keep sessions by ID, so that a client may resume one
+    bool concurrent = false;       // serve each connection on a thread of its own (else one at a time)
   };
 
   TestServer(Options opt, Handler handle) : opt_(std::move(opt)), handle_(std::move(handle)) {
@@ -162,6 +163,7 @@ class TestServer {
   ~TestServer() {
     stop_ = true;
     thread_.join();
+    for (auto& w : workers_) w.join();
     mbedtls_net_free(&listen_);
     mbedtls_ssl_config_free(&conf_);
     mbedtls_x509_crt_free(&cert_);
@@ -183,12 +185,15 @@ class TestServer {
  private:
   static int find_session(void* self, mbedtls_ssl_session* session) {
     auto* s = static_cast<TestServer*>(self);
+    const std::lock_guard lock(s->cache_mu_);
     const int rc = mbedtls_ssl_cache_get(&s->cache_, session);
     if (rc == 0) ++s->resumed_;
     return rc;
   }
   static int store_session(void* self, const mbedtls_ssl_session* session) {
-    return mbedtls_ssl_cache_set(&static_cast<TestServer*>(self)->cache_, session);
+    auto* s = static_cast<TestServer*>(self);
+    const std::lock_guard lock(s->cache_mu_);
+    return mbedtls_ssl_cache_set(&s->cache_, session);
   }
   void run() {
     while (!stop_) {
@@ -198,6 +203,13 @@ class TestServer {
       mbedtls_net_init(&client);
       if (mbedtls_net_accept(&listen_, &client, nullptr, 0, nullptr) != 0) continue;
       ++connections_;
+      if (opt_.concurrent) {
+        workers_.emplace_back([this, client]() mutable {
+          serve(client.fd);
+          mbedtls_net_free(&client);
+        });
+        continue;
+      }
       serve(client.fd);
       mbedtls_net_free(&client);
     }
@@ -235,7 +247,9 @@ class TestServer {
   std::atomic<int> handshakes_{0};
   std::atomic<int> resumed_{0};
   mbedtls_ssl_cache_context cache_{};
+  std::mutex cache_mu_;
   std::thread thread_;
+  std::vector<std::thread> workers_;  // concurrent: one per connection
 };
 
 // An HTTP CONNECT proxy on a loopback port: every tunnel goes to 127.0.0.1:`to_port`, whatever the client
@@ -444,6 +458,32 @@ TEST(KubeHttp, ConnectionsSharingTlsSettingsResumeTheFirstSession) {
   EXPECT_EQ(alone.status, 200) << alone.transport_error;
   EXPECT_EQ(server.handshakes(), 4);
   EXPECT_EQ(server.resumed(), 2);
+}
+
+TEST(KubeHttp, ConnectionsOpenedTogetherResumeTheFirstOnesSession) {
+  // A run's first requests go out together: one of their connections shakes hands in full, the others
+  // wait for its session and resume it.
+  TestServer server({.resume_sessions = true, .concurrent = true}, echo);
+  auto shared = HttpConnection::tls_settings(test_config(server.url()));
+  ASSERT_TRUE(shared) << shared.error().message;
+  constexpr int kConnections = 4;
+  std::vector<std::unique_ptr<HttpConnection>> conns;
+  for (int i = 0; i < kConnections; ++i) {
+    auto conn = HttpConnection::create("test", *shared);
+    ASSERT_TRUE(conn) << conn.error().message;
+    conns.push_back(std::move(*conn));
+  }
+  std::vector<long> status(kConnections, 0);
+  std::vector<std::thread> threads;
+  threads.reserve(kConnections);
+  for (int i = 0; i < kConnections; ++i) {
+    threads.emplace_back(
+        [&, i] { status[i] = conns[i]->perform(get(server.url() + "/t" + std::to_string(i))).status; });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_THAT(status, ::testing::Each(200));
+  EXPECT_EQ(server.handshakes(), kConnections);
+  EXPECT_EQ(server.resumed(), kConnections - 1) << "one full handshake, the others resumed its session";
 }
 
 TEST(KubeHttp, ReconnectsWhenTheServerClosedTheConnection) {
