@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "kube/objects.h"
 #include "manager/pod_rules.h"
 
 namespace dm::manager {
@@ -133,7 +134,21 @@ void eviction_worker(kube::Client& client, const PodWatch& watch, const Clock& c
 
 EvictionTarget eviction_target(const Json& pod, bool evict) {
   const auto& md = pod.at("metadata");
-  return {md.value("namespace", ""), md.value("name", ""), md.value("uid", ""), evict};
+  return {md.value("namespace", ""), md.value("name", ""), md.value("uid", ""), evict,
+          kube::pod_grace_period_seconds(pod)};
+}
+
+std::vector<size_t> eviction_order(const std::vector<EvictionTarget>& targets,
+                                   std::optional<int64_t> grace_override) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (targets[i].evict) order.push_back(i);
+  }
+  if (!grace_override) {
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return targets[a].grace_seconds > targets[b].grace_seconds; });
+  }
+  return order;
 }
 
 Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& clock,
@@ -143,15 +158,13 @@ Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& cloc
   auto shared = std::make_shared<Shared>();
   shared->pods.resize(targets.size());
   CancelToken stop;
-  std::vector<size_t> to_evict;
   for (size_t i = 0; i < targets.size(); ++i) {
     if (!targets[i].evict) {
       spdlog::info("Waiting for terminating pod {}/{} to be gone", targets[i].ns, targets[i].name);
       set_state(*shared, i, State::kAccepted);
-      continue;
     }
-    to_evict.push_back(i);
   }
+  const std::vector<size_t> to_evict = eviction_order(targets, options.grace_period_seconds);
   // The targets each worker evicts, dealt out in turn so that the first requests go out at once.
   std::vector<std::vector<size_t>> shares(std::min(to_evict.size(), kEvictionWorkers));
   for (size_t j = 0; j < to_evict.size(); ++j) shares[j % shares.size()].push_back(to_evict[j]);

@@ -21,7 +21,8 @@ struct EvictionTarget {
   std::string ns;
   std::string name;
   std::string uid;
-  bool evict = true;  // false: already terminating, only wait for it to be gone
+  bool evict = true;           // false: already terminating, only wait for it to be gone
+  int64_t grace_seconds = 30;  // the pod's own grace period (the longest are evicted first)
 };
 
 struct EvictionOptions {
@@ -34,10 +35,16 @@ struct EvictionOptions {
 // EvictionTarget from a pod object.
 EvictionTarget eviction_target(const nlohmann::json& pod, bool evict = true);
 
-// Evicts `targets` in parallel and waits until all of their UIDs are gone from `watch`. Logs
-// "evicting pod ns/name" per pod and, at most every blocked_log_interval, the API server's refusal (it names
-// the disruption budget). Errors: `deadline` passed (naming the pods left and why), `cancel` fired, or an
-// eviction failed for a reason a retry cannot fix (e.g. 403).
+// The targets to evict (not those only waited for), as indices into `targets`, in the order their evictions
+// go out: the longest grace period first (`grace_override`, when set, is every pod's), so that the pods that
+// may take longest to go start first; ties keep their order.
+std::vector<size_t> eviction_order(const std::vector<EvictionTarget>& targets,
+                                   std::optional<int64_t> grace_override = std::nullopt);
+
+// Evicts `targets` in parallel (in eviction_order()) and waits until all of their UIDs are gone from `watch`.
+// Logs "evicting pod ns/name" per pod and, at most every blocked_log_interval, the API server's refusal (it
+// names the disruption budget). Errors: `deadline` passed (naming the pods left and why), `cancel` fired, or
+// an eviction failed for a reason a retry cannot fix (e.g. 403).
 Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& clock,
                   const std::vector<EvictionTarget>& targets, Deadline deadline, const CancelToken& cancel,
                   const EvictionOptions& options = {});
