@@ -125,6 +125,13 @@ class KubeClientTest : public ::testing::Test {
                              {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", node}}}});
     ASSERT_TRUE(r.ok() || r.error().conflict()) << r.error().message;
   }
+  // Someone else's write to the node (label admin=mark): a copy read before it is stale.
+  void write_elsewhere(const std::string& node) {
+    ASSERT_TRUE(
+        client_
+            ->patch(paths::node(node), PatchType::kMerge, {{"metadata", {{"labels", {{"admin", "mark"}}}}}})
+            .ok());
+  }
   // A new node is written once more by the controller-manager's TTL controller (its ttl annotation); the
   // tests that count the requests of a write wait for that first.
   void create_settled_node(const std::string& node) {
@@ -831,11 +838,7 @@ TEST_F(KubeClientTest, CordonFromAStaleKnownNodeReadsAgainAndKeepsTheOtherChange
   manager::NodeOps node(*client_, clock, CancelToken{}, "known-stale");
   node.use_known_node(&known);
   ASSERT_TRUE(node.get().ok());
-  // Someone else writes the node after the copy was taken.
-  ASSERT_TRUE(client_
-                  ->patch(paths::node("known-stale"), PatchType::kMerge,
-                          {{"metadata", {{"labels", {{"admin", "mark"}}}}}})
-                  .ok());
+  write_elsewhere("known-stale");  // after the copy was taken
   test::LogCapture log;
   const uint64_t before = client_->request_count();
   auto c = node.cordon();
@@ -908,10 +911,7 @@ TEST_F(KubeClientTest, TaintFromKnownNodesFreshStaleAndMisleading) {
     auto n = client_->get(paths::node("known-taint-stale"));
     ASSERT_TRUE(n.ok());
     known.remember(*n);
-    ASSERT_TRUE(client_
-                    ->patch(paths::node("known-taint-stale"), PatchType::kMerge,
-                            {{"metadata", {{"labels", {{"admin", "mark"}}}}}})
-                    .ok());
+    write_elsewhere("known-taint-stale");
     const uint64_t before = client_->request_count();
     auto plan = ops.add(*taint);
     ASSERT_TRUE(plan.ok()) << plan.error().message;
