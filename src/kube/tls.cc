@@ -404,7 +404,6 @@ struct TlsSession::Impl {
       case SSL_R_PACKET_LENGTH_TOO_LONG:
         return server + " did not answer in TLS (is it a plain http:// server, or not an API server?)";
       case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
-        return client_certificate_refused(server, reason_text);
       case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
       case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
       case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:

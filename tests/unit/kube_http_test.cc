@@ -54,7 +54,7 @@ std::string read_file(const std::string& path) {
 //                                 does not trust for clients
 const std::string& generated() {
   static const std::string dir = [] {
-    const std::string d = test::make_temp_dir("kube-http-certs") + "/";
+    std::string d = test::make_temp_dir("kube-http-certs") + "/";
     auto openssl = [&](const std::vector<std::string>& args) {
       std::vector<std::string> argv{"openssl"};
       argv.insert(argv.end(), args.begin(), args.end());
