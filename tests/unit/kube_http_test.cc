@@ -808,20 +808,16 @@ TEST(KubeHttp, CertificateMustBeFromTheConfiguredCa) {
               HasSubstr("insecure-skip-tls-verify and a certificate authority together"));
 }
 
-TEST(KubeTls, Tls12OnlyServer) {
-  TestServer server({.max_version = TLS1_2_VERSION}, echo);
-  const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
-  EXPECT_EQ(resp.transport_error, "");
-  EXPECT_EQ(resp.status, 200);
-  EXPECT_EQ(server.version(), "TLSv1.2");
-}
-
-TEST(KubeTls, Tls13OnlyServer) {
-  TestServer server({.min_version = TLS1_3_VERSION}, echo);
-  const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
-  EXPECT_EQ(resp.transport_error, "");
-  EXPECT_EQ(resp.status, 200);
-  EXPECT_EQ(server.version(), "TLSv1.3");
+TEST(KubeTls, ServersOfferingOnlyTls12OrOnlyTls13) {
+  for (const auto& [version, name] :
+       {std::pair{TLS1_2_VERSION, "TLSv1.2"}, std::pair{TLS1_3_VERSION, "TLSv1.3"}}) {
+    SCOPED_TRACE(name);
+    TestServer server({.min_version = version, .max_version = version}, echo);
+    const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+    EXPECT_EQ(resp.transport_error, "");
+    EXPECT_EQ(resp.status, 200);
+    EXPECT_EQ(server.version(), name);
+  }
 }
 
 TEST(KubeTls, ServerOfferingOnlyCbcSuitesIsRefused) {
