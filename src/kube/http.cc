@@ -293,22 +293,15 @@ class Exchange {
   }
 
   bool read_chunked(const std::function<bool(std::string_view)>& sink) {
-    std::string line;
-    while (true) {
-      if (!read_line(line)) return false;
-      const auto size = parse_chunk_size(line);
-      if (!size) return fail(size.error().message);
-      if (*size == 0) break;
-      if (!read_body(*size, sink)) return false;
-      if (!read_line(line)) return false;
-      if (!line.empty()) return fail("bad chunk end in the response");
+    ChunkedDecoder decoder;
+    while (!decoder.done()) {
+      if (c_.in_pos == c_.in.size() && !fill())
+        return eof() ? fail("the server closed the connection in the middle of a response") : false;
+      auto taken = decoder.feed(std::string_view(c_.in).substr(c_.in_pos), sink);
+      if (!taken) return fail(taken.error().message);
+      c_.in_pos += *taken;
+      if (decoder.stopped()) return false;
     }
-    size_t trailer_bytes = 0;
-    do {  // trailer fields, then the empty line
-      if (!read_line(line)) return false;
-      trailer_bytes += line.size();
-      if (trailer_bytes > kMaxHeaderBytes) return fail("response trailer too long");
-    } while (!line.empty());
     return true;
   }
 

@@ -146,4 +146,58 @@ Result<size_t> parse_chunk_size(std::string_view line) {
   return size;
 }
 
+Result<bool> ChunkedDecoder::take_line(std::string_view in, size_t& pos) {
+  constexpr size_t kMaxLine = size_t{16} * 1024;
+  if (line_complete_) {
+    line_.clear();
+    line_complete_ = false;
+  }
+  const size_t nl = in.find('\n', pos);
+  const size_t end = nl == std::string_view::npos ? in.size() : nl;
+  if (line_.size() + (end - pos) > kMaxLine) return Error("response line too long");
+  line_.append(in.substr(pos, end - pos));
+  pos = nl == std::string_view::npos ? in.size() : nl + 1;
+  if (nl == std::string_view::npos) return false;
+  if (!line_.empty() && line_.back() == '\r') line_.pop_back();
+  line_complete_ = true;
+  return true;
+}
+
+Result<size_t> ChunkedDecoder::feed(std::string_view in, const Sink& sink) {
+  constexpr size_t kMaxTrailerBytes = size_t{256} * 1024;
+  size_t pos = 0;
+  stopped_ = false;
+  while (pos < in.size() && state_ != State::kDone) {
+    if (state_ == State::kData) {
+      const size_t take = std::min(left_, in.size() - pos);
+      left_ -= take;
+      const std::string_view piece = in.substr(pos, take);
+      pos += take;
+      if (left_ == 0) state_ = State::kDataEnd;
+      if (!sink(piece)) {
+        stopped_ = true;
+        return pos;
+      }
+      continue;
+    }
+    auto complete = take_line(in, pos);
+    if (!complete) return complete.error();
+    if (!*complete) break;
+    if (state_ == State::kSize) {
+      const auto size = parse_chunk_size(line_);
+      if (!size) return size.error();
+      left_ = *size;
+      state_ = left_ == 0 ? State::kTrailer : State::kData;
+    } else if (state_ == State::kDataEnd) {
+      if (!line_.empty()) return Error("bad chunk end in the response");
+      state_ = State::kSize;
+    } else {  // trailer fields, then the empty line
+      trailer_bytes_ += line_.size();
+      if (trailer_bytes_ > kMaxTrailerBytes) return Error("response trailer too long");
+      if (line_.empty()) state_ = State::kDone;
+    }
+  }
+  return pos;
+}
+
 }  // namespace dm::kube

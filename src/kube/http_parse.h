@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,5 +39,29 @@ Result<std::optional<size_t>> parse_response_head(std::string_view buffer, Respo
 
 // The size from a chunk's size line ("1a" or "1a;name=value"), at most 2^40.
 Result<size_t> parse_chunk_size(std::string_view line);
+
+// A chunked body, decoded from bytes as they arrive (in pieces of any size): chunk data goes to the sink,
+// chunk extensions and trailer fields are skipped (each line at most 16 KiB, the trailer at most 256 KiB).
+class ChunkedDecoder {
+ public:
+  using Sink = std::function<bool(std::string_view)>;  // false: stop (feed returns at once)
+
+  // Takes bytes from the front of `in` and returns how many it took: all of them, unless the body ended
+  // inside `in` (done(), the rest belongs to what follows) or the sink said stop (stopped()).
+  Result<size_t> feed(std::string_view in, const Sink& sink);
+  [[nodiscard]] bool done() const { return state_ == State::kDone; }
+  [[nodiscard]] bool stopped() const { return stopped_; }
+
+ private:
+  enum class State { kSize, kData, kDataEnd, kTrailer, kDone };
+  // Collects one line; true once it is complete (in line_, without its terminator).
+  Result<bool> take_line(std::string_view in, size_t& pos);
+  State state_ = State::kSize;
+  std::string line_;
+  bool line_complete_ = false;
+  size_t left_ = 0;  // of the current chunk's data
+  size_t trailer_bytes_ = 0;
+  bool stopped_ = false;
+};
 
 }  // namespace dm::kube

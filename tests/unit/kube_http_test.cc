@@ -1074,6 +1074,35 @@ TEST(KubeHttpParse, AWholeHeadFromABuffer) {
   EXPECT_FALSE(parse_chunk_size("ffffffffffffffffff"));
 }
 
+TEST(KubeHttpParse, ChunkedBodyInPiecesOfAnySize) {
+  const std::string body = "6;ext=1\r\nline1\n\r\n3\r\nabc\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+  for (const size_t step : {size_t{1}, size_t{2}, size_t{7}, body.size()}) {
+    SCOPED_TRACE(step);
+    ChunkedDecoder decoder;
+    std::string data;
+    size_t pos = 0;
+    while (!decoder.done() && pos < body.size()) {
+      auto taken = decoder.feed(std::string_view(body).substr(pos, step), [&](std::string_view piece) {
+        data.append(piece);
+        return true;
+      });
+      ASSERT_TRUE(taken) << taken.error().message;
+      pos += *taken;
+    }
+    EXPECT_TRUE(decoder.done());
+    EXPECT_EQ(data, "line1\nabc");
+    EXPECT_EQ(body.substr(pos), "NEXT") << "what follows the body is left alone";
+  }
+  ChunkedDecoder bad;
+  const auto no_sink = [](std::string_view) { return true; };
+  EXPECT_THAT(bad.feed("3\r\nabcX\r\n", no_sink).error().message, HasSubstr("bad chunk end"));
+  ChunkedDecoder stops;
+  auto taken = stops.feed("3\r\nabc\r\n0\r\n\r\n", [](std::string_view) { return false; });
+  ASSERT_TRUE(taken);
+  EXPECT_TRUE(stops.stopped());
+  EXPECT_EQ(*taken, 6U);
+}
+
 TEST(KubeProxy, WhichHostsUseTheProxy) {
   const ProxyEnv env{"http://proxy.corp:3128",
                      "example.com, .internal,10.0.0.0/8,192.168.1.5,svc:8443,[fd00::1],*.wild.example.org"};
