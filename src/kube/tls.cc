@@ -100,36 +100,34 @@ struct SocketIo {
   int last_errno = 0;  // of the socket call that failed
 };
 
-int bio_write(BIO* bio, const char* data, int len) {
+// One send() or recv() for OpenSSL: interrupted calls repeated, a full or empty socket reported as "try
+// again", any other error kept for the message.
+template <class Call>
+int socket_io(BIO* bio, bool writing, const Call& call) {
   auto* io = static_cast<SocketIo*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   while (true) {
-    const ssize_t n = ::send(io->fd, data, static_cast<size_t>(len), MSG_NOSIGNAL);
-    if (n >= 0) return static_cast<int>(n);
+    const ssize_t n = call(io->fd);
+    if (n >= 0) return static_cast<int>(n);  // reading 0: the end of the connection
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      io->last_errno = errno;
+    } else if (writing) {
       BIO_set_retry_write(bio);
     } else {
-      io->last_errno = errno;
+      BIO_set_retry_read(bio);
     }
     return -1;
   }
 }
 
+int bio_write(BIO* bio, const char* data, int len) {
+  return socket_io(bio, true,
+                   [&](int fd) { return ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL); });
+}
+
 int bio_read(BIO* bio, char* out, int len) {
-  auto* io = static_cast<SocketIo*>(BIO_get_data(bio));
-  BIO_clear_retry_flags(bio);
-  while (true) {
-    const ssize_t n = ::recv(io->fd, out, static_cast<size_t>(len), 0);
-    if (n >= 0) return static_cast<int>(n);  // 0: the end of the connection
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      BIO_set_retry_read(bio);
-    } else {
-      io->last_errno = errno;
-    }
-    return -1;
-  }
+  return socket_io(bio, false, [&](int fd) { return ::recv(fd, out, static_cast<size_t>(len), 0); });
 }
 
 long bio_ctrl(BIO* /*unused*/, int cmd, long /*unused*/, void* /*unused*/) {
