@@ -245,11 +245,14 @@ peer_run() {  # peer_run <scenario> <program>: one run on a fresh control plane;
   fi
   sleep 1  # the watch's audit entry completes when the program exits
   node_state "$node" >"$dir/after.json"
-  tail -n +"$((from + 1))" "$AUDIT" | jq -c --arg u "system:serviceaccount:dm-system:dm-$node" \
-    'select(.user.username == $u)' >"$dir/audit.jsonl"
-  local start end rc unload reqs writes rss anon refcnt left
+  tail -n +"$((from + 1))" "$AUDIT" >"$dir/audit-all.jsonl"
+  jq -c --arg u "system:serviceaccount:dm-system:dm-$node" 'select(.user.username == $u)' \
+    "$dir/audit-all.jsonl" >"$dir/audit.jsonl"
+  local start end rc unload reqs writes rss anon refcnt left slowest beyond=-
   read -r start end rc <"$dir/times"
   unload=$(awk -v s="$start" '/Unloading NVIDIA driver kernel modules/ {printf "%.3f", $1 - s; exit}' "$dir/driver-manager.log")
+  slowest=$(slowest_pod "$dir/audit-all.jsonl")
+  [[ -n "$unload" ]] && beyond=$(awk -v u="$unload" -v s="$slowest" 'BEGIN {printf "%.3f", u - s}')
   reqs=$(jq -r .auditID "$dir/audit.jsonl" | sort -u | wc -l)
   writes=$(jq -r 'select((.verb | IN("create", "update", "patch", "delete", "deletecollection"))
       and .objectRef.resource != "selfsubjectaccessreviews") | .auditID' "$dir/audit.jsonl" | sort -u | wc -l)
@@ -258,7 +261,8 @@ peer_run() {  # peer_run <scenario> <program>: one run on a fresh control plane;
   refcnt=$(cat "$dir/refcnt" 2>/dev/null || echo -)
   left=$(left_on_node "$dir/before.json" "$dir/after.json" "$sim")
   [[ $rc == 124 ]] && rc="stopped after ${PEER_TIMEOUT}s"
-  printf '%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$label" "${unload:--}" \
+  printf '%s\t%s\t%s\t%s\t%s\t%.3f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$s" "$label" "${unload:--}" \
+    "$slowest" "$beyond" \
     "$(awk -v s="$start" -v e="$end" 'BEGIN {print e - s}')" "$reqs" "$writes" "${rss:--}" "${anon:--}" \
     "$refcnt" "$rc" "$load" "$left" >>"$WORK/peers"
   { echo "  $s $label:"; purposes "$dir/audit.jsonl" | sed 's/^/    /'; } >>"$WORK/purposes"
@@ -281,13 +285,13 @@ peers_main() {
   echo "bench/run --peers ${SCENARIOS[*]} on $(date -u '+%Y-%m-%d %H:%M UTC'): $("$DM_BIN/driver-manager" --version 2>&1 | head -n1);" \
     "$(nproc) cores, load (1 min) at each run's start in the last column: wall-clock figures are noisy"
   {
-    printf 'scenario\tprogram\tto unload s\t÷ ours\twall s\trequests\t÷ ours\twrites\tpeak RSS KiB\t÷ ours\tanon peak KiB\t÷ ours\trefcnt at unload\texit\tload\tleft on the node\n'
+    printf 'scenario\tprogram\tto unload s\t÷ ours\tslowest pod s\tbeyond it s\twall s\trequests\t÷ ours\twrites\tpeak RSS KiB\t÷ ours\tanon peak KiB\t÷ ours\trefcnt at unload\texit\tload\tleft on the node\n'
     awk -F'\t' -v OFS='\t' '
       function ratio(a, b) { return (a == "-" || b == "-" || b + 0 == 0) ? "-" : sprintf("%.1f", a / b) }
-      { row[NR] = $0; if ($2 == "driver-manager") { u[$1] = $3; q[$1] = $5; r[$1] = $7; m[$1] = $8 } }
+      { row[NR] = $0; if ($2 == "driver-manager") { u[$1] = $3; q[$1] = $7; r[$1] = $9; m[$1] = $10 } }
       END { for (i = 1; i <= NR; i++) { $0 = row[i]
-              print $1, $2, $3, ratio($3, u[$1]), $4, $5, ratio($5, q[$1]), $6, $7, ratio($7, r[$1]), $8,
-                    ratio($8, m[$1]), $9, $10, $11, $12 } }' "$WORK/peers"
+              print $1, $2, $3, ratio($3, u[$1]), $4, $5, $6, $7, ratio($7, q[$1]), $8, $9, ratio($9, r[$1]), $10,
+                    ratio($10, m[$1]), $11, $12, $13, $14 } }' "$WORK/peers"
   } | column -t -s $'\t'
   echo
   echo "requests by purpose (node writes by what they change; -> code: refused):"
