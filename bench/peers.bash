@@ -210,7 +210,7 @@ peer_binary() {  # peer_binary <program>: path, then a label
     ours) echo "$DM_BIN/driver-manager driver-manager" ;;
     upstream) echo "$PEER_CACHE/upstream-v0.12.0 upstream-v0.12.0" ;;
     seed)
-      if (($(k version -o json | jq -r '.serverVersion.minor | tonumber? // 0') >= 22)); then
+      if (($(k version -o json 2>/dev/null | jq -r '.serverVersion.minor | tonumber? // 0') >= 22)); then
         echo "$PEER_CACHE/seed-pr177 seed-pr177"
       else
         echo "$PEER_CACHE/seed-pr177-v1beta1 seed-pr177-v1beta1 (patched variant)"
