@@ -33,7 +33,8 @@ PEER_NODE=gpu-node
 
 # The peers present and unpacked, or one line saying why not and exit status 2.
 peers_check() {
-  local shared=${DM_SHARED:-$ROOT/../shared} p f sum
+  local shared p f sum
+  shared=$(realpath -m "${DM_SHARED:-$ROOT/../shared}")
   local src="$shared/peers/k8s-driver-manager"
   for f in "${PEER_NAMES[@]}"; do
     if [[ ! -f "$src/$f.xz" ]]; then
