@@ -25,9 +25,10 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # (GCC ignores a -I for a directory also given with -isystem).
 set(CMAKE_CXX_FLAGS_INIT "-isystem ${DM_ARM64_ROOT}/usr/include")
 
-# Tests run their arm64 executables under qemu's user-mode emulator, with the arm64 loader and libraries of the
-# cross toolchain's sysroot (and, through qemu's fallback, those of dpkg multiarch).
+# Tests run their arm64 executables under qemu's user-mode emulator. The arm64 loader and libc are those of
+# dpkg multiarch (libc6:arm64: /lib/ld-linux-aarch64.so.1, /usr/lib/aarch64-linux-gnu), the ones the image
+# ships; qemu's -L with the cross toolchain's sysroot is not used: threads hang under it (qemu 7.2).
 find_program(DM_QEMU_AARCH64 qemu-aarch64-static)
 if(DM_QEMU_AARCH64)
-  set(CMAKE_CROSSCOMPILING_EMULATOR ${DM_QEMU_AARCH64} -L /usr/aarch64-linux-gnu)
+  set(CMAKE_CROSSCOMPILING_EMULATOR ${DM_QEMU_AARCH64})
 endif()

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Runs one cross-built arm64 unit test executable under qemu-aarch64-static, with the arm64 loader and libc
-# of the cross toolchain (what the release-arm64 tree's own `ctest` does through CMAKE_CROSSCOMPILING_EMULATOR).
+# Runs one cross-built arm64 unit test executable under qemu-aarch64-static, with dpkg multiarch's arm64 loader
+# and libc (libc6:arm64), as the release-arm64 tree's own `ctest` does (CMAKE_CROSSCOMPILING_EMULATOR).
 # Usage: run-unit-test.sh ARM64_BUILD_DIR NAME [gtest arguments]
 set -uo pipefail
 build=${1:?usage: $0 ARM64_BUILD_DIR NAME}
@@ -16,4 +16,4 @@ qemu=$(command -v qemu-aarch64-static) ||
 # An x86-64 executable would pass here without testing arm64 at all: e_machine must be 183 (EM_AARCH64).
 machine=$(od -An -tu2 -j18 -N2 "$exe" | tr -d ' ')
 [[ $machine == 183 ]] || { echo "FAIL: $exe is not an arm64 executable (ELF machine $machine)"; exit 1; }
-exec "$qemu" -L /usr/aarch64-linux-gnu "$exe" --gtest_color=no "$@"
+exec "$qemu" "$exe" --gtest_color=no "$@"

@@ -16,7 +16,6 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr const char* kQemu = "qemu-aarch64-static";
-constexpr const char* kSysroot = "/usr/aarch64-linux-gnu";  // the cross toolchain's arm64 loader and libc
 constexpr uint16_t kElfMachineAarch64 = 183;
 
 std::string arm64_bin(const std::string& name) {
@@ -37,7 +36,8 @@ uint16_t elf_machine(const std::string& path) {
 
 // The argv that runs the arm64 program `name` under qemu.
 std::vector<std::string> under_qemu(const std::string& name, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {kQemu, "-L", kSysroot, arm64_bin(name)};
+  // The arm64 loader and libc: dpkg multiarch's (libc6:arm64), as in the image.
+  std::vector<std::string> argv = {kQemu, arm64_bin(name)};
   argv.insert(argv.end(), args.begin(), args.end());
   return argv;
 }
