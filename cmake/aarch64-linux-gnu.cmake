@@ -21,6 +21,9 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
 set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
+# pkg-config (FindOpenSSL and others ask it first) reads the arm64 .pc files only, never the host's.
+set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")
+set(ENV{PKG_CONFIG_SYSROOT_DIR} "")
 # The unpacked headers are system headers like those in /usr/include: no project warnings (-Werror) for them
 # (GCC ignores a -I for a directory also given with -isystem).
 set(CMAKE_CXX_FLAGS_INIT "-isystem ${DM_ARM64_ROOT}/usr/include")
