@@ -2,14 +2,16 @@
 # The container image, built with scripts/image and checked from inside (buildah run, chroot isolation, on a
 # container made from the OCI archive itself) the way the GPU Operator runs it: the init container's
 # `driver-manager` command, the vfio-manager's shell command and preStop hook, the tools they need; then its
-# file list against tests/fixtures/image/manifest.txt and its configuration against the Containerfile.
+# file list against tests/fixtures/image/manifest.txt and its configuration against the Containerfile. The
+# archive holds the arm64 image too: its platforms and the arm64 file list (manifest-arm64.txt) are checked
+# here, its commands by image_arm64_test.sh.
 #
-# UPDATE_MANIFEST=1 rewrites the manifest from the image instead of comparing (review the diff).
+# UPDATE_MANIFEST=1 rewrites the manifests from the images instead of comparing (review the diff).
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/image/lib.sh
 . "$SRC/tests/image/lib.sh"
-MANIFEST=$SRC/tests/fixtures/image/manifest.txt
+MANIFESTS=$SRC/tests/fixtures/image
 TAG=${DM_IMAGE_TAG:-localhost/driver-manager:dev}
 
 build_image
@@ -21,6 +23,14 @@ cleanup_hooks+=("rm -rf '$work'")
 index=$(tar -xOf "$ARCHIVE" index.json) || die "$ARCHIVE has no index.json"
 check_eq "the archive's index.json names the image" "$TAG" \
   "$(jq -r '.manifests[0].annotations["org.opencontainers.image.ref.name"]' <<<"$index")"
+check_eq "... as an image index of two images (multi-arch)" "application/vnd.oci.image.index.v1+json 2" \
+  "$(jq -r '.manifests[0].mediaType' <<<"$index") $(image_index | jq '.manifests | length')"
+check_eq "... for linux/amd64 and linux/arm64" "linux/amd64 linux/arm64" \
+  "$(image_index | jq -r '[.manifests[].platform | "\(.os)/\(.architecture)"] | sort | join(" ")')"
+for arch in amd64 arm64; do
+  check_eq "the $arch image's configuration says linux/$arch" "linux $arch" \
+    "$(image_config "$arch" | jq -r '"\(.os) \(.architecture)"')"
+done
 config=$(bah inspect --type container "$CTR" | jq '.OCIv1.config')
 
 # --- driver-manager, as the operator's init container runs it --------------------------------------------
@@ -115,33 +125,22 @@ check_eq "preStop 'vfio-manage unbind --all' exits 0" 0 "$RC"
 check_eq "preStop clears the driver overrides" "[] [] []" \
   "[$(override "$VFIO_SIM" 0000:3b:00.0)] [$(override "$VFIO_SIM" 0000:86:00.0)] [$(override "$VFIO_SIM" 0000:86:00.1)]"
 
-# --- nothing else of the build machine: the layer's files against the manifest -----------------------------
-manifest=$(tar -xOf "$ARCHIVE" "blobs/sha256/$(jq -r '.manifests[0].digest | sub("sha256:"; "")' <<<"$index")")
-listing=$work/listing.txt
-: >"$listing"
-while read -r media digest; do
-  case $media in
-    *tar+gzip) decompress=(gzip -dc) ;;
-    *tar+zstd) decompress=(zstd -dc) ;;
-    *tar) decompress=(cat) ;;
-    *) die "unknown layer type $media" ;;
-  esac
-  # "mode owner/group path[ -> target]", the path from /
-  tar -xOf "$ARCHIVE" "blobs/sha256/${digest#sha256:}" | "${decompress[@]}" |
-    tar -tv --numeric-owner -f - |
-    awk '{ path = $6; sub(/^\.?\/?/, "/", path); if (path != "/") sub(/\/$/, "", path); if (path == "/") next
-           line = $1 " " $2 " " path; if ($7 == "->") line = line " -> " $8; print line }' >>"$listing"
-done < <(jq -r '.layers[] | "\(.mediaType) \(.digest)"' <<<"$manifest")
-sort -k3,3 -o "$listing" "$listing"
-if [[ ${UPDATE_MANIFEST:-} == 1 ]]; then
-  mkdir -p "$(dirname "$MANIFEST")" && cp "$listing" "$MANIFEST"
-  fail "manifest rewritten (UPDATE_MANIFEST=1): review and commit $MANIFEST"
-elif diff_out=$(diff -u "$MANIFEST" "$listing"); then
-  pass "the image's files are exactly tests/fixtures/image/manifest.txt ($(wc -l <"$listing") entries)"
-else
-  fail "the image's files are exactly tests/fixtures/image/manifest.txt" \
-    "diff (- expected, + image); if the change is intended: UPDATE_MANIFEST=1 $0" "$diff_out"
-fi
+# --- nothing else of the build machine: each architecture's files against its manifest ---------------------
+for arch in amd64 arm64; do
+  manifest=$MANIFESTS/manifest.txt
+  [[ $arch == amd64 ]] || manifest=$MANIFESTS/manifest-$arch.txt
+  listing=$work/listing-$arch.txt
+  image_listing "$arch" >"$listing"
+  if [[ ${UPDATE_MANIFEST:-} == 1 ]]; then
+    mkdir -p "$MANIFESTS" && cp "$listing" "$manifest"
+    fail "manifest rewritten (UPDATE_MANIFEST=1): review and commit ${manifest#"$SRC"/}"
+  elif diff_out=$(diff -u "$manifest" "$listing"); then
+    pass "the $arch image's files are exactly ${manifest#"$SRC"/} ($(wc -l <"$listing") entries)"
+  else
+    fail "the $arch image's files are exactly ${manifest#"$SRC"/}" \
+      "diff (- expected, + image); if the change is intended: UPDATE_MANIFEST=1 $0" "$diff_out"
+  fi
+done
 
 # --- one recipe: the Containerfile configures the image as scripts/image does -------------------------------
 cf=$SRC/Containerfile
@@ -154,7 +153,10 @@ check_eq "Containerfile USER and WORKDIR = the image's" "$(jq -r '"\(.User) \(.W
 check_eq "Containerfile default VERSION = the project's" "$version" "$(sed -n 's/^ARG VERSION=//p' "$cf")"
 check_eq "Containerfile labels = the image's" "$(jq -r '.Labels | keys[]' <<<"$config" | sort | tr '\n' ' ')" \
   "$(grep -o '^ *\(LABEL \)\{0,1\} *[a-z.]*=' "$cf" | sed 's/LABEL//; s/[ =]//g' | sort | tr '\n' ' ')"
-check_has "Containerfile stages with scripts/stage-image-rootfs" "./scripts/stage-image-rootfs /rootfs" "$(cat "$cf")"
+check_has "Containerfile stages with scripts/stage-image-rootfs for the target architecture" \
+  './scripts/stage-image-rootfs --arch "${TARGETARCH}" /rootfs' "$(cat "$cf")"
+check_has "Containerfile's build stage runs on the build machine's platform" \
+  'FROM --platform=${BUILDPLATFORM} ${DEBIAN_IMAGE} AS build' "$(cat "$cf")"
 check_has "Containerfile's image is the staged tree on scratch" $'FROM scratch\nCOPY --from=build /rootfs/ /' \
   "$(cat "$cf")"
 

@@ -38,6 +38,33 @@ build_image() {
   [[ -f $ARCHIVE ]] || die "scripts/image's last line is not a file: $ARCHIVE"
 }
 
+# The archive's image index (the manifest list its index.json names), and one platform's image manifest and
+# configuration in it (linux/ARCH).
+archive_blob() { tar -xOf "$ARCHIVE" "blobs/sha256/${1#sha256:}"; }
+image_index() { archive_blob "$(tar -xOf "$ARCHIVE" index.json | jq -r '.manifests[0].digest')"; }
+image_manifest() {
+  archive_blob "$(image_index | jq -r --arg a "$1" \
+    '.manifests[] | select(.platform.os == "linux" and .platform.architecture == $a) | .digest')"
+}
+image_config() { archive_blob "$(image_manifest "$1" | jq -r .config.digest)"; }
+
+# image_listing ARCH: the files of linux/ARCH's layers, "mode owner/group path[ -> target]" with the path from
+# /, sorted by path.
+image_listing() {
+  local media digest decompress
+  while read -r media digest; do
+    case $media in
+      *tar+gzip) decompress=(gzip -dc) ;;
+      *tar+zstd) decompress=(zstd -dc) ;;
+      *tar) decompress=(cat) ;;
+      *) die "unknown layer type $media" ;;
+    esac
+    archive_blob "$digest" | "${decompress[@]}" | tar -tv --numeric-owner -f - |
+      awk '{ path = $6; sub(/^\.?\/?/, "/", path); if (path != "/") sub(/\/$/, "", path); if (path == "/") next
+             line = $1 " " $2 " " path; if ($7 == "->") line = line " -> " $8; print line }'
+  done < <(image_manifest "$1" | jq -r '.layers[] | "\(.mediaType) \(.digest)"') | sort -k3,3
+}
+
 # A working container from the archive itself (what a registry push or a containerd import takes); CTR is
 # removed on exit.
 CTR=

@@ -49,6 +49,21 @@ std::vector<char*> cstrs(std::vector<std::string>& v) {
   return out;
 }
 
+// A cross-built test runs the project's own programs (cross-built too) through the emulator that runs the
+// test itself, as binfmt_misc would: DM_TEST_EMULATOR is that command, its words separated by spaces.
+std::vector<std::string> through_emulator(const std::vector<std::string>& argv) {
+#ifdef DM_TEST_EMULATOR
+  if (!argv.empty() && argv[0].starts_with(std::string(DM_BIN_DIR) + "/")) {
+    std::vector<std::string> out;
+    std::istringstream words(DM_TEST_EMULATOR);
+    for (std::string w; words >> w;) out.push_back(w);
+    out.insert(out.end(), argv.begin(), argv.end());
+    return out;
+  }
+#endif
+  return argv;
+}
+
 int decode_status(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -70,7 +85,7 @@ CommandOutput run_command(const std::vector<std::string>& argv, const std::strin
   posix_spawn_file_actions_adddup2(&fa, in[0], 0);
   posix_spawn_file_actions_adddup2(&fa, out[1], 1);
   posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  std::vector<std::string> args = argv;
+  std::vector<std::string> args = through_emulator(argv);
   auto cargs = cstrs(args);
   auto envs = build_env(env);
   auto cenv = cstrs(envs);
@@ -134,7 +149,7 @@ BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv, const
   posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  std::vector<std::string> args = argv;
+  std::vector<std::string> args = through_emulator(argv);
   auto cargs = cstrs(args);
   auto envs = build_env(env);
   auto cenv = cstrs(envs);
