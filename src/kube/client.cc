@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <ctime>
 #include <optional>
 
@@ -79,6 +80,32 @@ std::string list_path(const std::string& path, const ListOptions& options, bool 
   if (!options.resource_version.empty()) append_query(p, "resourceVersion", options.resource_version);
   if (options.timeout_seconds > 0) append_query(p, "timeoutSeconds", std::to_string(options.timeout_seconds));
   return p;
+}
+
+bool replay_harmless(const std::string& method, const Json& body) {
+  if (!body.is_object() && !(method == "PATCH" && body.is_array())) return false;
+  if (method == "PATCH" && body.is_array()) {
+    return std::any_of(body.begin(), body.end(),
+                       [](const Json& op) { return op.is_object() && op.value("op", "") == "test"; });
+  }
+  const Json* meta = body.contains("metadata") && body["metadata"].is_object() ? &body["metadata"] : nullptr;
+  const auto meta_string = [meta](const char* key) {
+    return meta != nullptr && meta->contains(key) && (*meta)[key].is_string()
+               ? (*meta)[key].get<std::string>()
+               : std::string();
+  };
+  const auto has_preconditions = [](const Json& options) {
+    return options.is_object() && options.contains("preconditions") && !options["preconditions"].empty();
+  };
+  if (method == "DELETE") return has_preconditions(body);
+  if (method == "PUT" || method == "PATCH") return !meta_string("resourceVersion").empty();
+  if (method == "POST") {
+    const std::string kind = body.value("kind", "");
+    if (kind == "Eviction") return body.contains("deleteOptions") && has_preconditions(body["deleteOptions"]);
+    if (kind.size() > 6 && kind.compare(kind.size() - 6, 6, "Review") == 0) return true;
+    return !meta_string("name").empty() && meta_string("generateName").empty();
+  }
+  return false;
 }
 
 double Client::Impl::random01() {
@@ -162,7 +189,10 @@ Result<Json> Client::Impl::send(const Call& call) {
     // rules: shortly after the server was unreachable, a 403 is retried like the outage itself.
     if (!resp.transport_error.empty()) note_unreachable();
     const bool starting_up = err.forbidden() && unreachable_recently();
-    if (!retryable_status(resp.status, call.retry_429) && !starting_up) return err;
+    if (!may_send_again(call.method, resp.status, resp.request_sent, call.replay_harmless, call.retry_429) &&
+        !starting_up) {
+      return err;
+    }
     if (attempt >= retry.max_retries) {
       if (attempt == 0) return err;
       Error e = err;
@@ -320,25 +350,35 @@ Result<std::vector<Json>> Client::list_identities(const std::string& path, const
 }
 
 Result<Json> Client::create(const std::string& path, const Json& body) {
-  return impl_->send({"POST", path, body.dump(), "application/json", true});
+  Impl::Call call{"POST", path, body.dump(), "application/json", true};
+  call.replay_harmless = replay_harmless(call.method, body);
+  return impl_->send(call);
 }
 
 Result<Json> Client::patch(const std::string& path, PatchType type, const Json& body) {
   const char* ct = "application/strategic-merge-patch+json";
   if (type == PatchType::kMerge) ct = "application/merge-patch+json";
   if (type == PatchType::kJsonPatch) ct = "application/json-patch+json";
-  return impl_->send({"PATCH", path, body.dump(), ct, true});
+  Impl::Call call{"PATCH", path, body.dump(), ct, true};
+  // A merge patch states the end result (fields set to values, or removed): sending it twice leaves the
+  // object as sending it once. A JSON patch's operations may not be repeatable.
+  call.replay_harmless = type != PatchType::kJsonPatch || replay_harmless(call.method, body);
+  return impl_->send(call);
 }
 
 Result<Json> Client::update(const std::string& path, const Json& body) {
-  return impl_->send({"PUT", path, body.dump(), "application/json", true});
+  Impl::Call call{"PUT", path, body.dump(), "application/json", true};
+  call.replay_harmless = replay_harmless(call.method, body);
+  return impl_->send(call);
 }
 
 Result<Json> Client::remove(const std::string& path, const DeleteOptions& options) {
   Json body = delete_options_json(options);
   body["kind"] = "DeleteOptions";
   body["apiVersion"] = "v1";
-  return impl_->send({"DELETE", path, body.dump(), "application/json", true});
+  Impl::Call call{"DELETE", path, body.dump(), "application/json", true};
+  call.replay_harmless = replay_harmless(call.method, body);
+  return impl_->send(call);
 }
 
 Status Client::evict(const std::string& ns, const std::string& name, const DeleteOptions& options) {
@@ -351,6 +391,7 @@ Status Client::evict(const std::string& ns, const std::string& name, const Delet
   // 429 means a PodDisruptionBudget blocks the eviction: the caller decides whether and when to try again.
   Impl::Call call{"POST", paths::pod(ns, name) + "/eviction", body.dump(), "application/json", false};
   call.bulk = true;
+  call.replay_harmless = replay_harmless(call.method, body);
   auto r = impl_->send(call);
   if (!r) return r.error();
   return {};

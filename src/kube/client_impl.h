@@ -77,9 +77,12 @@ struct Client::Impl {
     // Applied to each item of a List as soon as it is parsed (ListOptions::reduce); may be null.
     const std::function<void(Json&)>* reduce = nullptr;
     bool bulk = false;  // one of many alike (evictions): may not take the reserved connections
+    // A write that a second attempt cannot repeat by accident (see may_send_again in kube/retry.h).
+    bool replay_harmless = false;
   };
 
-  // Sends `call` with retries (429 when allowed, 5xx, connection errors) and returns the parsed 2xx body.
+  // Sends `call` with retries (429 when allowed, 5xx, connection errors: for a write only as
+  // may_send_again in kube/retry.h allows) and returns the parsed 2xx body.
   Result<Json> send(const Call& call);
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
@@ -103,6 +106,11 @@ std::string list_path(const std::string& path, const ListOptions& options, bool 
 Json parse_response(std::string_view text);
 // Parses one item of a List the same way; `identity_only` keeps only its metadata.uid, .name and .namespace.
 Json parse_list_item(std::string_view text, bool identity_only);
+// Whether sending this write a second time after a first that went through fails cleanly instead of acting
+// twice: a delete or eviction with preconditions, an update or patch that names the resourceVersion it was
+// made from (a JSON patch with a test operation), a create of a fixed name; and access reviews, which
+// store nothing.
+bool replay_harmless(const std::string& method, const Json& body);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

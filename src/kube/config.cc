@@ -106,6 +106,12 @@ Result<Config> parse_kubeconfig(const std::string& path, const YAML::Node& root,
   if (const YAML::Node v = (*cluster)["insecure-skip-tls-verify"]; v.IsDefined() && !v.IsNull()) {
     cfg.insecure_skip_tls_verify = v.as<bool>();
   }
+  cfg.tls_server_name = str(*cluster, "tls-server-name");
+  if (!str(*cluster, "proxy-url").empty()) {
+    return Error(cluster_what +
+                 " sets proxy-url, which driver-manager does not support; remove it and set HTTPS_PROXY (and "
+                 "NO_PROXY) in the environment instead");
+  }
   if (const std::string d = str(*cluster, "certificate-authority-data"); !d.empty()) {
     auto pem = decode_pem(d, "certificate-authority-data of " + cluster_what);
     if (!pem) return pem.error();
@@ -114,6 +120,12 @@ Result<Config> parse_kubeconfig(const std::string& path, const YAML::Node& root,
     cfg.ca_file = resolve(dir, f);
     if (auto st = check_readable(cfg.ca_file, "certificate-authority of " + cluster_what); !st)
       return st.error();
+  }
+
+  if (cfg.insecure_skip_tls_verify && (!cfg.ca_data.empty() || !cfg.ca_file.empty())) {
+    return Error(cluster_what +
+                 " sets both insecure-skip-tls-verify and a certificate authority; with a CA, the server's "
+                 "certificate is checked: remove insecure-skip-tls-verify");
   }
 
   if (user_name.empty()) return cfg;  // anonymous access

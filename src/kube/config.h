@@ -17,9 +17,11 @@ struct Config {
   std::string client_key_data;  // PEM
   std::string token;            // never logged; read from token_file at load when that is set
   std::string token_file;       // rotated by the kubelet: the client re-reads it (see token_source.h)
-  bool insecure_skip_tls_verify = false;
-  std::string ns = "default";  // context namespace, or the pod's namespace in-cluster
-  std::string source;          // "kubeconfig <path> (context <name>)" or "in-cluster", for messages
+  std::string
+      tls_server_name;  // the name the server's certificate must be valid for (and SNI); "" = URL host
+  bool insecure_skip_tls_verify = false;  // never together with a CA (refused at load, as kubectl does)
+  std::string ns = "default";             // context namespace, or the pod's namespace in-cluster
+  std::string source;  // "kubeconfig <path> (context <name>)" or "in-cluster", for messages
 };
 
 // Loads `path` (context = current-context unless `context` is given). Errors name the file and field.

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <optional>
 
+#include "kube/http_parse.h"
 #include "kube/proxy.h"
 #include "kube/tls.h"
 
@@ -28,6 +29,8 @@ constexpr milliseconds kConnectTimeout{10000};
 constexpr size_t kMaxLine = size_t{16} * 1024;          // one status, header or chunk-size line
 constexpr size_t kMaxHeaderBytes = size_t{256} * 1024;  // all header lines of one response
 constexpr size_t kReadSize = size_t{16} * 1024;
+// A response body held whole (everything but the streamed Lists and watches): no API object comes near.
+constexpr size_t kMaxBufferedBody = size_t{64} << 20;
 
 struct Target {
   bool tls = true;
@@ -73,28 +76,6 @@ Result<Target> parse_url(const std::string& url) {
     return Error("bad URL host: " + url);
   }
   return t;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
-         });
-}
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
-  return s;
-}
-
-// Whether a comma-separated header value lists `token` (Connection: keep-alive, close).
-bool has_token(std::string_view value, std::string_view token) {
-  while (!value.empty()) {
-    const size_t comma = value.find(',');
-    if (iequals(trim(value.substr(0, comma)), token)) return true;
-    value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
-  }
-  return false;
 }
 
 std::string errno_text(int err) {
@@ -233,6 +214,7 @@ class Exchange {
         continue;
       }
       data.remove_prefix(static_cast<size_t>(n));
+      written_ += static_cast<size_t>(n);
     }
     return true;
   }
@@ -274,6 +256,7 @@ class Exchange {
   }
   [[nodiscard]] bool eof() const { return eof_; }
   [[nodiscard]] size_t received() const { return received_; }
+  [[nodiscard]] size_t written() const { return written_; }
 
   // One CRLF- (or LF-) terminated line without its terminator, at most kMaxLine long.
   bool read_line(std::string& line) {
@@ -310,26 +293,15 @@ class Exchange {
   }
 
   bool read_chunked(const std::function<bool(std::string_view)>& sink) {
-    std::string line;
-    while (true) {
-      if (!read_line(line)) return false;
-      const std::string size_text = line.substr(0, line.find(';'));
-      char* end = nullptr;
-      const unsigned long long size = std::strtoull(size_text.c_str(), &end, 16);
-      if (end == size_text.c_str() || !trim(std::string_view(end)).empty() || size > (1ULL << 40)) {
-        return fail("bad chunk size in the response");
-      }
-      if (size == 0) break;
-      if (!read_body(static_cast<size_t>(size), sink)) return false;
-      if (!read_line(line)) return false;
-      if (!line.empty()) return fail("bad chunk end in the response");
+    ChunkedDecoder decoder;
+    while (!decoder.done()) {
+      if (c_.in_pos == c_.in.size() && !fill())
+        return eof() ? fail("the server closed the connection in the middle of a response") : false;
+      auto taken = decoder.feed(std::string_view(c_.in).substr(c_.in_pos), sink);
+      if (!taken) return fail(taken.error().message);
+      c_.in_pos += *taken;
+      if (decoder.stopped()) return false;
     }
-    size_t trailer_bytes = 0;
-    do {  // trailer fields, then the empty line
-      if (!read_line(line)) return false;
-      trailer_bytes += line.size();
-      if (trailer_bytes > kMaxHeaderBytes) return fail("response trailer too long");
-    } while (!line.empty());
     return true;
   }
 
@@ -344,8 +316,10 @@ class Exchange {
     if (rc != 0) return fail("cannot resolve " + host + ": " + gai_strerror(rc));
     std::unique_ptr<addrinfo, decltype(&freeaddrinfo)> owned(list, &freeaddrinfo);
     std::string last_error = "no address";
-    const auto limit = Clock::now() + kConnectTimeout;
     for (const addrinfo* ai = list; ai != nullptr; ai = ai->ai_next) {
+      // Each address gets a connect timeout of its own: one that never answers does not use up the next
+      // one's time.
+      const auto limit = Clock::now() + kConnectTimeout;
       c_.fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
       if (c_.fd < 0) {
         last_error = errno_text(errno);
@@ -416,57 +390,25 @@ class Exchange {
   Clock::time_point deadline_ = Clock::time_point::max();
   bool eof_ = false;
   size_t received_ = 0;
-};
-
-struct Head {
-  long status = 0;
-  std::optional<size_t> content_length;
-  bool chunked = false;
-  bool keep_alive = true;
+  size_t written_ = 0;
 };
 
 // Status line and header fields of the final response (1xx interim responses are skipped).
-bool read_head(Exchange& x, HttpResponse& resp, Head& head) {
+bool read_head(Exchange& x, HttpResponse& resp, ResponseHead& head) {
   std::string line;
   while (true) {
     if (!x.read_line(line)) return false;
-    // "HTTP/1.1 200 OK"
-    if (line.size() < 12 || line.compare(0, 7, "HTTP/1.") != 0 || line[8] != ' ' ||
-        !std::isdigit(static_cast<unsigned char>(line[9])) ||
-        !std::isdigit(static_cast<unsigned char>(line[10])) ||
-        !std::isdigit(static_cast<unsigned char>(line[11]))) {
-      return x.fail("not an HTTP/1.x response: " + line.substr(0, 100));
-    }
-    head = Head{};
-    head.status = std::stol(line.substr(9, 3));
-    head.keep_alive = line[7] == '1';  // HTTP/1.0 closes unless it says keep-alive
-    resp.retry_after.clear();
+    if (auto st = parse_status_line(line, head); !st) return x.fail(st.error().message);
     size_t header_bytes = 0;
     while (true) {
       if (!x.read_line(line)) return false;
       if (line.empty()) break;
       header_bytes += line.size();
       if (header_bytes > kMaxHeaderBytes) return x.fail("response headers too long");
-      const size_t colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      const std::string_view name = trim(std::string_view(line).substr(0, colon));
-      const std::string_view value = trim(std::string_view(line).substr(colon + 1));
-      if (iequals(name, "content-length")) {
-        const std::string v(value);
-        char* end = nullptr;
-        const unsigned long long n = std::strtoull(v.c_str(), &end, 10);
-        if (v.empty() || *end != '\0' || v.front() == '-')
-          return x.fail("bad Content-Length in the response");
-        head.content_length = static_cast<size_t>(n);
-      } else if (iequals(name, "transfer-encoding")) {
-        head.chunked = has_token(value, "chunked");
-      } else if (iequals(name, "connection")) {
-        if (has_token(value, "close")) head.keep_alive = false;
-        if (has_token(value, "keep-alive")) head.keep_alive = true;
-      } else if (iequals(name, "retry-after")) {
-        resp.retry_after = std::string(value);
-      }
+      if (auto st = parse_header_field(line, head); !st) return x.fail(st.error().message);
     }
+    finish_head(head);
+    resp.retry_after = head.retry_after;
     if (head.status >= 200 || head.status == 101) return true;
   }
 }
@@ -535,6 +477,11 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
       return resp;
     }
   }
+  // The request target too (a space would end it early).
+  if (target->path.find_first_of(std::string_view("\r\n \0", 4)) != std::string::npos) {
+    resp.transport_error = "the request path contains a line break, space or NUL";
+    return resp;
+  }
   const bool has_body = !request.body.empty() || request.method == "POST" || request.method == "PUT" ||
                         request.method == "PATCH";
   std::string head = request.method + " " + target->path + " HTTP/1.1\r\nHost: " + target->authority +
@@ -548,9 +495,11 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
   const std::string endpoint = (target->tls ? "https://" : "http://") + target->host + ":" + target->port;
   bool complete = false;
   try {
-    Head h;
+    ResponseHead h;
     // A kept-alive connection may have been closed by the server just as it was reused: then the request is
-    // sent once more on a new connection, as long as no byte of a response came back.
+    // sent once more on a new connection, as long as no byte of a response came back and sending it again
+    // cannot do anything twice (a read, or nothing of the request was written).
+    const bool read_only = request.method == "GET" || request.method == "HEAD";
     for (int attempt = 0;; ++attempt) {
       const bool reuse = im.endpoint == endpoint && im.idle_connection_usable();
       if (!reuse) {
@@ -558,18 +507,28 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
         if (!x.connect(*target)) break;
         im.endpoint = endpoint;
       }
-      const size_t before = x.received();
+      const size_t received_before = x.received();
+      const size_t written_before = x.written();
       const bool sent = x.write_all(head) && x.write_all(request.body);
+      const bool wrote = x.written() != written_before;
+      resp.request_sent = resp.request_sent || wrote;
       if (sent && read_head(x, resp, h)) break;
-      if (!reuse || attempt > 0 || resp.aborted || x.received() != before) break;
+      if (!reuse || attempt > 0 || resp.aborted || x.received() != received_before) break;
+      if (wrote && !read_only) break;
+      spdlog::debug("{} {}: the server had closed the kept-alive connection; sending it again on a new one",
+                    request.method, target->path);
       x.clear_failure();
       im.close();
     }
     if (!x.failed()) {
       resp.status = h.status;
       const bool stream = request.on_body && resp.status >= 200 && resp.status < 300;
+      const std::string too_large = "the response body is larger than " +
+                                    std::to_string(kMaxBufferedBody >> 20) +
+                                    " MiB, the most this client holds in memory";
       const std::function<bool(std::string_view)> sink = [&](std::string_view piece) {
         if (!stream) {
+          if (resp.body.size() + piece.size() > kMaxBufferedBody) return x.fail(too_large);
           resp.body.append(piece);
           return true;
         }
@@ -578,11 +537,13 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
         return false;
       };
       bool ok = true;
-      if (request.method == "HEAD" || resp.status == 204 || resp.status == 304) {
+      if (!stream && h.content_length && *h.content_length > kMaxBufferedBody && !h.chunked) {
+        ok = x.fail(too_large);
+      } else if (request.method == "HEAD" || resp.status == 204 || resp.status == 304) {
         // no body
       } else if (h.chunked) {
         ok = x.read_chunked(sink);
-      } else if (h.content_length) {
+      } else if (h.content_length && !h.until_close) {
         ok = x.read_body(*h.content_length, sink);
       } else {
         h.keep_alive = false;

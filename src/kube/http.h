@@ -36,6 +36,9 @@ struct HttpResponse {
   std::string retry_after;      // Retry-After header, if any
   std::string transport_error;  // non-empty when the transfer failed (connect, TLS, timeout, reset, ...)
   bool aborted = false;         // keep_going or on_body asked to stop
+  // Some byte of the request went out to the server: after a transport error, the server may have acted
+  // on it (a write may have happened). False when the request never left (connect, TLS or proxy failure).
+  bool request_sent = false;
 };
 
 class TlsContext;
@@ -54,7 +57,10 @@ class HttpConnection {
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
-  // Runs one transfer. An exception from on_body or keep_going aborts it and is rethrown here.
+  // Runs one transfer. An exception from on_body or keep_going aborts it and is rethrown here. A kept-alive
+  // connection that the server closed while it was idle is replaced by a new one, and the request sent
+  // again on it, only when that cannot do anything twice: nothing of the request was written yet, or it is
+  // a read (GET, HEAD) and no byte of a response came back.
   HttpResponse perform(const HttpRequest& request);
 
   // Percent-encodes a query parameter value.

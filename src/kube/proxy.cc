@@ -95,7 +95,8 @@ bool no_proxy_matches(std::string_view entry, const std::string& host, const std
     return host_ip && ip->len == host_ip->len && ip->bytes == host_ip->bytes;
   if (host_ip) return false;
   name = lower(name);
-  if (!name.empty() && name.front() == '.') {  // ".example.com": subdomains only
+  if (name.size() > 2 && name.compare(0, 2, "*.") == 0) name.erase(0, 1);  // "*.example.com" = ".example.com"
+  if (!name.empty() && name.front() == '.') {                              // ".example.com": subdomains only
     return host.size() > name.size() && host.compare(host.size() - name.size(), name.size(), name) == 0;
   }
   if (host == name) return true;  // "example.com": the domain and its subdomains

@@ -13,7 +13,8 @@ namespace dm::kube {
 
 struct ProxyEnv {
   std::string https_proxy;  // "http://host:port", "host:port" or "" for none
-  std::string no_proxy;     // comma-separated: "*", host names, .domains, IPs, CIDRs, each optionally :port
+  std::string no_proxy;     // comma-separated: "*", host names, .domains (or *.domains), IPs, CIDRs, each
+                            // optionally :port
 };
 
 // HTTPS_PROXY or https_proxy, NO_PROXY or no_proxy from the process environment.

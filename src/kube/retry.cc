@@ -13,6 +13,14 @@ bool retryable_status(long http_status, bool retry_429) {
   return http_status >= 500 && http_status != 501;
 }
 
+bool may_send_again(std::string_view method, long http_status, bool request_sent, bool replay_harmless,
+                    bool retry_429) {
+  if (!retryable_status(http_status, retry_429)) return false;
+  if (method == "GET" || method == "HEAD" || replay_harmless) return true;
+  if (http_status == 429) return true;
+  return http_status == 0 && !request_sent;
+}
+
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value) {
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\r' || value.back() == '\n')) {

@@ -16,6 +16,17 @@ struct RetryPolicy {
 // True for failures worth retrying: no response (status 0), 429 when `retry_429`, and 5xx.
 bool retryable_status(long http_status, bool retry_429 = true);
 
+// Whether a request that failed with `http_status` (0: no response, a transport error) may be sent again.
+// A read (GET, HEAD) always may. A write may not happen twice by accident, so it is sent again only when
+//  * the server said it did not happen: 429 (turned away before it was looked at, when `retry_429`);
+//  * it never left: a transport error before any byte of the request was written (`request_sent` false);
+//  * or a replay is harmless by construction (`replay_harmless`): a precondition (the object's
+//    resourceVersion or UID, a fixed name for a create) makes the second attempt fail cleanly if the first
+//    went through, or the write changes nothing that lasts (an access review). Then a transport error
+//    after sending and a 5xx answer are retried too.
+bool may_send_again(std::string_view method, long http_status, bool request_sent, bool replay_harmless,
+                    bool retry_429 = true);
+
 // Retry-After in seconds (the API server never sends an HTTP-date); nullopt when absent or unparsable.
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value);
 

@@ -1,17 +1,15 @@
 #include "kube/tls.h"
 
 #include <arpa/inet.h>
-#include <mbedtls/asn1.h>
-#include <mbedtls/ecp.h>
-#include <mbedtls/error.h>
-#include <mbedtls/oid.h>
-#include <mbedtls/pk.h>
-#include <mbedtls/ssl.h>
-#include <mbedtls/x509_crt.h>
-#include <sys/random.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
-#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -25,140 +23,207 @@ namespace {
 
 // The system's CA bundle: used only when the Config names no CA (a public server certificate).
 constexpr const char* kSystemCaBundle = "/etc/ssl/certs/ca-certificates.crt";
+// TLS 1.2: ECDHE key exchange with AEAD ciphers only (TLS 1.3 has nothing else). The API server (Go) offers
+// all of them by default.
+constexpr const char* kTls12Ciphers =
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"
+    "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// Key exchange groups, cheapest first: the server takes the first of the client's list it supports.
+constexpr const char* kGroups = "X25519:P-256:P-384";
+constexpr const char* kWhatThisClientSpeaks =
+    "this client speaks TLS 1.2 and 1.3; on TLS 1.2 it accepts only ECDHE key exchange with AES-GCM or "
+    "ChaCha20-Poly1305, and the key exchange groups X25519, P-256 and P-384";
 
-std::string mbed_error(int rc) {
-  std::array<char, 160> buf{};
-  mbedtls_strerror(rc, buf.data(), buf.size());
-  return std::string(buf.data()) + " (-0x" + [rc] {
-    std::array<char, 16> hex{};
-    std::snprintf(hex.data(), hex.size(), "%04x", static_cast<unsigned>(-rc));
-    return std::string(hex.data());
-  }() + ")";
+// The reason of OpenSSL's first queued error of this thread, in its own words ("" when none); the queue is
+// emptied.
+std::string take_openssl_error(int* reason = nullptr) {
+  std::string text;
+  int first = 0;
+  while (const unsigned long e = ERR_get_error()) {
+    if (!text.empty()) continue;
+    first = ERR_GET_REASON(e);
+    const char* r = ERR_reason_error_string(e);
+    text = r != nullptr ? r : "error " + std::to_string(e);
+  }
+  if (reason != nullptr) *reason = first;
+  return text;
 }
 
-// Random bytes for the handshake straight from the kernel: no DRBG state to seed, and safe from any thread.
-int random_bytes(void* /*unused*/, unsigned char* out, size_t len) {
-  while (len > 0) {
-    const ssize_t n = getrandom(out, len, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+// The subjectAltName entries of a certificate, e.g. "DNS:localhost, IP:127.0.0.1" ("none" when it has none).
+std::string alt_names(X509* cert) {
+  auto* names = static_cast<GENERAL_NAMES*>(X509_get_ext_d2i(cert, NID_subject_alt_name, nullptr, nullptr));
+  std::string out;
+  for (int i = 0; names != nullptr && i < sk_GENERAL_NAME_num(names); ++i) {
+    const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
+    std::string entry;
+    if (name->type == GEN_DNS) {
+      const ASN1_STRING* s = name->d.dNSName;
+      entry = "DNS:" + std::string(reinterpret_cast<const char*>(ASN1_STRING_get0_data(s)),  // NOLINT
+                                   static_cast<size_t>(ASN1_STRING_length(s)));
+    } else if (name->type == GEN_IPADD) {
+      const ASN1_STRING* s = name->d.iPAddress;
+      std::array<char, INET6_ADDRSTRLEN> text{};
+      const int len = ASN1_STRING_length(s);
+      const int family = len == 4 ? AF_INET : len == 16 ? AF_INET6 : 0;
+      if (family != 0 && inet_ntop(family, ASN1_STRING_get0_data(s), text.data(), text.size()) != nullptr)
+        entry = std::string("IP:") + text.data();
     }
-    out += n;
-    len -= static_cast<size_t>(n);
+    if (entry.empty()) continue;
+    if (!out.empty()) out += ", ";
+    out += entry;
   }
-  return 0;
+  GENERAL_NAMES_free(names);
+  return out.empty() ? "none" : out;
 }
 
-// PEM text as mbedTLS wants it: with its terminating NUL counted.
-const unsigned char* pem_bytes(const std::string& pem) {
-  return reinterpret_cast<const unsigned char*>(
-      pem.c_str());  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
+std::string name_text(const X509_NAME* name) {
+  BIO* b = BIO_new(BIO_s_mem());
+  X509_NAME_print_ex(b, name, 0, XN_FLAG_RFC2253);
+  char* data = nullptr;
+  const long len = BIO_get_mem_data(b, &data);
+  std::string out(data, static_cast<size_t>(len));
+  BIO_free(b);
+  return out;
 }
 
-// Whether the certificate's subjectAltName extension lists this IP address (mbedTLS 2.28 checks DNS names
-// only, so an https://IP server is matched here, as Go and OpenSSL do).
-bool cert_has_ip(const mbedtls_x509_crt& crt, const unsigned char* ip, size_t ip_len) {
-  unsigned char* p = crt.v3_ext.p;
-  if (p == nullptr) return false;
-  const unsigned char* end = p + crt.v3_ext.len;
-  size_t len = 0;
-  if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0)
-    return false;
-  end = p + len;
-  while (p < end) {
-    if (mbedtls_asn1_get_tag(&p, end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0)
-      return false;
-    const unsigned char* ext_end = p + len;
-    mbedtls_asn1_buf oid{};
-    if (mbedtls_asn1_get_tag(&p, ext_end, &oid.len, MBEDTLS_ASN1_OID) != 0) return false;
-    oid.p = p;
-    p += oid.len;
-    int critical = 0;
-    (void)mbedtls_asn1_get_bool(&p, ext_end, &critical);  // optional
-    if (mbedtls_asn1_get_tag(&p, ext_end, &len, MBEDTLS_ASN1_OCTET_STRING) != 0) return false;
-    if (MBEDTLS_OID_CMP(MBEDTLS_OID_SUBJECT_ALT_NAME, &oid) == 0) {
-      const unsigned char* names_end = p + len;
-      if (mbedtls_asn1_get_tag(&p, names_end, &len, MBEDTLS_ASN1_CONSTRUCTED | MBEDTLS_ASN1_SEQUENCE) != 0) {
-        return false;
-      }
-      while (p < names_end) {
-        const unsigned char tag = *p++;
-        if (mbedtls_asn1_get_len(&p, names_end, &len) != 0) return false;
-        if (tag == (MBEDTLS_ASN1_CONTEXT_SPECIFIC | 7) && len == ip_len && std::memcmp(p, ip, len) == 0)
-          return true;
-        p += len;
-      }
-      return false;
+// What the verification of one connection's server certificate found: filled in by OpenSSL's callback.
+struct VerifyNotes {
+  bool saw_server_certificate = false;
+  long error = X509_V_OK;
+  std::string alt_names;  // of the server's own certificate
+  std::string issuer;     // of the certificate that failed
+};
+
+// Socket I/O for OpenSSL: send() with MSG_NOSIGNAL, so that a peer that went away is an error, not SIGPIPE.
+struct SocketIo {
+  int fd = -1;
+  int last_errno = 0;  // of the socket call that failed
+};
+
+// One send() or recv() for OpenSSL: interrupted calls repeated, a full or empty socket reported as "try
+// again", any other error kept for the message.
+template <class Call>
+int socket_io(BIO* bio, bool writing, const Call& call) {
+  auto* io = static_cast<SocketIo*>(BIO_get_data(bio));
+  BIO_clear_retry_flags(bio);
+  while (true) {
+    const ssize_t n = call(io->fd);
+    if (n >= 0) return static_cast<int>(n);  // reading 0: the end of the connection
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      io->last_errno = errno;
+    } else if (writing) {
+      BIO_set_retry_write(bio);
+    } else {
+      BIO_set_retry_read(bio);
     }
-    p = const_cast<unsigned char*>(ext_end);  // NOLINT(cppcoreguidelines-pro-type-const-cast): same buffer
+    return -1;
   }
-  return false;
 }
 
-// Key exchange curves, cheapest first: the client's order decides (the API server, like Go's TLS stack in
-// general, takes the first curve of the client's list it supports), and mbedTLS's default order starts
-// with P-521, several times slower than X25519 or P-256 on both ends. Every curve mbedTLS knows stays
-// accepted (the list also bounds the server certificate's curve), only the order changes.
-std::vector<mbedtls_ecp_group_id> curve_preference() {
-  std::vector<mbedtls_ecp_group_id> order;
-  for (const auto id : {MBEDTLS_ECP_DP_CURVE25519, MBEDTLS_ECP_DP_SECP256R1, MBEDTLS_ECP_DP_SECP384R1}) {
-    if (mbedtls_ecp_curve_info_from_grp_id(id) != nullptr) order.push_back(id);
+int bio_write(BIO* bio, const char* data, int len) {
+  return socket_io(bio, true,
+                   [&](int fd) { return ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL); });
+}
+
+int bio_read(BIO* bio, char* out, int len) {
+  return socket_io(bio, false, [&](int fd) { return ::recv(fd, out, static_cast<size_t>(len), 0); });
+}
+
+long bio_ctrl(BIO* /*unused*/, int cmd, long /*unused*/, void* /*unused*/) {
+  return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+
+const BIO_METHOD* socket_method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "driver-manager socket");
+    BIO_meth_set_write(m, bio_write);
+    BIO_meth_set_read(m, bio_read);
+    BIO_meth_set_ctrl(m, bio_ctrl);
+    return m;
+  }();
+  return method;
+}
+
+// Adds every certificate of a PEM text to the trust store; false when it holds none.
+bool add_pem_certificates(X509_STORE* store, const std::string& pem) {
+  BIO* b = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  int added = 0;
+  while (X509* cert = PEM_read_bio_X509(b, nullptr, nullptr, nullptr)) {
+    if (X509_STORE_add_cert(store, cert) == 1) ++added;
+    X509_free(cert);
   }
-  for (const mbedtls_ecp_group_id* id = mbedtls_ecp_grp_id_list(); *id != MBEDTLS_ECP_DP_NONE; ++id) {
-    if (std::find(order.begin(), order.end(), *id) == order.end()) order.push_back(*id);
+  BIO_free(b);
+  ERR_clear_error();  // the read past the last certificate
+  return added > 0;
+}
+
+// A client certificate (and any intermediates after it) from PEM text.
+bool use_pem_certificate(SSL_CTX* ctx, const std::string& pem) {
+  BIO* b = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  X509* leaf = PEM_read_bio_X509(b, nullptr, nullptr, nullptr);
+  bool ok = leaf != nullptr && SSL_CTX_use_certificate(ctx, leaf) == 1;
+  X509_free(leaf);
+  while (ok) {
+    X509* extra = PEM_read_bio_X509(b, nullptr, nullptr, nullptr);
+    if (extra == nullptr) break;
+    if (SSL_CTX_add0_chain_cert(ctx, extra) != 1) {
+      X509_free(extra);
+      ok = false;
+    }
   }
-  order.push_back(MBEDTLS_ECP_DP_NONE);
-  return order;
+  BIO_free(b);
+  if (ok) ERR_clear_error();
+  return ok;
+}
+
+bool use_pem_key(SSL_CTX* ctx, const std::string& pem) {
+  BIO* b = BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(b, nullptr, nullptr, nullptr);
+  const bool ok = key != nullptr && SSL_CTX_use_PrivateKey(ctx, key) == 1;
+  EVP_PKEY_free(key);
+  BIO_free(b);
+  return ok;
 }
 
 }  // namespace
 
 struct TlsContext::Impl {
-  mbedtls_ssl_config conf{};
-  mbedtls_x509_crt ca{};
-  mbedtls_x509_crt cert{};
-  mbedtls_pk_context key{};
+  SSL_CTX* ctx = nullptr;
   bool verify = true;
-  std::vector<mbedtls_ecp_group_id> curves = curve_preference();
+  std::string ca_source;    // which CA the server's certificate must chain to, for messages
+  std::string server_name;  // tls-server-name: checked (and sent) instead of the URL's host
+  bool has_client_certificate = false;
 
   // The session the last full or resumed handshake established, offered by the next connection.
   std::mutex session_mu;
   std::condition_variable session_cv;
-  mbedtls_ssl_session session{};
-  bool has_session = false;
+  SSL_SESSION* session = nullptr;
   // A full handshake is under way: connections opened beside it (the first requests of a run go out
   // together) wait for its session and resume it instead of each paying for a key exchange and the
   // certificate checks, at most this long.
   bool full_handshake_running = false;
   static constexpr std::chrono::milliseconds kAwaitFirstSession{1000};
 
-  Impl() {
-    mbedtls_ssl_config_init(&conf);
-    mbedtls_x509_crt_init(&ca);
-    mbedtls_x509_crt_init(&cert);
-    mbedtls_pk_init(&key);
-    mbedtls_ssl_session_init(&session);
-  }
+  Impl() = default;
   ~Impl() {
-    mbedtls_ssl_config_free(&conf);
-    mbedtls_x509_crt_free(&ca);
-    mbedtls_x509_crt_free(&cert);
-    mbedtls_pk_free(&key);
-    mbedtls_ssl_session_free(&session);
+    SSL_SESSION_free(session);
+    SSL_CTX_free(ctx);
   }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   // Offers the remembered session, if any, to a connection about to shake hands; with none yet and another
   // connection's full handshake under way, waits for its session first. Returns whether this connection
   // shakes hands in full (it then calls full_handshake_over() when done, whatever the outcome).
-  bool offer_session(mbedtls_ssl_context& ssl) {
+  bool offer_session(SSL* ssl) {
     std::unique_lock lock(session_mu);
-    if (!has_session && full_handshake_running) {
+    if (session == nullptr && full_handshake_running) {
       session_cv.wait_for(lock, kAwaitFirstSession,
-                          [this] { return has_session || !full_handshake_running; });
+                          [this] { return session != nullptr || !full_handshake_running; });
     }
-    if (has_session) {
-      (void)mbedtls_ssl_set_session(&ssl, &session);  // a failure means a full handshake
+    if (session != nullptr) {
+      (void)SSL_set_session(ssl, session);  // a failure means a full handshake
       return false;
     }
     full_handshake_running = true;
@@ -171,138 +236,199 @@ struct TlsContext::Impl {
     }
     session_cv.notify_all();
   }
-  // Remembers the session of a completed handshake for the next connection.
-  void remember_session(const mbedtls_ssl_context& ssl) {
-    mbedtls_ssl_session fresh;
-    mbedtls_ssl_session_init(&fresh);
-    if (mbedtls_ssl_get_session(&ssl, &fresh) == 0) {
-      const std::lock_guard lock(session_mu);
-      std::swap(session, fresh);  // the structs own their buffers: swapping hands them over
-      has_session = true;
+  // OpenSSL hands over each session a server grants (TLS 1.2: during the handshake; TLS 1.3: as a ticket
+  // after it, read with the first response): the newest is offered by the next connection.
+  static int remember_session(SSL* ssl, SSL_SESSION* fresh) {
+    auto* self = static_cast<Impl*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+    {
+      const std::lock_guard lock(self->session_mu);
+      SSL_SESSION_free(self->session);
+      self->session = fresh;
     }
-    mbedtls_ssl_session_free(&fresh);
-    session_cv.notify_all();
+    self->session_cv.notify_all();
+    return 1;  // the reference is ours
   }
-  Impl(const Impl&) = delete;
-  Impl& operator=(const Impl&) = delete;
 };
 
 TlsContext::TlsContext() : impl_(std::make_unique<Impl>()) {}
 TlsContext::~TlsContext() = default;
 
 Result<std::unique_ptr<TlsContext>> TlsContext::create(const Config& config) {
-  std::unique_ptr<TlsContext> ctx(new TlsContext());
-  Impl& im = *ctx->impl_;
+  std::unique_ptr<TlsContext> tls(new TlsContext());
+  Impl& im = *tls->impl_;
   const std::string what = "TLS setup for " + config.source;
-  auto check = [&](int rc, const std::string& field) -> Status {
-    if (rc < 0) return Error(what + ": cannot use " + field + ": " + mbed_error(rc));
-    return {};
+  auto failed = [&](const std::string& field) {
+    return Error(what + ": cannot use " + field + ": " + take_openssl_error());
   };
-  Status st;
-  if (!config.ca_data.empty()) {
-    st = check(mbedtls_x509_crt_parse(&im.ca, pem_bytes(config.ca_data), config.ca_data.size() + 1),
-               "certificate-authority-data");
-  } else if (!config.ca_file.empty()) {
-    st = check(mbedtls_x509_crt_parse_file(&im.ca, config.ca_file.c_str()),
-               "certificate-authority " + config.ca_file);
-  } else if (!config.insecure_skip_tls_verify) {
-    st = check(mbedtls_x509_crt_parse_file(&im.ca, kSystemCaBundle),
-               std::string("CA bundle ") + kSystemCaBundle);
+  ERR_clear_error();
+  im.ctx = SSL_CTX_new(TLS_client_method());
+  if (im.ctx == nullptr) return failed("OpenSSL");
+  SSL_CTX* ctx = im.ctx;
+  SSL_CTX_set_app_data(ctx, &im);
+  if (SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION) != 1 ||
+      SSL_CTX_set_cipher_list(ctx, kTls12Ciphers) != 1 || SSL_CTX_set1_groups_list(ctx, kGroups) != 1) {
+    return failed("the TLS protocol settings");
   }
-  if (!st) return st.error();
+  // The end of the connection without close_notify is the end of the data: HTTP's own framing tells
+  // whether a response was complete.
+  SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION);
+  // A write may return after part of the data, and be retried with the rest from another address.
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(ctx, &Impl::remember_session);
+
+  const bool has_ca = !config.ca_data.empty() || !config.ca_file.empty();
+  if (config.insecure_skip_tls_verify && has_ca) {
+    return Error(what +
+                 ": insecure-skip-tls-verify and a certificate authority together: with a CA, leave "
+                 "insecure-skip-tls-verify unset");
+  }
+  im.verify = !config.insecure_skip_tls_verify;
+  im.server_name = config.tls_server_name;
+  if (!config.ca_data.empty()) {
+    im.ca_source = "the certificate-authority-data of " + config.source;
+    if (!add_pem_certificates(SSL_CTX_get_cert_store(ctx), config.ca_data))
+      return Error(what + ": cannot use certificate-authority-data: it holds no PEM certificate");
+  } else if (!config.ca_file.empty()) {
+    im.ca_source = "the certificate-authority " + config.ca_file;
+    if (SSL_CTX_load_verify_locations(ctx, config.ca_file.c_str(), nullptr) != 1)
+      return failed("certificate-authority " + config.ca_file);
+  } else if (im.verify) {
+    im.ca_source = std::string("the system's CA bundle ") + kSystemCaBundle;
+    if (SSL_CTX_load_verify_locations(ctx, kSystemCaBundle, nullptr) != 1)
+      return failed(std::string("CA bundle ") + kSystemCaBundle);
+  }
+  if (!im.verify) {
+    spdlog::warn(
+        "{}: insecure-skip-tls-verify is set: the API server's certificate is not checked, so anyone on the "
+        "network path can pose as the API server",
+        config.source);
+  }
 
   const bool has_cert = !config.client_cert_data.empty() || !config.client_cert_file.empty();
   const bool has_key = !config.client_key_data.empty() || !config.client_key_file.empty();
   if (has_cert != has_key)
     return Error(what + ": a client certificate needs its key and a key its certificate");
   if (!config.client_cert_data.empty()) {
-    st = check(mbedtls_x509_crt_parse(&im.cert, pem_bytes(config.client_cert_data),
-                                      config.client_cert_data.size() + 1),
-               "client-certificate-data");
+    if (!use_pem_certificate(ctx, config.client_cert_data)) return failed("client-certificate-data");
   } else if (!config.client_cert_file.empty()) {
-    st = check(mbedtls_x509_crt_parse_file(&im.cert, config.client_cert_file.c_str()),
-               "client-certificate " + config.client_cert_file);
+    if (SSL_CTX_use_certificate_chain_file(ctx, config.client_cert_file.c_str()) != 1)
+      return failed("client-certificate " + config.client_cert_file);
   }
-  if (!st) return st.error();
   if (!config.client_key_data.empty()) {
-    st = check(mbedtls_pk_parse_key(&im.key, pem_bytes(config.client_key_data),
-                                    config.client_key_data.size() + 1, nullptr, 0),
-               "client-key-data");
+    if (!use_pem_key(ctx, config.client_key_data)) return failed("client-key-data");
   } else if (!config.client_key_file.empty()) {
-    st = check(mbedtls_pk_parse_keyfile(&im.key, config.client_key_file.c_str(), nullptr),
-               "client-key " + config.client_key_file);
+    if (SSL_CTX_use_PrivateKey_file(ctx, config.client_key_file.c_str(), SSL_FILETYPE_PEM) != 1)
+      return failed("client-key " + config.client_key_file);
   }
-  if (!st) return st.error();
-
-  st = check(mbedtls_ssl_config_defaults(&im.conf, MBEDTLS_SSL_IS_CLIENT, MBEDTLS_SSL_TRANSPORT_STREAM,
-                                         MBEDTLS_SSL_PRESET_DEFAULT),
-             "TLS defaults");
-  if (!st) return st.error();
-  // TLS 1.2 at least, as the API server (Go) requires by default.
-  mbedtls_ssl_conf_min_version(&im.conf, MBEDTLS_SSL_MAJOR_VERSION_3, MBEDTLS_SSL_MINOR_VERSION_3);
-  mbedtls_ssl_conf_rng(&im.conf, random_bytes, nullptr);
-  im.verify = !config.insecure_skip_tls_verify;
-  mbedtls_ssl_conf_authmode(&im.conf, im.verify ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
-  mbedtls_ssl_conf_ca_chain(&im.conf, &im.ca, nullptr);
-  mbedtls_ssl_conf_curves(&im.conf, im.curves.data());
-  if (has_cert) {
-    st = check(mbedtls_ssl_conf_own_cert(&im.conf, &im.cert, &im.key), "client certificate and key");
-    if (!st) return st.error();
-  }
-  return ctx;
+  if (has_cert && SSL_CTX_check_private_key(ctx) != 1) return failed("the client key with its certificate");
+  im.has_client_certificate = has_cert;
+  return tls;
 }
 
 struct TlsSession::Impl {
-  mbedtls_ssl_context ssl{};
+  SSL* ssl = nullptr;
   TlsContext::Impl* context = nullptr;  // outlives the session (the connection holds both)
-  bool certificate_checked = false;     // this handshake verified a certificate chain: not a resumption
-  int fd = -1;
-  int last_errno = 0;  // of the socket call that failed
-  bool verify = true;
-  bool host_is_ip = false;
-  std::array<unsigned char, 16> ip{};
-  size_t ip_len = 0;
-  std::string host;
+  SocketIo io;
+  VerifyNotes notes;
+  std::string host;  // of the URL
+  std::string name;  // the certificate must be valid for: the host, or the Config's tls-server-name
   bool full_handshake = false;  // offered no session: the context's other connections may wait for ours
 
-  Impl() { mbedtls_ssl_init(&ssl); }
+  Impl() = default;
   ~Impl() {
     handshake_over();
-    mbedtls_ssl_free(&ssl);
-  }
-  void handshake_over() {
-    if (full_handshake && context != nullptr) context->full_handshake_over();
-    full_handshake = false;
+    // Ends the connection with close_notify (if the socket takes it now): OpenSSL keeps the session of a
+    // connection that ended so resumable, not of one that was dropped.
+    if (ssl != nullptr && SSL_is_init_finished(ssl) == 1) (void)SSL_shutdown(ssl);
+    ERR_clear_error();
+    SSL_free(ssl);
   }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
 
-  static int send(void* ctx, const unsigned char* buf, size_t len) {
-    auto* self = static_cast<Impl*>(ctx);
-    while (true) {
-      const ssize_t n = ::send(self->fd, buf, len, MSG_NOSIGNAL);
-      if (n >= 0) return static_cast<int>(n);
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return MBEDTLS_ERR_SSL_WANT_WRITE;
-      self->last_errno = errno;
-      return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+  void handshake_over() {
+    if (full_handshake && context != nullptr) context->full_handshake_over();
+    full_handshake = false;
+  }
+
+  // Called by OpenSSL for each certificate of the server's chain; the verdict stays OpenSSL's own.
+  static int on_verify(int ok, X509_STORE_CTX* store) {
+    auto* ssl = static_cast<SSL*>(X509_STORE_CTX_get_ex_data(store, SSL_get_ex_data_X509_STORE_CTX_idx()));
+    auto* self = static_cast<Impl*>(SSL_get_app_data(ssl));
+    self->notes.saw_server_certificate = true;
+    if (ok == 0 && self->notes.error == X509_V_OK) {
+      self->notes.error = X509_STORE_CTX_get_error(store);
+      if (X509* leaf = X509_STORE_CTX_get0_cert(store)) self->notes.alt_names = alt_names(leaf);
+      if (X509* bad = X509_STORE_CTX_get_current_cert(store))
+        self->notes.issuer = name_text(X509_get_issuer_name(bad));
+    }
+    return ok;
+  }
+
+  // Why the server's certificate was not accepted, in a cluster operator's words.
+  [[nodiscard]] std::string untrusted_certificate() const {
+    const std::string head = "the certificate of the API server at " + host;
+    switch (notes.error) {
+      case X509_V_ERR_HOSTNAME_MISMATCH:
+        return head + " is not valid for the name " + name + " (it lists " + notes.alt_names + ")";
+      case X509_V_ERR_IP_ADDRESS_MISMATCH:
+        return head + " is not valid for the IP address " + name + " (it lists " + notes.alt_names + ")";
+      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT_LOCALLY:
+      case X509_V_ERR_UNABLE_TO_GET_ISSUER_CERT:
+      case X509_V_ERR_DEPTH_ZERO_SELF_SIGNED_CERT:
+      case X509_V_ERR_SELF_SIGNED_CERT_IN_CHAIN:
+        return head + " is not trusted: it was issued by " + notes.issuer + ", which is not a CA of " +
+               context->ca_source;
+      case X509_V_ERR_CERT_HAS_EXPIRED:
+        return head + " has expired";
+      case X509_V_ERR_CERT_NOT_YET_VALID:
+        return head + " is not valid yet (is this node's clock right?)";
+      default:
+        return head + " is not trusted: " + X509_verify_cert_error_string(notes.error);
     }
   }
-  // Called by mbedTLS for each certificate of the chain it verifies; only a full handshake verifies one.
-  static int saw_certificate(void* ctx, mbedtls_x509_crt* /*unused*/, int /*unused*/, uint32_t* /*unused*/) {
-    static_cast<Impl*>(ctx)->certificate_checked = true;
-    return 0;  // the verdict stays mbedTLS's own
-  }
-  static int recv(void* ctx, unsigned char* buf, size_t len) {
-    auto* self = static_cast<Impl*>(ctx);
-    while (true) {
-      const ssize_t n = ::recv(self->fd, buf, len, 0);
-      if (n >= 0) return static_cast<int>(n);  // 0: mbedTLS reports the end of the connection
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return MBEDTLS_ERR_SSL_WANT_READ;
-      self->last_errno = errno;
-      return MBEDTLS_ERR_SSL_INTERNAL_ERROR;
+
+  // A handshake (or, with TLS 1.3, the first read's) failure in a cluster operator's words.
+  std::string explain(const std::string& reason_text, int reason) const {
+    const std::string server = "the API server at " + host;
+    switch (reason) {
+      case SSL_R_CERTIFICATE_VERIFY_FAILED:
+        return untrusted_certificate();
+      case SSL_R_TLSV1_ALERT_PROTOCOL_VERSION:
+      case SSL_R_UNSUPPORTED_PROTOCOL:
+        return server + " offers no TLS version this client supports (" + kWhatThisClientSpeaks + ")";
+      case SSL_R_WRONG_VERSION_NUMBER:
+      case SSL_R_PACKET_LENGTH_TOO_LONG:
+        return server + " did not answer in TLS (is it a plain http:// server, or not an API server?)";
+      case SSL_R_TLSV13_ALERT_CERTIFICATE_REQUIRED:
+      case SSL_R_SSLV3_ALERT_BAD_CERTIFICATE:
+      case SSL_R_SSLV3_ALERT_UNSUPPORTED_CERTIFICATE:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_REVOKED:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_EXPIRED:
+      case SSL_R_SSLV3_ALERT_CERTIFICATE_UNKNOWN:
+      case SSL_R_TLSV1_ALERT_UNKNOWN_CA:
+      case SSL_R_TLSV1_ALERT_ACCESS_DENIED:
+        return client_certificate_refused(server, reason_text);
+      case SSL_R_SSLV3_ALERT_HANDSHAKE_FAILURE:
+      case SSL_R_NO_SHARED_CIPHER:
+      case SSL_R_NO_CIPHERS_AVAILABLE:
+      case SSL_R_WRONG_CIPHER_RETURNED:
+      case SSL_R_WRONG_CURVE:
+        // After the server's certificate, only the client's is left to refuse.
+        if (notes.saw_server_certificate) return client_certificate_refused(server, reason_text);
+        return server + " and this client have no cipher suite or key exchange group in common (" +
+               kWhatThisClientSpeaks + ")";
+      default:
+        return "TLS with " + server + " failed: " + reason_text;
     }
+  }
+  [[nodiscard]] std::string client_certificate_refused(const std::string& server,
+                                                       const std::string& reason_text) const {
+    if (!context->has_client_certificate)
+      return server + " requires a client certificate, and the kubeconfig gives none (" + reason_text + ")";
+    return server + " refused this client's certificate (" + reason_text +
+           "): is it signed by a CA the API server trusts for clients, and still valid?";
   }
 };
 
@@ -313,88 +439,122 @@ Result<std::unique_ptr<TlsSession>> TlsSession::create(const TlsContext& context
                                                        const std::string& host) {
   std::unique_ptr<TlsSession> s(new TlsSession());
   Impl& im = *s->impl_;
-  im.fd = fd;
+  im.io.fd = fd;
   im.host = host;
   im.context = context.impl_.get();
-  im.verify = context.impl_->verify;
-  if (inet_pton(AF_INET, host.c_str(), im.ip.data()) == 1) {
-    im.ip_len = 4;
-  } else if (inet_pton(AF_INET6, host.c_str(), im.ip.data()) == 1) {
-    im.ip_len = 16;
+  im.name = im.context->server_name.empty() ? host : im.context->server_name;
+  ERR_clear_error();
+  im.ssl = SSL_new(im.context->ctx);
+  BIO* bio = im.ssl != nullptr ? BIO_new(socket_method()) : nullptr;
+  if (bio == nullptr) return Error("TLS session for " + host + ": " + take_openssl_error());
+  BIO_set_data(bio, &im.io);
+  BIO_set_init(bio, 1);
+  SSL_set_bio(im.ssl, bio, bio);
+  SSL_set_app_data(im.ssl, &im);
+  std::array<unsigned char, 16> ip{};
+  const bool is_ip = inet_pton(AF_INET, im.name.c_str(), ip.data()) == 1 ||
+                     inet_pton(AF_INET6, im.name.c_str(), ip.data()) == 1;
+  bool ok = true;
+  if (im.context->verify) {
+    SSL_set_verify(im.ssl, SSL_VERIFY_PEER, &Impl::on_verify);
+    // The name only from the subjectAltName, never from the subject's common name; "*" only as a whole
+    // leftmost label.
+    SSL_set_hostflags(im.ssl, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(im.ssl), im.name.c_str()) == 1
+               : SSL_set1_host(im.ssl, im.name.c_str()) == 1;
+  } else {
+    SSL_set_verify(im.ssl, SSL_VERIFY_NONE, &Impl::on_verify);  // notes only: tells errors apart
   }
-  im.host_is_ip = im.ip_len > 0;
-  int rc = mbedtls_ssl_setup(&im.ssl, &context.impl_->conf);
-  // A name is checked (and sent as SNI) by mbedTLS; an IP address after the handshake, against the SANs.
-  if (rc == 0 && !im.host_is_ip) rc = mbedtls_ssl_set_hostname(&im.ssl, host.c_str());
-  if (rc != 0) return Error("TLS session for " + host + ": " + mbed_error(rc));
-  mbedtls_ssl_set_bio(&im.ssl, &im, &Impl::send, &Impl::recv, nullptr);
-  mbedtls_ssl_set_verify(&im.ssl, &Impl::saw_certificate, &im);
+  // SNI: names only (an IP address is never sent as one).
+  if (ok && !is_ip) {
+    ok = SSL_ctrl(im.ssl, SSL_CTRL_SET_TLSEXT_HOSTNAME, TLSEXT_NAMETYPE_host_name,
+                  const_cast<char*>(im.name.c_str())) == 1;  // NOLINT(cppcoreguidelines-pro-type-const-cast)
+  }
+  if (!ok) return Error("TLS session for " + host + ": cannot check the name " + im.name);
+  SSL_set_connect_state(im.ssl);
   im.full_handshake = im.context->offer_session(im.ssl);
   return s;
 }
 
-int TlsSession::fail(int rc, const std::string& what) {
-  if (impl_->last_errno != 0) {
-    error_ = what + ": " + std::strerror(impl_->last_errno);  // NOLINT(concurrency-mt-unsafe)
-  } else if (rc == MBEDTLS_ERR_X509_CERT_VERIFY_FAILED) {
-    std::array<char, 512> info{};
-    mbedtls_x509_crt_verify_info(info.data(), info.size(), "", mbedtls_ssl_get_verify_result(&impl_->ssl));
-    std::string why(info.data());
-    while (!why.empty() && why.back() == '\n') why.pop_back();
-    for (char& c : why) c = c == '\n' ? ';' : c;
-    error_ = what + ": the server certificate of " + impl_->host + " is not trusted: " + why;
+int TlsSession::fail(const std::string& what) {
+  int reason = 0;
+  const std::string text = take_openssl_error(&reason);
+  if (impl_->io.last_errno != 0) {
+    error_ = what + ": " + std::strerror(impl_->io.last_errno);  // NOLINT(concurrency-mt-unsafe)
+  } else if (text.empty()) {
+    error_ = what + ": the server closed the connection";
   } else {
-    error_ = what + ": " + mbed_error(rc);
+    error_ = what + ": " + impl_->explain(text, reason);
   }
   return kFailed;
 }
 
 int TlsSession::handshake() {
   Impl& im = *impl_;
-  const int rc = mbedtls_ssl_handshake(&im.ssl);
-  if (rc == MBEDTLS_ERR_SSL_WANT_READ) return kWantRead;
-  if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) return kWantWrite;
-  if (rc != 0) {
-    im.handshake_over();
-    return fail(rc, "TLS handshake with " + im.host);
+  ERR_clear_error();
+  const int rc = SSL_do_handshake(im.ssl);
+  if (rc == 1) {
+    // TLS 1.2 granted its session during the handshake; a TLS 1.3 ticket comes with the first read.
+    if (SSL_version(im.ssl) != TLS1_3_VERSION) im.handshake_over();
+    return 0;
   }
-  if (im.verify && im.host_is_ip) {
-    const mbedtls_x509_crt* peer = mbedtls_ssl_get_peer_cert(&im.ssl);
-    if (peer == nullptr || !cert_has_ip(*peer, im.ip.data(), im.ip_len)) {
-      error_ =
-          "TLS handshake with " + im.host + ": the server certificate is not valid for IP address " + im.host;
-      im.handshake_over();
-      return kFailed;
-    }
-  }
-  im.context->remember_session(im.ssl);
+  const int err = SSL_get_error(im.ssl, rc);
+  if (err == SSL_ERROR_WANT_READ) return kWantRead;
+  if (err == SSL_ERROR_WANT_WRITE) return kWantWrite;
   im.handshake_over();
-  return 0;
+  return fail("TLS handshake with " + im.host);
 }
 
 bool TlsSession::resumed() const {
-  return impl_->verify && !impl_->certificate_checked;
+  return SSL_session_reused(impl_->ssl) == 1;
 }
 
 std::string TlsSession::describe() const {
-  return std::string(mbedtls_ssl_get_version(&impl_->ssl)) + " " + mbedtls_ssl_get_ciphersuite(&impl_->ssl);
+  return std::string(SSL_get_version(impl_->ssl)) + " " + SSL_get_cipher_name(impl_->ssl);
 }
 
 int TlsSession::read(char* buf, size_t len) {
-  const int rc = mbedtls_ssl_read(&impl_->ssl, reinterpret_cast<unsigned char*>(buf), len);  // NOLINT
-  if (rc >= 0) return rc;
-  if (rc == MBEDTLS_ERR_SSL_WANT_READ) return kWantRead;
-  if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) return kWantWrite;
-  if (rc == MBEDTLS_ERR_SSL_PEER_CLOSE_NOTIFY || rc == MBEDTLS_ERR_SSL_CONN_EOF) return 0;
-  return fail(rc, "TLS read");
+  Impl& im = *impl_;
+  ERR_clear_error();
+  size_t n = 0;
+  const int rc = SSL_read_ex(im.ssl, buf, len, &n);
+  if (rc == 1) {
+    im.handshake_over();  // a TLS 1.3 server's tickets come before its first response
+    return static_cast<int>(n);
+  }
+  const int err = SSL_get_error(im.ssl, rc);
+  if (err == SSL_ERROR_WANT_READ) return kWantRead;
+  if (err == SSL_ERROR_WANT_WRITE) return kWantWrite;
+  if (err == SSL_ERROR_ZERO_RETURN) return 0;
+  if (err == SSL_ERROR_SYSCALL && im.io.last_errno == 0 && ERR_peek_error() == 0) return 0;
+  return fail("TLS read from " + im.host);
 }
 
 int TlsSession::write(const char* buf, size_t len) {
-  const int rc = mbedtls_ssl_write(&impl_->ssl, reinterpret_cast<const unsigned char*>(buf), len);  // NOLINT
-  if (rc >= 0) return rc;
-  if (rc == MBEDTLS_ERR_SSL_WANT_READ) return kWantRead;
-  if (rc == MBEDTLS_ERR_SSL_WANT_WRITE) return kWantWrite;
-  return fail(rc, "TLS write");
+  Impl& im = *impl_;
+  ERR_clear_error();
+  size_t n = 0;
+  const int rc = SSL_write_ex(im.ssl, buf, len, &n);
+  if (rc == 1) return static_cast<int>(n);
+  const int err = SSL_get_error(im.ssl, rc);
+  if (err == SSL_ERROR_WANT_READ) return kWantRead;
+  if (err == SSL_ERROR_WANT_WRITE) return kWantWrite;
+  if (im.io.last_errno != 0) {
+    // With TLS 1.3 the server judges the client's certificate after the client's part of the handshake:
+    // its refusal is an alert waiting to be read, and the socket already reset.
+    const int write_errno = im.io.last_errno;
+    im.io.last_errno = 0;
+    ERR_clear_error();
+    std::array<char, 256> discard{};
+    size_t got = 0;
+    if (SSL_read_ex(im.ssl, discard.data(), discard.size(), &got) != 1 && ERR_peek_error() != 0 &&
+        im.io.last_errno == 0) {
+      return fail("TLS with " + im.host);
+    }
+    ERR_clear_error();
+    im.io.last_errno = write_errno;
+  }
+  return fail("TLS write to " + im.host);
 }
 
 }  // namespace dm::kube

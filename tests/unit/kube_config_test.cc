@@ -118,6 +118,37 @@ TEST_F(KubeconfigTest, InsecureSkipTlsVerify) {
   EXPECT_TRUE(cfg->insecure_skip_tls_verify);
 }
 
+TEST_F(KubeconfigTest, InsecureSkipTlsVerifyWithACaIsRefused) {
+  const auto path = kubeconfig(
+      "    server: https://h:1\n    insecure-skip-tls-verify: true\n    certificate-authority-data: " +
+          b64("CA") + "\n",
+      "    token: t\n");
+  auto cfg = load_kubeconfig(path);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_EQ(cfg.error().message, "kubeconfig " + path +
+                                     ": cluster \"c\" sets both insecure-skip-tls-verify and a certificate "
+                                     "authority; with a CA, the server's certificate is checked: remove "
+                                     "insecure-skip-tls-verify");
+}
+
+TEST_F(KubeconfigTest, TlsServerName) {
+  auto cfg = load_kubeconfig(kubeconfig(
+      "    server: https://10.0.0.1:6443\n    tls-server-name: kubernetes.default\n", "    token: t\n"));
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->tls_server_name, "kubernetes.default");
+  EXPECT_EQ(load_kubeconfig(kubeconfig("    server: https://h:1\n", "    token: t\n"))->tls_server_name, "");
+}
+
+TEST_F(KubeconfigTest, ProxyUrlIsRefusedNotIgnored) {
+  const auto path =
+      kubeconfig("    server: https://h:1\n    proxy-url: http://proxy:3128\n", "    token: t\n");
+  auto cfg = load_kubeconfig(path);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_THAT(cfg.error().message,
+              HasSubstr("cluster \"c\" sets proxy-url, which driver-manager does not support"));
+  EXPECT_THAT(cfg.error().message, HasSubstr("HTTPS_PROXY"));
+}
+
 TEST_F(KubeconfigTest, NamedContextAndItsNamespace) {
   const auto path = kubeconfig("    server: https://h:1\n", "    token: t\n");
   auto cfg = load_kubeconfig(path, "other");

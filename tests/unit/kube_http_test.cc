@@ -1,23 +1,24 @@
-// The HTTP/1.1 client against a loopback TLS server (mbedTLS, server side) run by the test: framing,
-// streaming, keep-alive, cancellation, certificate checks and the CONNECT proxy path. Certificates:
-// tests/fixtures/tls (README there).
+// The HTTP/1.1 client against a loopback TLS server (OpenSSL, server side) run by the test: framing,
+// streaming, keep-alive, cancellation, certificate checks, protocol versions and cipher suites, and the
+// CONNECT proxy path. Certificates: tests/fixtures/tls (README there), and some made at test time with the
+// openssl command (cases the fixtures do not cover: no subjectAltName, an RSA key, an unknown client CA).
 #include <arpa/inet.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <mbedtls/net_sockets.h>
-#include <mbedtls/pk.h>
-#include <mbedtls/ssl.h>
-#include <mbedtls/ssl_cache.h>
-#include <mbedtls/x509_crt.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 #include <poll.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -26,7 +27,9 @@
 #include <thread>
 
 #include "kube/http.h"
+#include "kube/http_parse.h"
 #include "kube/proxy.h"
+#include "support/process.h"
 
 namespace dm::kube {
 namespace {
@@ -43,8 +46,66 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-int random_bytes(void* /*unused*/, unsigned char* out, size_t len) {
-  return getrandom(out, len, 0) == static_cast<ssize_t>(len) ? 0 : -1;
+// Certificates made once per test process with the openssl command, in a temporary directory:
+//   gen-ca.crt                    a CA of its own (EC P-256)
+//   cn-only.crt/.key              CN=localhost, no subjectAltName, from gen-ca
+//   rsa.crt/.key                  RSA 2048, subjectAltName IP:127.0.0.1, from gen-ca
+//   stranger.crt/.key             a client certificate (CN=stranger) from gen-ca, which the test server
+//                                 does not trust for clients
+const std::string& generated() {
+  static const std::string dir = [] {
+    std::string d = test::make_temp_dir("kube-http-certs") + "/";
+    auto openssl = [&](const std::vector<std::string>& args) {
+      std::vector<std::string> argv{"openssl"};
+      argv.insert(argv.end(), args.begin(), args.end());
+      const auto r = test::run_command(argv);
+      EXPECT_EQ(r.exit_code, 0) << r.err;
+    };
+    openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+             "-subj", "/CN=generated test CA", "-keyout", d + "gen-ca.key", "-out", d + "gen-ca.crt"});
+    const auto leaf = [&](const std::string& name, const std::vector<std::string>& key,
+                          const std::string& subj, const std::string& ext) {
+      std::vector<std::string> req{
+          "req", "-new", "-nodes", "-subj", subj, "-keyout", d + name + ".key", "-out", d + name + ".csr"};
+      req.insert(req.end(), key.begin(), key.end());
+      openssl(req);
+      test::write_file(d + name + ".ext", ext);
+      openssl({"x509", "-req", "-in", d + name + ".csr", "-CA", d + "gen-ca.crt", "-CAkey", d + "gen-ca.key",
+               "-CAcreateserial", "-days", "2", "-extfile", d + name + ".ext", "-out", d + name + ".crt"});
+    };
+    const std::vector<std::string> ec{"-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256"};
+    leaf("cn-only", ec, "/CN=localhost", "basicConstraints=CA:FALSE\n");
+    leaf("rsa", {"-newkey", "rsa:2048"}, "/CN=rsa-apiserver", "subjectAltName=IP:127.0.0.1\n");
+    leaf("stranger", ec, "/CN=stranger", "extendedKeyUsage=clientAuth\n");
+    return d;
+  }();
+  return dir;
+}
+
+// A listening TCP socket on `address`, port chosen by the kernel.
+int listen_on(const std::string& address, int& port) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST | AI_PASSIVE;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* ai = nullptr;
+  EXPECT_EQ(getaddrinfo(address.c_str(), "0", &hints, &ai), 0);
+  const int fd = ::socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(::bind(fd, ai->ai_addr, ai->ai_addrlen), 0);
+  freeaddrinfo(ai);
+  EXPECT_EQ(::listen(fd, 16), 0);
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);                                   // NOLINT
+  port = ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port  // NOLINT
+                                          : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);  // NOLINT
+  return fd;
+}
+
+// Accepts one connection if one arrives within a short poll; -1 otherwise.
+int accept_one(int listen_fd) {
+  pollfd p{listen_fd, POLLIN, 0};
+  if (::poll(&p, 1, 20) <= 0) return -1;
+  return ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
 }
 
 // What the server saw of one request.
@@ -57,15 +118,13 @@ struct Seen {
 // One accepted connection of the test server: blocking TLS (or plain) reads and writes.
 class ServerConn {
  public:
-  ServerConn(mbedtls_ssl_context* ssl, int fd) : ssl_(ssl), fd_(fd) {}
+  ServerConn(SSL* ssl, int fd) : ssl_(ssl), fd_(fd) {}
   bool write(const std::string& s) {
     size_t off = 0;
     while (off < s.size()) {
-      const int n =
-          ssl_ != nullptr
-              ? mbedtls_ssl_write(ssl_, reinterpret_cast<const unsigned char*>(s.data() + off),  // NOLINT
-                                  s.size() - off)
-              : static_cast<int>(::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL));
+      const int n = ssl_ != nullptr
+                        ? SSL_write(ssl_, s.data() + off, static_cast<int>(s.size() - off))
+                        : static_cast<int>(::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL));
       if (n <= 0) return false;
       off += static_cast<size_t>(n);
     }
@@ -99,23 +158,24 @@ class ServerConn {
   }
   [[nodiscard]] std::string peer_subject() const {
     if (ssl_ == nullptr) return {};
-    const mbedtls_x509_crt* peer = mbedtls_ssl_get_peer_cert(ssl_);
+    X509* peer = SSL_get1_peer_certificate(ssl_);
     if (peer == nullptr) return {};
     std::array<char, 256> dn{};
-    mbedtls_x509_dn_gets(dn.data(), dn.size(), &peer->subject);
+    X509_NAME_oneline(X509_get_subject_name(peer), dn.data(), static_cast<int>(dn.size()));
+    X509_free(peer);
     return dn.data();
   }
 
  private:
   bool more() {
-    std::array<unsigned char, 4096> b{};
-    const int n = ssl_ != nullptr ? mbedtls_ssl_read(ssl_, b.data(), b.size())
+    std::array<char, 4096> b{};
+    const int n = ssl_ != nullptr ? SSL_read(ssl_, b.data(), static_cast<int>(b.size()))
                                   : static_cast<int>(::recv(fd_, b.data(), b.size(), 0));
     if (n <= 0) return false;
-    buf_.append(reinterpret_cast<const char*>(b.data()), static_cast<size_t>(n));  // NOLINT
+    buf_.append(b.data(), static_cast<size_t>(n));
     return true;
   }
-  mbedtls_ssl_context* ssl_;
+  SSL* ssl_;
   int fd_;
   std::string buf_;
 };
@@ -129,47 +189,43 @@ class TestServer {
     std::string bind = "127.0.0.1";
     bool tls = true;
     bool require_client_cert = false;
-    bool resume_sessions = false;  // keep sessions by ID, so that a client may resume one
+    bool resume_sessions = false;  // grant sessions, so that a client may resume one
     bool concurrent = false;       // serve each connection on a thread of its own (else one at a time)
+    int min_version = 0;           // TLS1_2_VERSION, ...; 0 = OpenSSL's default
+    int max_version = 0;
+    std::string ciphers{};  // TLS 1.2 and older cipher list; "" = OpenSSL's default
+    std::string cert = kFixtures + "server.crt";
+    std::string key = kFixtures + "server.key";
   };
 
   TestServer(Options opt, Handler handle) : opt_(std::move(opt)), handle_(std::move(handle)) {
-    mbedtls_net_init(&listen_);
-    mbedtls_ssl_config_init(&conf_);
-    mbedtls_x509_crt_init(&cert_);
-    mbedtls_x509_crt_init(&ca_);
-    mbedtls_pk_init(&key_);
-    EXPECT_EQ(mbedtls_x509_crt_parse_file(&cert_, (kFixtures + "server.crt").c_str()), 0);
-    EXPECT_EQ(mbedtls_x509_crt_parse_file(&ca_, (kFixtures + "ca.crt").c_str()), 0);
-    EXPECT_EQ(mbedtls_pk_parse_keyfile(&key_, (kFixtures + "server.key").c_str(), nullptr), 0);
-    EXPECT_EQ(mbedtls_ssl_config_defaults(&conf_, MBEDTLS_SSL_IS_SERVER, MBEDTLS_SSL_TRANSPORT_STREAM,
-                                          MBEDTLS_SSL_PRESET_DEFAULT),
-              0);
-    mbedtls_ssl_conf_rng(&conf_, random_bytes, nullptr);
-    mbedtls_ssl_conf_ca_chain(&conf_, &ca_, nullptr);
-    mbedtls_ssl_conf_authmode(
-        &conf_, opt_.require_client_cert ? MBEDTLS_SSL_VERIFY_REQUIRED : MBEDTLS_SSL_VERIFY_NONE);
-    EXPECT_EQ(mbedtls_ssl_conf_own_cert(&conf_, &cert_, &key_), 0);
-    mbedtls_ssl_cache_init(&cache_);
-    if (opt_.resume_sessions)
-      mbedtls_ssl_conf_session_cache(&conf_, this, &TestServer::find_session, &store_session);
-    EXPECT_EQ(mbedtls_net_bind(&listen_, opt_.bind.c_str(), "0", MBEDTLS_NET_PROTO_TCP), 0);
-    sockaddr_storage addr{};
-    socklen_t len = sizeof addr;
-    getsockname(listen_.fd, reinterpret_cast<sockaddr*>(&addr), &len);  // NOLINT
-    port_ = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);     // NOLINT
+    std::signal(SIGPIPE, SIG_IGN);  // the server's writes to a client that went away
+    ctx_ = SSL_CTX_new(TLS_server_method());
+    EXPECT_EQ(SSL_CTX_use_certificate_chain_file(ctx_, opt_.cert.c_str()), 1);
+    EXPECT_EQ(SSL_CTX_use_PrivateKey_file(ctx_, opt_.key.c_str(), SSL_FILETYPE_PEM), 1);
+    if (opt_.require_client_cert) {
+      EXPECT_EQ(SSL_CTX_load_verify_locations(ctx_, (kFixtures + "ca.crt").c_str(), nullptr), 1);
+      SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nullptr);
+    }
+    if (opt_.min_version != 0) SSL_CTX_set_min_proto_version(ctx_, opt_.min_version);
+    if (opt_.max_version != 0) SSL_CTX_set_max_proto_version(ctx_, opt_.max_version);
+    if (!opt_.ciphers.empty()) {
+      EXPECT_EQ(SSL_CTX_set_cipher_list(ctx_, opt_.ciphers.c_str()), 1);
+    }
+    if (!opt_.resume_sessions) {
+      SSL_CTX_set_session_cache_mode(ctx_, SSL_SESS_CACHE_OFF);
+      SSL_CTX_set_options(ctx_, SSL_OP_NO_TICKET);
+      SSL_CTX_set_num_tickets(ctx_, 0);
+    }
+    listen_ = listen_on(opt_.bind, port_);
     thread_ = std::thread([this] { run(); });
   }
   ~TestServer() {
     stop_ = true;
     thread_.join();
     for (auto& w : workers_) w.join();
-    mbedtls_net_free(&listen_);
-    mbedtls_ssl_config_free(&conf_);
-    mbedtls_x509_crt_free(&cert_);
-    mbedtls_x509_crt_free(&ca_);
-    mbedtls_pk_free(&key_);
-    mbedtls_ssl_cache_free(&cache_);
+    ::close(listen_);
+    SSL_CTX_free(ctx_);
   }
   TestServer(const TestServer&) = delete;
   TestServer& operator=(const TestServer&) = delete;
@@ -180,74 +236,70 @@ class TestServer {
   }
   [[nodiscard]] int connections() const { return connections_; }
   [[nodiscard]] int handshakes() const { return handshakes_; }
-  [[nodiscard]] int resumed() const { return resumed_; }  // handshakes that resumed a cached session
+  [[nodiscard]] int resumed() const { return resumed_; }  // handshakes that resumed an earlier session
+  // The protocol version and the name the client asked for (SNI) of the last completed handshake.
+  [[nodiscard]] std::string version() {
+    const std::lock_guard lock(mu_);
+    return version_;
+  }
+  [[nodiscard]] std::string server_name() {
+    const std::lock_guard lock(mu_);
+    return server_name_;
+  }
 
  private:
-  static int find_session(void* self, mbedtls_ssl_session* session) {
-    auto* s = static_cast<TestServer*>(self);
-    const std::lock_guard lock(s->cache_mu_);
-    const int rc = mbedtls_ssl_cache_get(&s->cache_, session);
-    if (rc == 0) ++s->resumed_;
-    return rc;
-  }
-  static int store_session(void* self, const mbedtls_ssl_session* session) {
-    auto* s = static_cast<TestServer*>(self);
-    const std::lock_guard lock(s->cache_mu_);
-    return mbedtls_ssl_cache_set(&s->cache_, session);
-  }
   void run() {
     while (!stop_) {
-      pollfd p{listen_.fd, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      mbedtls_net_context client;
-      mbedtls_net_init(&client);
-      if (mbedtls_net_accept(&listen_, &client, nullptr, 0, nullptr) != 0) continue;
+      const int fd = accept_one(listen_);
+      if (fd < 0) continue;
       ++connections_;
       if (opt_.concurrent) {
-        workers_.emplace_back([this, client]() mutable {
-          serve(client.fd);
-          mbedtls_net_free(&client);
-        });
+        workers_.emplace_back([this, fd] { serve(fd); });
         continue;
       }
-      serve(client.fd);
-      mbedtls_net_free(&client);
+      serve(fd);
     }
   }
   void serve(int fd) {
-    mbedtls_ssl_context ssl;
-    mbedtls_ssl_init(&ssl);
-    int fd_copy = fd;
+    SSL* ssl = nullptr;
     if (opt_.tls) {
-      mbedtls_ssl_setup(&ssl, &conf_);
-      mbedtls_ssl_set_bio(&ssl, &fd_copy, mbedtls_net_send, mbedtls_net_recv, nullptr);
-      if (mbedtls_ssl_handshake(&ssl) != 0) {
-        mbedtls_ssl_free(&ssl);
+      ssl = SSL_new(ctx_);
+      SSL_set_fd(ssl, fd);
+      if (SSL_accept(ssl) != 1) {
+        ERR_clear_error();
+        SSL_free(ssl);
+        ::close(fd);
         return;
       }
       ++handshakes_;
+      if (SSL_session_reused(ssl) == 1) ++resumed_;
+      const std::lock_guard lock(mu_);
+      version_ = SSL_get_version(ssl);
+      const char* sni = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+      server_name_ = sni != nullptr ? sni : "";
     }
-    ServerConn conn(opt_.tls ? &ssl : nullptr, fd);
+    ServerConn conn(ssl, fd);
     Seen seen;
     while (!stop_ && conn.read_request(seen) && handle_(conn, seen)) {
     }
-    mbedtls_ssl_free(&ssl);
+    if (ssl != nullptr) SSL_shutdown(ssl);
+    SSL_free(ssl);
+    ERR_clear_error();
+    ::close(fd);
   }
 
   Options opt_;
   Handler handle_;
-  mbedtls_net_context listen_{};
-  mbedtls_ssl_config conf_{};
-  mbedtls_x509_crt cert_{};
-  mbedtls_x509_crt ca_{};
-  mbedtls_pk_context key_{};
+  SSL_CTX* ctx_ = nullptr;
+  int listen_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> connections_{0};
   std::atomic<int> handshakes_{0};
   std::atomic<int> resumed_{0};
-  mbedtls_ssl_cache_context cache_{};
-  std::mutex cache_mu_;
+  std::mutex mu_;
+  std::string version_;
+  std::string server_name_;
   std::thread thread_;
   std::vector<std::thread> workers_;  // concurrent: one per connection
 };
@@ -257,18 +309,13 @@ class TestServer {
 class ConnectProxy {
  public:
   explicit ConnectProxy(int to_port) : to_port_(to_port) {
-    mbedtls_net_init(&listen_);
-    EXPECT_EQ(mbedtls_net_bind(&listen_, "127.0.0.1", "0", MBEDTLS_NET_PROTO_TCP), 0);
-    sockaddr_in addr{};
-    socklen_t len = sizeof addr;
-    getsockname(listen_.fd, reinterpret_cast<sockaddr*>(&addr), &len);  // NOLINT
-    port_ = ntohs(addr.sin_port);
+    listen_ = listen_on("127.0.0.1", port_);
     thread_ = std::thread([this] { run(); });
   }
   ~ConnectProxy() {
     stop_ = true;
     thread_.join();
-    mbedtls_net_free(&listen_);
+    ::close(listen_);
   }
   ConnectProxy(const ConnectProxy&) = delete;
   ConnectProxy& operator=(const ConnectProxy&) = delete;
@@ -281,13 +328,10 @@ class ConnectProxy {
  private:
   void run() {
     while (!stop_) {
-      pollfd p{listen_.fd, POLLIN, 0};
-      if (::poll(&p, 1, 20) <= 0) continue;
-      mbedtls_net_context client;
-      mbedtls_net_init(&client);
-      if (mbedtls_net_accept(&listen_, &client, nullptr, 0, nullptr) != 0) continue;
-      tunnel(client.fd);
-      mbedtls_net_free(&client);
+      const int fd = accept_one(listen_);
+      if (fd < 0) continue;
+      tunnel(fd);
+      ::close(fd);
     }
   }
   void tunnel(int fd) {
@@ -298,16 +342,20 @@ class ConnectProxy {
       std::lock_guard lock(mu_);
       asked_ = head.substr(0, head.find("\r\n"));
     }
-    mbedtls_net_context up;
-    mbedtls_net_init(&up);
-    if (mbedtls_net_connect(&up, "127.0.0.1", std::to_string(to_port_).c_str(), MBEDTLS_NET_PROTO_TCP) != 0) {
+    const int up = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(to_port_));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(up, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {  // NOLINT
       const std::string no = "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n";
       ::send(fd, no.data(), no.size(), MSG_NOSIGNAL);
+      ::close(up);
       return;
     }
     const std::string yes = "HTTP/1.1 200 Connection established\r\n\r\n";
     ::send(fd, yes.data(), yes.size(), MSG_NOSIGNAL);
-    std::array<pollfd, 2> p{pollfd{fd, POLLIN, 0}, pollfd{up.fd, POLLIN, 0}};
+    std::array<pollfd, 2> p{pollfd{fd, POLLIN, 0}, pollfd{up, POLLIN, 0}};
     std::array<char, 4096> buf{};
     while (!stop_) {
       if (::poll(p.data(), 2, 20) <= 0) continue;
@@ -320,11 +368,11 @@ class ConnectProxy {
       }
       if (closed) break;
     }
-    mbedtls_net_free(&up);
+    ::close(up);
   }
 
   int to_port_;
-  mbedtls_net_context listen_{};
+  int listen_ = -1;
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::mutex mu_;
@@ -505,6 +553,135 @@ TEST(KubeHttp, ReconnectsWhenTheServerClosedTheConnection) {
   EXPECT_EQ(server.connections(), 3);
 }
 
+// The server answers the first request, then reads the second on the same kept-alive connection and
+// closes it without answering (as when its idle timeout strikes just as the request arrives). Later requests
+// get answers.
+class DropsTheSecondRequest {
+ public:
+  bool operator()(ServerConn& conn, const Seen& seen) {
+    const std::lock_guard lock(mu_);
+    seen_.push_back(
+        seen.request_line.substr(0, seen.request_line.find(' ', seen.request_line.find(' ') + 1)));
+    if (seen_.size() == 2) return false;
+    return conn.write(ok_response(seen.request_line));
+  }
+  std::vector<std::string> seen() {
+    const std::lock_guard lock(mu_);
+    return seen_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> seen_;
+};
+
+TEST(KubeHttp, AReadIsSentAgainWhenTheServerDroppedTheKeptAliveConnection) {
+  DropsTheSecondRequest handler;
+  TestServer server({}, std::ref(handler));
+  auto conn = connect(test_config(server.url()));
+  EXPECT_EQ(conn->perform(get(server.url() + "/first")).status, 200);
+  const HttpResponse resp = conn->perform(get(server.url() + "/read"));
+  EXPECT_EQ(resp.transport_error, "");
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_THAT(handler.seen(), ::testing::ElementsAre("GET /first", "GET /read", "GET /read"));
+  EXPECT_EQ(server.connections(), 2);
+}
+
+TEST(KubeHttp, AWriteIsNeverSentAgainByTheConnection) {
+  for (const char* method : {"POST", "PATCH", "PUT", "DELETE"}) {
+    SCOPED_TRACE(method);
+    DropsTheSecondRequest handler;
+    TestServer server({}, std::ref(handler));
+    auto conn = connect(test_config(server.url()));
+    EXPECT_EQ(conn->perform(get(server.url() + "/first")).status, 200);
+    HttpRequest write = get(server.url() + "/write");
+    write.method = method;
+    write.body = "{}";
+    const HttpResponse resp = conn->perform(write);
+    EXPECT_EQ(resp.status, 0);
+    EXPECT_THAT(resp.transport_error,
+                HasSubstr("the server closed the connection in the middle of a response"));
+    EXPECT_TRUE(resp.request_sent) << "the caller must know that the write may have happened";
+    EXPECT_THAT(handler.seen(), ::testing::ElementsAre("GET /first", std::string(method) + " /write"));
+    EXPECT_EQ(server.connections(), 1);
+  }
+}
+
+TEST(KubeHttp, ARequestThatNeverLeftSaysSo) {
+  int port = 0;
+  {
+    TestServer gone({}, echo);
+    port = gone.port();
+  }
+  const std::string url = "https://127.0.0.1:" + std::to_string(port);
+  HttpRequest write = get(url + "/");
+  write.method = "POST";
+  const HttpResponse resp = connect(test_config(url))->perform(write);
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_FALSE(resp.request_sent);
+}
+
+// Answers every request with the same raw response, then closes.
+TestServer::Handler answer(std::string raw) {
+  return [raw = std::move(raw)](ServerConn& conn, const Seen&) {
+    conn.write(raw);
+    return false;
+  };
+}
+
+TEST(KubeHttp, AmbiguousResponsesAreRefused) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-A: 1\r\n folded\r\n\r\n{}", "obsolete line folding"},
+      {"HTTP/1.1 200 OK\r\nContent-Length : 2\r\n\r\n{}", "whitespace before the colon"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\n{}  ",
+       "conflicting Content-Length values"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: 2, 3\r\n\r\n{}  ", "conflicting Content-Length values"},
+      {"HTTP/1.1 200 OK\r\nContent-Length: -2\r\n\r\n{}", "bad Content-Length"},
+      {"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n{}", "without a colon"},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, gzip\r\n\r\n", "transfer coding after chunked"},
+      {"HTTP/1.1 2000 OK\r\n\r\n", "not an HTTP/1.x response"},
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "bad chunk size"},
+  };
+  for (const auto& [raw, why] : cases) {
+    SCOPED_TRACE(raw);
+    TestServer server({}, answer(raw));
+    const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+    EXPECT_THAT(resp.transport_error, HasSubstr(why));
+  }
+}
+
+TEST(KubeHttp, RepeatedEqualContentLengthIsAccepted) {
+  TestServer server({}, answer("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}"));
+  const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.transport_error, "");
+  EXPECT_EQ(resp.body, "{}");
+}
+
+TEST(KubeHttp, ABodyWhoseCodingsDoNotEndInChunkedRunsToTheClose) {
+  // Transfer-Encoding wins over Content-Length; a coding other than chunked last: read until the close.
+  TestServer server({}, answer("HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\nContent-Length: 1\r\n\r\n"
+                               "{\"all\":\"of it\"}"));
+  auto conn = connect(test_config(server.url()));
+  const HttpResponse resp = conn->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.transport_error, "");
+  EXPECT_EQ(resp.body, R"({"all":"of it"})");
+}
+
+TEST(KubeHttp, AnOversizedBufferedBodyIsAClearError) {
+  TestServer server({}, answer("HTTP/1.1 200 OK\r\nContent-Length: 1000000000\r\n\r\n{}"));
+  const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_THAT(resp.transport_error, HasSubstr("larger than 64 MiB, the most this client holds in memory"));
+}
+
+TEST(KubeHttp, RequestPathsWithLineBreaksAreRefused) {
+  TestServer server({}, echo);
+  const HttpResponse resp =
+      connect(test_config(server.url()))->perform(get(server.url() + "/x HTTP/1.1\r\nX-Injected: 1\r\n"));
+  EXPECT_THAT(resp.transport_error, HasSubstr("the request path contains a line break"));
+  EXPECT_EQ(server.connections(), 0);
+}
+
 TEST(KubeHttp, KeepGoingCancelsAStreamThatNeverEnds) {
   std::atomic<bool> client_closed{false};
   TestServer server({}, [&](ServerConn& conn, const Seen& seen) {
@@ -598,7 +775,7 @@ TEST(KubeHttp, ClientCertificateAuthentication) {
   with.client_key_data = read_file(kFixtures + "client.key");
   const HttpResponse resp = connect(with)->perform(get(server.url() + "/whoami"));
   EXPECT_EQ(resp.transport_error, "");
-  EXPECT_EQ(resp.body, "CN=test-admin");
+  EXPECT_EQ(resp.body, "/CN=test-admin");
 
   const HttpResponse refused = connect(test_config(server.url()))->perform(get(server.url() + "/whoami"));
   EXPECT_EQ(refused.status, 0);
@@ -612,12 +789,153 @@ TEST(KubeHttp, CertificateMustBeFromTheConfiguredCa) {
   other.ca_file = kFixtures + "other-ca.crt";
   const HttpResponse resp = connect(other)->perform(get(server.url() + "/"));
   EXPECT_EQ(resp.status, 0);
-  EXPECT_THAT(resp.transport_error, HasSubstr("not trusted"));
+  EXPECT_THAT(resp.transport_error,
+              HasSubstr("the certificate of the API server at 127.0.0.1 is not trusted: it was issued by "
+                        "CN=driver-manager test CA, which is not a CA of the certificate-authority " +
+                        kFixtures + "other-ca.crt"));
   EXPECT_EQ(server.handshakes(), 0);
 
   Config insecure = other;
+  insecure.ca_file.clear();
   insecure.insecure_skip_tls_verify = true;
   EXPECT_EQ(connect(insecure)->perform(get(server.url() + "/")).status, 200);
+
+  // Both together: refused, as kubectl does (the CA would silently not be used).
+  insecure.ca_file = kFixtures + "ca.crt";
+  auto both = HttpConnection::create(insecure, "http-test");
+  ASSERT_FALSE(both.ok());
+  EXPECT_THAT(both.error().message,
+              HasSubstr("insecure-skip-tls-verify and a certificate authority together"));
+}
+
+TEST(KubeTls, ServersOfferingOnlyTls12OrOnlyTls13) {
+  for (const auto& [version, name] :
+       {std::pair{TLS1_2_VERSION, "TLSv1.2"}, std::pair{TLS1_3_VERSION, "TLSv1.3"}}) {
+    SCOPED_TRACE(name);
+    TestServer server({.min_version = version, .max_version = version}, echo);
+    const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+    EXPECT_EQ(resp.transport_error, "");
+    EXPECT_EQ(resp.status, 200);
+    EXPECT_EQ(server.version(), name);
+  }
+}
+
+TEST(KubeTls, ServerOfferingOnlyCbcSuitesIsRefused) {
+  TestServer server({.max_version = TLS1_2_VERSION,
+                     .ciphers = "ECDHE-ECDSA-AES128-SHA256:ECDHE-ECDSA-AES256-SHA384:ECDHE-ECDSA-AES128-SHA"},
+                    echo);
+  const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_THAT(resp.transport_error,
+              HasSubstr("TLS handshake with 127.0.0.1: the API server at 127.0.0.1 and this client have no "
+                        "cipher suite or key exchange group in common (this client speaks TLS 1.2 and 1.3"));
+  EXPECT_EQ(server.handshakes(), 0);
+}
+
+TEST(KubeTls, ServerOfferingOnlyStaticRsaKeyExchangeIsRefused) {
+  const std::string& d = generated();
+  TestServer server({.max_version = TLS1_2_VERSION,
+                     .ciphers = "AES128-GCM-SHA256:AES256-GCM-SHA384",
+                     .cert = d + "rsa.crt",
+                     .key = d + "rsa.key"},
+                    echo);
+  Config c = test_config(server.url());
+  c.ca_data = read_file(d + "gen-ca.crt");
+  const HttpResponse resp = connect(c)->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_THAT(resp.transport_error, HasSubstr("have no cipher suite or key exchange group in common"));
+  EXPECT_EQ(server.handshakes(), 0);
+
+  // The same server with ECDHE: accepted (the refusal was the key exchange, not the RSA certificate).
+  TestServer ecdhe({.max_version = TLS1_2_VERSION, .cert = d + "rsa.crt", .key = d + "rsa.key"}, echo);
+  EXPECT_EQ(connect(c)->perform(get(ecdhe.url() + "/")).status, 200);
+}
+
+TEST(KubeTls, ServerWithoutTls12Or13IsNamedAsSuch) {
+  TestServer server({.max_version = TLS1_1_VERSION, .ciphers = "DEFAULT:@SECLEVEL=0"}, echo);
+  const HttpResponse resp = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_THAT(resp.transport_error,
+              HasSubstr("the API server at 127.0.0.1 offers no TLS version this client supports"));
+}
+
+TEST(KubeTls, CertificateWithoutTheNameIsRefused) {
+  TestServer server({}, echo);
+  // The certificate lists localhost and apiserver.test: a name it does not list is refused, and the error
+  // says what it lists.
+  Config c = test_config(server.url());
+  c.tls_server_name = "wrong.test";
+  const HttpResponse resp = connect(c)->perform(get(server.url() + "/"));
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_THAT(resp.transport_error,
+              HasSubstr("the certificate of the API server at 127.0.0.1 is not valid for the name wrong.test "
+                        "(it lists IP:127.0.0.1, IP:::1, DNS:localhost, DNS:apiserver.test)"));
+}
+
+TEST(KubeTls, TlsServerNameIsCheckedAndSentInsteadOfTheAddress) {
+  // 127.0.0.2 is not in the certificate, but the kubeconfig's tls-server-name is.
+  TestServer server({.bind = "127.0.0.2"}, echo);
+  Config c = test_config(server.url("127.0.0.2"));
+  c.tls_server_name = "apiserver.test";
+  const HttpResponse resp = connect(c)->perform(get(server.url("127.0.0.2") + "/"));
+  EXPECT_EQ(resp.transport_error, "");
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(server.server_name(), "apiserver.test");
+}
+
+TEST(KubeTls, CommonNameIsNeverTakenForTheName) {
+  const std::string& d = generated();
+  TestServer server({.cert = d + "cn-only.crt", .key = d + "cn-only.key"}, echo);
+  Config c = test_config(server.url("localhost"));
+  c.ca_data = read_file(d + "gen-ca.crt");
+  const HttpResponse resp = connect(c)->perform(get(server.url("localhost") + "/"));
+  EXPECT_EQ(resp.status, 0);
+  EXPECT_THAT(resp.transport_error, HasSubstr("is not valid for the name localhost (it lists none)"));
+}
+
+TEST(KubeTls, ClientCertificateMissingOrRefusedIsNamed) {
+  for (const int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    SCOPED_TRACE(version == TLS1_2_VERSION ? "TLS 1.2" : "TLS 1.3");
+    TestServer server({.require_client_cert = true, .min_version = version, .max_version = version}, echo);
+    const HttpResponse none = connect(test_config(server.url()))->perform(get(server.url() + "/"));
+    EXPECT_EQ(none.status, 0);
+    EXPECT_THAT(
+        none.transport_error,
+        HasSubstr("the API server at 127.0.0.1 requires a client certificate, and the kubeconfig gives "
+                  "none"));
+
+    // A certificate from a CA the server does not trust for clients.
+    Config stranger = test_config(server.url());
+    stranger.client_cert_file = generated() + "stranger.crt";
+    stranger.client_key_file = generated() + "stranger.key";
+    const HttpResponse refused = connect(stranger)->perform(get(server.url() + "/"));
+    EXPECT_EQ(refused.status, 0);
+    EXPECT_THAT(refused.transport_error,
+                HasSubstr("the API server at 127.0.0.1 refused this client's certificate"));
+  }
+}
+
+TEST(KubeTls, MismatchedClientKeyIsASetupError) {
+  Config c = test_config("https://127.0.0.1:1");
+  c.client_cert_file = kFixtures + "client.crt";
+  c.client_key_file = kFixtures + "server.key";
+  auto conn = HttpConnection::create(c, "http-test");
+  ASSERT_FALSE(conn.ok());
+  EXPECT_THAT(conn.error().message,
+              HasSubstr("cannot use client-key " + kFixtures + "server.key: key values mismatch"));
+}
+
+TEST(KubeTls, Tls12SessionsAreResumedToo) {
+  TestServer server({.resume_sessions = true, .max_version = TLS1_2_VERSION}, echo);
+  auto shared = HttpConnection::tls_settings(test_config(server.url()));
+  ASSERT_TRUE(shared) << shared.error().message;
+  for (int i = 0; i < 2; ++i) {
+    auto conn = HttpConnection::create("test", *shared);
+    ASSERT_TRUE(conn) << conn.error().message;
+    EXPECT_EQ((*conn)->perform(get(server.url() + "/")).status, 200);
+  }
+  EXPECT_EQ(server.handshakes(), 2);
+  EXPECT_EQ(server.resumed(), 1);
 }
 
 TEST(KubeHttp, IpAddressSanIsVerified) {
@@ -629,7 +947,10 @@ TEST(KubeHttp, IpAddressSanIsVerified) {
   const HttpResponse resp =
       connect(test_config(other.url("127.0.0.2")))->perform(get(other.url("127.0.0.2") + "/"));
   EXPECT_EQ(resp.status, 0);
-  EXPECT_THAT(resp.transport_error, HasSubstr("not valid for IP address 127.0.0.2"));
+  EXPECT_THAT(resp.transport_error,
+              HasSubstr("the certificate of the API server at 127.0.0.2 is not valid for the IP "
+                        "address 127.0.0.2 (it lists IP:127.0.0.1, IP:::1, DNS:localhost, "
+                        "DNS:apiserver.test)"));
 }
 
 TEST(KubeHttp, Ipv6LiteralWithSan) {
@@ -668,7 +989,7 @@ TEST(KubeHttp, ThroughAnHttpsProxyWithConnect) {
   const std::string wrong = "https://wrong.test:6443";
   resp = connect(test_config(wrong))->perform(get(wrong + "/"));
   EXPECT_EQ(resp.status, 0);
-  EXPECT_THAT(resp.transport_error, HasSubstr("not trusted"));
+  EXPECT_THAT(resp.transport_error, HasSubstr("is not valid for the name wrong.test"));
   EXPECT_EQ(proxy.asked(), "CONNECT wrong.test:6443 HTTP/1.1");
 }
 
@@ -725,9 +1046,66 @@ TEST(KubeHttp, HeaderValuesWithLineBreaksAreRefused) {
   EXPECT_EQ(server.connections(), 0);
 }
 
+TEST(KubeHttpParse, AWholeHeadFromABuffer) {
+  ResponseHead head;
+  const std::string text =
+      "HTTP/1.1 429 Too Many Requests\r\nRetry-After: 3\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}";
+  auto taken = parse_response_head(text, head);
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_EQ(*taken, text.size() - 2);
+  EXPECT_EQ(head.status, 429);
+  EXPECT_EQ(head.retry_after, "3");
+  EXPECT_EQ(head.content_length, 2U);
+  EXPECT_FALSE(head.keep_alive);
+
+  auto partial = parse_response_head("HTTP/1.1 200 OK\r\nContent-Le", head);
+  ASSERT_TRUE(partial);
+  EXPECT_EQ(*partial, std::nullopt);
+
+  ASSERT_TRUE(
+      parse_response_head("HTTP/1.1 200 OK\nTransfer-Encoding: gzip, chunked\nContent-Length: 9\n\n", head));
+  EXPECT_TRUE(head.chunked);
+  EXPECT_EQ(head.content_length, std::nullopt);
+  EXPECT_FALSE(head.keep_alive) << "both framings: the connection is not reused";
+
+  EXPECT_EQ(*parse_chunk_size("1a;name=value"), 26U);
+  EXPECT_FALSE(parse_chunk_size(""));
+  EXPECT_FALSE(parse_chunk_size("-1"));
+  EXPECT_FALSE(parse_chunk_size("ffffffffffffffffff"));
+}
+
+TEST(KubeHttpParse, ChunkedBodyInPiecesOfAnySize) {
+  const std::string body = "6;ext=1\r\nline1\n\r\n3\r\nabc\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+  for (const size_t step : {size_t{1}, size_t{2}, size_t{7}, body.size()}) {
+    SCOPED_TRACE(step);
+    ChunkedDecoder decoder;
+    std::string data;
+    size_t pos = 0;
+    while (!decoder.done() && pos < body.size()) {
+      auto taken = decoder.feed(std::string_view(body).substr(pos, step), [&](std::string_view piece) {
+        data.append(piece);
+        return true;
+      });
+      ASSERT_TRUE(taken) << taken.error().message;
+      pos += *taken;
+    }
+    EXPECT_TRUE(decoder.done());
+    EXPECT_EQ(data, "line1\nabc");
+    EXPECT_EQ(body.substr(pos), "NEXT") << "what follows the body is left alone";
+  }
+  ChunkedDecoder bad;
+  const auto no_sink = [](std::string_view) { return true; };
+  EXPECT_THAT(bad.feed("3\r\nabcX\r\n", no_sink).error().message, HasSubstr("bad chunk end"));
+  ChunkedDecoder stops;
+  auto taken = stops.feed("3\r\nabc\r\n0\r\n\r\n", [](std::string_view) { return false; });
+  ASSERT_TRUE(taken);
+  EXPECT_TRUE(stops.stopped());
+  EXPECT_EQ(*taken, 6U);
+}
+
 TEST(KubeProxy, WhichHostsUseTheProxy) {
   const ProxyEnv env{"http://proxy.corp:3128",
-                     "example.com, .internal,10.0.0.0/8,192.168.1.5,svc:8443,[fd00::1]"};
+                     "example.com, .internal,10.0.0.0/8,192.168.1.5,svc:8443,[fd00::1],*.wild.example.org"};
   auto via = [&](const char* host, const char* port = "443") {
     auto r = proxy_for(env, host, port);
     EXPECT_TRUE(r.ok());
@@ -740,6 +1118,8 @@ TEST(KubeProxy, WhichHostsUseTheProxy) {
   EXPECT_FALSE(via("a.internal"));
   EXPECT_TRUE(via("internal"));  // ".internal": subdomains only
   EXPECT_FALSE(via("10.96.0.1"));
+  EXPECT_FALSE(via("x.wild.example.org"));  // "*.wild.example.org": subdomains only, as ".wild.example.org"
+  EXPECT_TRUE(via("wild.example.org"));
   EXPECT_TRUE(via("11.0.0.1"));
   EXPECT_FALSE(via("192.168.1.5"));
   EXPECT_TRUE(via("192.168.1.6"));

@@ -30,6 +30,48 @@ TEST(RetryTest, RetryableStatuses) {
     EXPECT_FALSE(retryable_status(s)) << s;
 }
 
+TEST(RetryTest, AWriteIsSentAgainOnlyWhenThatCannotRepeatIt) {
+  // Reads: whenever the status is worth retrying.
+  EXPECT_TRUE(may_send_again("GET", 0, true, false));
+  EXPECT_TRUE(may_send_again("GET", 503, true, false));
+  EXPECT_FALSE(may_send_again("GET", 404, true, false));
+  for (const char* method : {"POST", "PUT", "PATCH", "DELETE"}) {
+    SCOPED_TRACE(method);
+    // It never left, or the server turned it away: it did not happen.
+    EXPECT_TRUE(may_send_again(method, 0, /*request_sent=*/false, false));
+    EXPECT_TRUE(may_send_again(method, 429, true, false));
+    EXPECT_FALSE(may_send_again(method, 429, true, false, /*retry_429=*/false));
+    // It may have happened: only a write whose replay fails cleanly is sent again.
+    EXPECT_FALSE(may_send_again(method, 0, /*request_sent=*/true, false));
+    EXPECT_FALSE(may_send_again(method, 500, true, false));
+    EXPECT_FALSE(may_send_again(method, 503, true, false));
+    EXPECT_TRUE(may_send_again(method, 0, true, /*replay_harmless=*/true));
+    EXPECT_TRUE(may_send_again(method, 503, true, /*replay_harmless=*/true));
+    EXPECT_FALSE(may_send_again(method, 409, true, /*replay_harmless=*/true));
+  }
+}
+
+TEST(RetryTest, WhichWritesAreHarmlessToReplay) {
+  const Json rv = {{"metadata", {{"name", "n"}, {"resourceVersion", "7"}}}};
+  const Json no_rv = {{"metadata", {{"labels", {{"a", "b"}}}}}};
+  EXPECT_TRUE(replay_harmless("PUT", rv));
+  EXPECT_TRUE(replay_harmless("PATCH", rv));
+  EXPECT_FALSE(replay_harmless("PUT", no_rv));
+  EXPECT_FALSE(replay_harmless("PATCH", no_rv));
+  EXPECT_TRUE(replay_harmless(
+      "PATCH", Json::parse(R"([{"op":"test","path":"/x","value":1},{"op":"remove","path":"/x"}])")));
+  EXPECT_FALSE(replay_harmless("PATCH", Json::parse(R"([{"op":"remove","path":"/x"}])")));
+  EXPECT_TRUE(
+      replay_harmless("DELETE", Json::parse(R"({"kind":"DeleteOptions","preconditions":{"uid":"u"}})")));
+  EXPECT_FALSE(replay_harmless("DELETE", Json::parse(R"({"kind":"DeleteOptions"})")));
+  EXPECT_TRUE(replay_harmless(
+      "POST", Json::parse(R"({"kind":"Eviction","deleteOptions":{"preconditions":{"uid":"u"}}})")));
+  EXPECT_FALSE(replay_harmless("POST", Json::parse(R"({"kind":"Eviction","deleteOptions":{}})")));
+  EXPECT_TRUE(replay_harmless("POST", Json::parse(R"({"kind":"SelfSubjectAccessReview"})")));
+  EXPECT_TRUE(replay_harmless("POST", Json::parse(R"({"kind":"Lease","metadata":{"name":"l"}})")));
+  EXPECT_FALSE(replay_harmless("POST", Json::parse(R"({"kind":"Event","metadata":{"generateName":"p."}})")));
+}
+
 TEST(RetryTest, ParseRetryAfterSeconds) {
   EXPECT_EQ(parse_retry_after("1"), milliseconds(1000));
   EXPECT_EQ(parse_retry_after(" 7 \r\n"), milliseconds(7000));
