@@ -17,7 +17,7 @@
 #include "host/host.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "manager/flow.h"
+#include "manager/drain.h"
 #include "manager/flow_plan.h"
 #include "manager/gpu_clients.h"
 #include "manager/known_node.h"
@@ -51,7 +51,7 @@ class Uninstall {
         cancel_(std::move(cancel)),
         node_(client, clock, cancel_, settings.node_name),
         pods_(client, clock, settings.node_name),
-        ctx_{settings, client, host, clock, cancel_, node_, pods_},
+        ctx_{settings, client, clock, cancel_, node_, pods_},
         reporter_(client, clock, settings.node_name, known_node_) {
     node_.use_known_node(&known_node_);
   }
@@ -114,7 +114,7 @@ class Uninstall {
   KnownNode known_node_;  // the newest node seen: the guarded writes (lease, taint, cordon) start from it
   NodeOps node_;
   PodWatch pods_;
-  FlowContext ctx_;
+  DrainContext ctx_;  // the eviction and the drain, stopped by SIGTERM
 
   FlowPlan flow_;      // the path and its steps
   SkipDecision skip_;  // read when the driver is loaded

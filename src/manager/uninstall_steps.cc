@@ -200,7 +200,7 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   if (auto c = cordon(); !c) return c;
   if (stop.cancelled())
     return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
-  const FlowContext ctx{settings_, client_, host_, clock_, stop, node_, pods_};
+  const DrainContext ctx{settings_, client_, clock_, stop, node_, pods_};
   const auto& ns = settings_.operator_namespace;
   const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
     for (const auto& w : beside) {
