@@ -16,12 +16,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "manager/node_keys.h"
 #include "manager/wait_progress.h"
 
 namespace dm::manager {
-
-// Written at each phase boundary of a run, removed at its end (also by `recover`).
-inline constexpr std::string_view kStateAnnotation = "nvidia.com/gpu-driver-manager.state";
 
 // The phases of a run, in the order the full path takes them.
 enum class Phase {

@@ -8,9 +8,9 @@
 #include "kube/config.h"
 #include "manager/command.h"
 #include "manager/lease.h"
+#include "manager/node_keys.h"
 #include "manager/node_ops.h"
 #include "manager/paused_record.h"
-#include "manager/progress.h"
 #include "manager/taint_ops.h"
 
 namespace dm::manager {
