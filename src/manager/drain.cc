@@ -35,7 +35,7 @@ PodFacts api_pod_facts(kube::Client& client) {
   return facts;
 }
 
-Deadline drain_deadline(const FlowContext& ctx) {
+Deadline drain_deadline(const DrainContext& ctx) {
   return ctx.settings.drain_timeout == Duration::zero()
              ? Deadline::none()
              : Deadline::after(ctx.clock, ctx.settings.drain_timeout);
@@ -60,7 +60,7 @@ std::vector<EvictionTarget> targets_of(const PodPlan& plan) {
   return out;
 }
 
-EvictionOptions eviction_options(const FlowContext& ctx, std::string what) {
+EvictionOptions eviction_options(const DrainContext& ctx, std::string what) {
   EvictionOptions o;
   o.what = std::move(what);
   o.retry_interval = ctx.settings.eviction_retry_interval;
@@ -85,7 +85,7 @@ bool workload_step_runs(const EvictionSwitches& switches, bool dra_on) {
   return switches.gpu_pod_eviction || (dra_on && switches.auto_drain);
 }
 
-Status evict_gpu_workloads(const FlowContext& ctx, const TakenBeside& beside,
+Status evict_gpu_workloads(const DrainContext& ctx, const TakenBeside& beside,
                            std::vector<std::string>* evicted_uids) {
   // Upstream logs both: the first from its flow, the second from its Kubernetes client.
   spdlog::info("Draining node {} of any GPU pods...", ctx.node.node());
@@ -127,7 +127,7 @@ Status evict_gpu_workloads(const FlowContext& ctx, const TakenBeside& beside,
   return ok_status();
 }
 
-Status drain_node(const FlowContext& ctx) {
+Status drain_node(const DrainContext& ctx) {
   auto selector = LabelSelector::parse(ctx.settings.drain_pod_selector_label);
   if (!selector) return selector.error().wrap("invalid DRAIN_POD_SELECTOR_LABEL");
   spdlog::info("Draining node {}", ctx.node.node());
@@ -149,7 +149,7 @@ Status drain_node(const FlowContext& ctx) {
   return ok_status();
 }
 
-Status check_dra_claim_holders(const FlowContext& ctx) {
+Status check_dra_claim_holders(const DrainContext& ctx) {
   spdlog::info("Checking that no pod on the node still holds a GPU resource claim");
   const auto facts = api_pod_facts(ctx.client);
   std::vector<std::string> holders;

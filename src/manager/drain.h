@@ -8,11 +8,26 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
-#include "manager/flow.h"
+#include "kube/client.h"
+#include "manager/node_ops.h"
 #include "manager/pod_rules.h"
+#include "manager/pod_watch.h"
+#include "manager/settings.h"
 
 namespace dm::manager {
+
+// What the eviction and the drain work with: the settings, the cluster, this node and its pods, one clock
+// and the token that stops them (SIGTERM, or a step beside them that failed).
+struct DrainContext {
+  const Settings& settings;
+  kube::Client& client;
+  const Clock& clock;
+  CancelToken cancel;
+  NodeOps& node;
+  PodWatch& pods;
+};
 
 // PodFacts answered by the API: DaemonSet existence (GET apps/v1) and GPU ResourceClaims (GET
 // resource.k8s.io/v1; 404 - also on clusters without that API - means "no claim").
@@ -32,7 +47,7 @@ EvictionSwitches eviction_switches(const Settings& settings, bool upgrade_policy
 bool workload_step_runs(const EvictionSwitches& switches, bool dra_on);
 
 // The deadline of DRAIN_TIMEOUT_SECONDS (zero = no limit, as upstream).
-Deadline drain_deadline(const FlowContext& ctx);
+Deadline drain_deadline(const DrainContext& ctx);
 
 // Pods that a step running beside the GPU-workload eviction takes off the node (the operand wait, the
 // gpu-client reset): the reason, or nullopt for a pod that is the eviction's to decide.
@@ -43,15 +58,15 @@ using TakenBeside = std::function<std::optional<std::string>(const nlohmann::jso
 // evictions do not finish before DRAIN_TIMEOUT_SECONDS. Pods `beside` names are neither evicted nor counted
 // in the equality rule (an operand DaemonSet pod still terminating is no refusal). `evicted_uids`, when
 // given, receives the UIDs it evicts or waits for.
-Status evict_gpu_workloads(const FlowContext& ctx, const TakenBeside& beside = {},
+Status evict_gpu_workloads(const DrainContext& ctx, const TakenBeside& beside = {},
                            std::vector<std::string>* evicted_uids = nullptr);
 
 // The full-drain fallback: evicts every pod of the node except DaemonSet and mirror pods (and pods the
 // DRAIN_POD_SELECTOR_LABEL selector does not match), with the same filters, PDB handling and deadline
 // as evict_gpu_workloads. The caller has cordoned the node.
-Status drain_node(const FlowContext& ctx);
+Status drain_node(const DrainContext& ctx);
 
 // The DRA claim guard: fails naming the pods that still hold an allocated gpu.nvidia.com ResourceClaim.
-Status check_dra_claim_holders(const FlowContext& ctx);
+Status check_dra_claim_holders(const DrainContext& ctx);
 
 }  // namespace dm::manager

@@ -19,10 +19,9 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/client.h"
+#include "manager/node_keys.h"
 
 namespace dm::manager {
-
-inline constexpr std::string_view kLeaseAnnotation = "nvidia.com/gpu-driver-manager.lease";
 
 // The lease as written on the node.
 struct LeaseRecord {

@@ -13,11 +13,9 @@
 #include "common/result.h"
 #include "kube/client.h"
 #include "manager/known_node.h"
+#include "manager/node_keys.h"
 
 namespace dm::manager {
-
-// Marks a cordon made by driver-manager, so that only that cordon is ever undone (an admin's survives).
-inline constexpr const char* kCordonedAnnotation = "nvidia.com/gpu-driver-manager.cordoned";
 
 // Upstream's label-update backoff: 1 s doubling, 20 % jitter, 7 attempts (sleeps about 1..32 s).
 struct RetryPolicy {

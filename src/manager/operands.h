@@ -10,16 +10,12 @@
 #include <utility>
 #include <vector>
 
+#include "manager/node_keys.h"
+
 namespace dm::manager {
 
 using Json = nlohmann::json;
 
-inline constexpr std::string_view kDeployLabelPrefix = "nvidia.com/gpu.deploy.";
-inline constexpr std::string_view kClientLabel = "nvidia.com/gpu.deploy.client";
-inline constexpr std::string_view kDraDriverLabel = "nvidia.com/gpu.deploy.dra-driver";
-inline constexpr std::string_view kDriverLabel = "nvidia.com/gpu.deploy.driver";
-inline constexpr std::string_view kPreInstalledValue = "pre-installed";
-inline constexpr std::string_view kUpgradeEnabledAnnotation = "nvidia.com/gpu-driver-upgrade-enabled";
 // app=<this> pods in the operator namespace are the DRA kubelet plugin (waited for after the plugin batch).
 inline constexpr std::string_view kDraPluginApp = "nvidia-dra-driver-kubelet-plugin";
 

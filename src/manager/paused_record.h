@@ -11,9 +11,9 @@
 #include <utility>
 #include <vector>
 
-namespace dm::manager {
+#include "manager/node_keys.h"
 
-inline constexpr std::string_view kPausedLabelsAnnotation = "nvidia.com/gpu-driver-manager.paused-labels";
+namespace dm::manager {
 
 // label key -> value before the pause.
 using PausedRecord = std::map<std::string, std::string>;

@@ -1,18 +1,22 @@
 // `driver-manager plan`: what uninstall_driver would do on this node now, read from the same sources (the
 // node, its pods, PodDisruptionBudgets, DaemonSets and claims the pod filters ask about, the host) and
-// decided by the same functions the flow calls - pause_patch/pause_waits, the pod pipelines, the taint plan,
-// the skip decision, the host's unload checks. Nothing is written: no patch, no eviction, no Event, no lease.
-// docs/plan.md describes the output.
+// decided by the same functions the flow calls: the path and its steps are the run's own (manager/flow_plan),
+// each step rendered here; the pods of each step are decided by the pipelines the step runs (pause_waits,
+// the gpu-client and workload pipelines, the taint plan). Nothing is written: no patch, no eviction, no
+// Event, no lease. docs/plan.md describes the output.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
 #include "host/host.h"
 #include "kube/client.h"
+#include "manager/flow_plan.h"
 #include "manager/own_pod.h"
 #include "manager/pdb.h"
 #include "manager/pod_rules.h"
@@ -58,10 +62,21 @@ struct PlanLabel {
 };
 
 // What the run would do with one pod.
+enum class PodAction : std::uint8_t { kWait, kReset, kEvict, kRefused, kIgnored };
+// What it would do with the GPU client taint.
+enum class TaintAction : std::uint8_t { kNone, kAdd, kAlreadyOurs, kPresentNotOurs };
+// What it would do with the node's schedulability.
+enum class CordonAction : std::uint8_t { kNone, kCordon, kAlreadyOurs, kCordonedByOther };
+
+// The words of the output ("wait", "already-ours", "cordoned-by-other", ...), one table each.
+std::string_view action_name(PodAction a);
+std::string_view action_name(TaintAction a);
+std::string_view action_name(CordonAction a);
+
 struct PlanPod {
-  std::string pod;     // namespace/name
-  std::string action;  // wait | reset | evict | refused | ignored
-  std::string step;    // operands | gpu-clients | gpu-workloads | dra-plugin-clients | dra-plugin | ""
+  std::string pod;  // namespace/name
+  PodAction action = PodAction::kIgnored;
+  std::string step;  // operands | gpu-clients | gpu-workloads | dra-plugin-clients | dra-plugin | ""
   std::string reason;
   std::vector<std::string> warnings;
 };
@@ -75,24 +90,24 @@ struct PlanModule {
 
 struct Plan {
   std::string node;
-  std::string path;  // pre-installed | no-driver | skip | full | refused
+  FlowPlan flow;  // the run's path and steps, as the run decides them
   std::string path_reason;
   std::vector<std::string> refusals;  // what would make the run fail, and at which step
-  std::vector<std::string> steps;     // what the run would do, in order
+  std::vector<std::string> steps;     // the steps of `flow`, rendered in order
 
   bool upgrade_policy = false;
   bool gpu_pod_eviction = false;  // effective (the policy supersedes it)
   bool auto_drain = false;        // effective
   std::vector<PlanLabel> labels;
 
-  std::string taint;         // the configured GPU client taint
-  std::string taint_action;  // add | already-ours | present-not-ours | none
+  std::string taint;  // the configured GPU client taint
+  TaintAction taint_action = TaintAction::kNone;
   std::string taint_reason;
   std::string own_pod;       // namespace/name, "" when not found
   std::string own_pod_note;  // how it was looked for, or why it was not found/read
   std::optional<bool> own_pod_tolerates;
 
-  std::string cordon;  // cordon | already-ours | cordoned-by-other | none
+  CordonAction cordon = CordonAction::kNone;
   std::string cordon_reason;
 
   std::vector<PlanPod> pods;

@@ -293,7 +293,7 @@ namespace {
 const Json& pod_at(const std::vector<Json>& pods, size_t i) {
   return pods[i];
 }
-const Json& pod_at(const SharedPods& pods, size_t i) {
+const Json& pod_at(const PodSnapshot& pods, size_t i) {
   return *pods[i];
 }
 
@@ -373,7 +373,7 @@ PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
   return plan_pods_of(pipeline, pods);
 }
 
-PodPlan plan_pods(const PodPipeline& pipeline, const SharedPods& pods) {
+PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods) {
   return plan_pods_of(pipeline, pods);
 }
 
@@ -382,7 +382,7 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods
   return plan_gpu_workload_eviction_of(pods, options, facts);
 }
 
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const SharedPods& pods, const DrainOptions& options,
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
                                                    const PodFacts& facts) {
   return plan_gpu_workload_eviction_of(pods, options, facts);
 }

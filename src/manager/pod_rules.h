@@ -170,9 +170,12 @@ struct PodPlan {
   [[nodiscard]] bool ok() const { return errors.empty(); }
 };
 PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods);
-// The same over pods shared with the pod watch's cache (no pod is copied but those the plan keeps).
-using SharedPods = std::vector<std::shared_ptr<const Json>>;
-PodPlan plan_pods(const PodPipeline& pipeline, const SharedPods& pods);
+// The pods of the node as the pod watch's cache held them at one moment, shared with the cache instead of
+// copied: the cache never changes a pod it handed out (an update replaces it), so a snapshot stays valid
+// without a lock.
+using PodSnapshot = std::vector<std::shared_ptr<const Json>>;
+// plan_pods over a snapshot (no pod is copied but those the plan keeps).
+PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
 
 // GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (one claim lookup per pod);
 // every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
@@ -183,7 +186,7 @@ struct GpuEvictionPlan {
 };
 Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
                                                    const PodFacts& facts);
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const SharedPods& pods, const DrainOptions& options,
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
                                                    const PodFacts& facts);
 
 }  // namespace dm::manager

@@ -82,6 +82,43 @@ void PodWatch::replace_all(std::vector<Json>& items) {
   changed_.notify_all();
 }
 
+void PodWatch::apply(kube::WatchEvent& ev) {
+  const auto uid = kube::uid(ev.object);
+  if (uid.empty()) return;
+  const bool stored = ev.type == "ADDED" || ev.type == "MODIFIED";
+  if (!stored && ev.type != "DELETED") return;
+  auto pod = stored ? cached_pod(std::move(ev.object)) : nullptr;
+  std::lock_guard lk(mu_);
+  if (stored) {
+    by_uid_[uid] = std::move(pod);
+  } else {
+    by_uid_.erase(uid);
+    left_.insert(uid);
+  }
+  ++generation_;
+  changed_.notify_all();
+}
+
+// A failed list or watch is not fatal: the waits keep their deadlines and name this error if they expire.
+void PodWatch::record_failure(const Error& error, bool polling, TimePoint& next_warning) {
+  {
+    std::lock_guard lk(mu_);
+    last_error_ = error.message;
+    last_error_status_ = error.http_status;
+    ++generation_;
+    changed_.notify_all();
+  }
+  const auto now = clock_.now();
+  if (now >= next_warning) {
+    spdlog::warn("{} the pods of node {} failed, retrying every second: {}", polling ? "Listing" : "Watching",
+                 node_, error.message);
+    next_warning = now + std::chrono::seconds(10);
+  } else {
+    spdlog::debug("{} the pods of node {} failed again: {}", polling ? "Listing" : "Watching", node_,
+                  error.message);
+  }
+}
+
 void PodWatch::run() {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + node_;
@@ -89,22 +126,7 @@ void PodWatch::run() {
   opts.reduce = kube::drop_unread_pod_fields;
   kube::WatchHandlers h;
   h.on_sync = [this](std::vector<Json>& items) { replace_all(items); };
-  h.on_event = [this](kube::WatchEvent& ev) {
-    const auto uid = kube::uid(ev.object);
-    if (uid.empty()) return;
-    const bool stored = ev.type == "ADDED" || ev.type == "MODIFIED";
-    if (!stored && ev.type != "DELETED") return;
-    auto pod = stored ? cached_pod(std::move(ev.object)) : nullptr;
-    std::lock_guard lk(mu_);
-    if (stored) {
-      by_uid_[uid] = std::move(pod);
-    } else {
-      by_uid_.erase(uid);
-      left_.insert(uid);
-    }
-    ++generation_;
-    changed_.notify_all();
-  };
+  h.on_event = [this](kube::WatchEvent& ev) { apply(ev); };
   h.done = [this] { return stop_.load(); };
   h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
 
@@ -149,23 +171,7 @@ void PodWatch::run() {
       clock_.sleep_for(std::chrono::milliseconds(200), stop_token_);
       continue;
     }
-    {
-      std::lock_guard lk(mu_);
-      last_error_ = s.error().message;
-      last_error_status_ = s.error().http_status;
-      ++generation_;
-      changed_.notify_all();
-    }
-    // A failed list or watch is not fatal: the waits keep their deadlines and name this error if they expire.
-    const auto now = clock_.now();
-    if (now >= next_warning) {
-      spdlog::warn("{} the pods of node {} failed, retrying every second: {}",
-                   polling ? "Listing" : "Watching", node_, s.error().message);
-      next_warning = now + std::chrono::seconds(10);
-    } else {
-      spdlog::debug("{} the pods of node {} failed again: {}", polling ? "Listing" : "Watching", node_,
-                    s.error().message);
-    }
+    record_failure(s.error(), polling, next_warning);
     clock_.sleep_for(std::chrono::seconds(1), stop_token_);
   }
 }

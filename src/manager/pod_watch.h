@@ -18,15 +18,12 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/client.h"
-#include "manager/progress.h"
+#include "manager/pod_rules.h"
+#include "manager/wait_progress.h"
 
 namespace dm::manager {
 
 using PodList = std::vector<nlohmann::json>;
-
-// The pods of the node as the cache held them at one moment, shared with the cache instead of copied: the
-// cache never changes a pod it handed out (an update replaces it), so a snapshot stays valid without a lock.
-using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
 
 // What a wait still waits for (one human-readable entry per pod or condition; empty = done), or an error
 // that ends the wait at once.
@@ -67,6 +64,8 @@ class PodWatch {
 
  private:
   void run();
+  void apply(kube::WatchEvent& ev);  // one watch event into the cache
+  void record_failure(const Error& error, bool polling, TimePoint& next_warning);
   // Replaces the cache with a full list of the node's pods (moved from).
   void replace_all(std::vector<nlohmann::json>& items);
 

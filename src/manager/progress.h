@@ -1,7 +1,8 @@
 // What a run tells the people watching it (docs/behaviour.md, Progress): the phase it is in and since when
 // (kept on the node as an annotation, so that `kubectl describe node` shows it), the duration of each phase
 // and what each one did (the summary line at the end), and the one progress line every wait logs at a
-// steady cadence. Pure bookkeeping: the flow decides when to write what this produces.
+// steady cadence (manager/wait_progress). Pure bookkeeping: manager/progress_reporter writes what this
+// produces.
 #pragma once
 
 #include <chrono>
@@ -15,11 +16,10 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "manager/node_keys.h"
+#include "manager/wait_progress.h"
 
 namespace dm::manager {
-
-// Written at each phase boundary of a run, removed at its end (also by `recover`).
-inline constexpr std::string_view kStateAnnotation = "nvidia.com/gpu-driver-manager.state";
 
 // The phases of a run, in the order the full path takes them.
 enum class Phase {
@@ -40,47 +40,8 @@ std::string_view phase_event_reason(Phase p);
 // One sentence for that Event.
 std::string_view phase_description(Phase p);
 
-// What one wait still waits for, as the progress line and the state annotation name it.
-struct WaitStatus {
-  std::string what;                    // "GPU operand pods to shut down"
-  std::vector<std::string> remaining;  // one entry per pod ("ns/name (detail)")
-  size_t most = 0;                     // the most entries the wait has had (the "of M")
-  Duration elapsed{};
-  std::optional<Duration> left;  // nullopt: no deadline
-};
-
-// Called by every wait whenever it logs its progress line, and once when it starts.
-using WaitObserver = std::function<void(const WaitStatus&, bool started)>;
-
 // "1.2s", "2m3.4s": phase durations in the summary.
 std::string format_phase_duration(Duration d);
-// "a, b, c and 4 more": at most `limit` names (progress lines, timeouts, the state annotation).
-std::string join_names(const std::vector<std::string>& items, size_t limit);
-
-// "Still waiting for <what>: <n> of <m> left: <names> (elapsed <e>, <r> left)" (at most 10 names).
-std::string wait_progress_line(const WaitStatus& s);
-
-// The progress of one wait: update() it with what remains on every check; it logs the progress line every
-// `every` (counted from the start) and tells `observer` (may be null) at the start and at each line.
-class WaitProgress {
- public:
-  WaitProgress(const Clock& clock, std::string what, Deadline deadline, Duration every,
-               const WaitObserver* observer);
-  void update(const std::vector<std::string>& remaining);
-  [[nodiscard]] Duration elapsed() const { return clock_.now() - start_; }
-
- private:
-  const Clock& clock_;
-  std::string what_;
-  Deadline deadline_;
-  Duration every_;
-  const WaitObserver* observer_;
-  TimePoint start_;
-  TimePoint next_log_;
-  size_t most_ = 0;
-  bool started_ = false;
-};
-
 // The phases of one run, their durations and counters, the annotation value and the summary line.
 // Thread-safe: waits may report from any thread.
 class RunProgress {

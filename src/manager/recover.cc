@@ -6,10 +6,11 @@
 #include <nlohmann/json.hpp>
 
 #include "kube/config.h"
+#include "manager/command.h"
 #include "manager/lease.h"
+#include "manager/node_keys.h"
 #include "manager/node_ops.h"
 #include "manager/paused_record.h"
-#include "manager/progress.h"
 #include "manager/taint_ops.h"
 
 namespace dm::manager {
@@ -101,27 +102,12 @@ Result<RecoverReport> recover_node(kube::Client& client, const Clock& clock, con
 }
 
 int run_recover(const Settings& settings, bool force) {
-  if (settings.node_name.empty()) {
-    spdlog::critical("NODE_NAME (--node-name) is empty: set it to the name of the node to recover");
-    return 1;
-  }
+  if (!require_node_name(settings, "the name of the node to recover")) return 1;
   SystemClock clock;
-  auto config = kube::load_config(settings.kubeconfig);
-  if (!config) {
-    spdlog::critical("cannot load the Kubernetes client configuration: {}", config.error().message);
-    return 1;
-  }
-  kube::ClientOptions options;
-  options.clock = &clock;
-  options.max_retries = 9;  // rides out a control-plane restart, like uninstall_driver
-  auto client = kube::Client::create(*config, options);
-  if (!client) {
-    spdlog::critical("cannot create the Kubernetes client for {}: {}", config->source,
-                     client.error().message);
-    return 1;
-  }
+  auto connection = connect(settings, restart_tolerant_options(clock));  // like uninstall_driver
+  if (!connection) return 1;
   spdlog::info("Recovering node {} from what an interrupted run of driver-manager left", settings.node_name);
-  auto report = recover_node(**client, clock, settings.node_name, force);
+  auto report = recover_node(*connection->client, clock, settings.node_name, force);
   if (!report) {
     spdlog::critical("recover failed: {}", report.error().message);
     return 1;

@@ -13,13 +13,10 @@
 #include "common/result.h"
 #include "kube/client.h"
 #include "manager/known_node.h"
+#include "manager/node_keys.h"
 #include "manager/taints.h"
 
 namespace dm::manager {
-
-// Node annotation naming the taint driver-manager added ("key[=value]:effect"); written and removed in the
-// same patch as the taint itself.
-inline constexpr std::string_view kTaintOwnerAnnotation = "nvidia.com/gpu-driver-manager.tainted";
 
 // What add() found and did.
 enum class TaintOutcome {

@@ -82,7 +82,7 @@ const PlanPod& find(const Plan& p, const std::string& ref) {
 
 TEST(Plan, FullPathGivesEachPodTheDecisionOfItsStep) {
   const Plan p = build_plan(settings(), full_inputs());
-  EXPECT_EQ(p.path, "full");
+  EXPECT_EQ(p.flow.path, RunPath::kFull);
   EXPECT_TRUE(p.refusals.empty());
   ASSERT_EQ(p.labels.size(), 2U);
   for (const auto& l : p.labels) {
@@ -90,14 +90,14 @@ TEST(Plan, FullPathGivesEachPodTheDecisionOfItsStep) {
     EXPECT_EQ(l.to, "paused-for-driver-upgrade");
     EXPECT_EQ(l.batch, "pause");
   }
-  EXPECT_EQ(find(p, "gpu-operator/nvidia-device-plugin-daemonset-abcde").action, "wait");
+  EXPECT_EQ(find(p, "gpu-operator/nvidia-device-plugin-daemonset-abcde").action, PodAction::kWait);
   EXPECT_EQ(find(p, "gpu-operator/nvidia-device-plugin-daemonset-abcde").step, "operands");
-  EXPECT_EQ(find(p, "ml/agent-1").action, "reset");
-  EXPECT_EQ(find(p, "ml/train-1").action, "evict");
-  EXPECT_EQ(find(p, "web/front-1").action, "ignored");
+  EXPECT_EQ(find(p, "ml/agent-1").action, PodAction::kReset);
+  EXPECT_EQ(find(p, "ml/train-1").action, PodAction::kEvict);
+  EXPECT_EQ(find(p, "web/front-1").action, PodAction::kIgnored);
   EXPECT_EQ(find(p, "web/front-1").reason, "does not use a GPU");
-  EXPECT_EQ(p.taint_action, "add");
-  EXPECT_EQ(p.cordon, "cordon");
+  EXPECT_EQ(p.taint_action, TaintAction::kAdd);
+  EXPECT_EQ(p.cordon, CordonAction::kCordon);
   // Only the budget covering a pod to evict, and it blocks.
   ASSERT_EQ(p.pdbs.size(), 1U);
   EXPECT_EQ(p.pdbs[0].pdb, "ml/train-pdb");
@@ -112,27 +112,27 @@ TEST(Plan, UpgradePolicyLeavesGpuPodsToTheOperatorAndNeverCordons) {
   const Plan p = build_plan(settings(), in);
   EXPECT_TRUE(p.upgrade_policy);
   EXPECT_FALSE(p.gpu_pod_eviction);
-  EXPECT_EQ(p.cordon, "none");
-  EXPECT_EQ(find(p, "ml/train-1").action, "ignored");
+  EXPECT_EQ(p.cordon, CordonAction::kNone);
+  EXPECT_EQ(find(p, "ml/train-1").action, PodAction::kIgnored);
   EXPECT_THAT(find(p, "ml/train-1").reason, HasSubstr("upgrade policy"));
-  EXPECT_EQ(find(p, "ml/agent-1").action, "reset") << "clients are reset under the policy too";
+  EXPECT_EQ(find(p, "ml/agent-1").action, PodAction::kReset) << "clients are reset under the policy too";
 }
 
 TEST(Plan, AClientWithoutControllerIsRefusedAndNothingIsTainted) {
   PlanInputs in = full_inputs();
   in.pods.push_back(pod("ml", "loner", Json::object(), {{"nvidia.com/gpu.client", "true"}}, ""));
   const Plan p = build_plan(settings(), in);
-  EXPECT_EQ(find(p, "ml/loner").action, "refused");
+  EXPECT_EQ(find(p, "ml/loner").action, PodAction::kRefused);
   ASSERT_EQ(p.refusals.size(), 1U);
   EXPECT_THAT(p.refusals[0], HasSubstr("ml/loner"));
-  EXPECT_EQ(p.taint_action, "none");
+  EXPECT_EQ(p.taint_action, TaintAction::kNone);
 }
 
 TEST(Plan, AGpuPodThatCannotBeEvictedIsRefused) {
   PlanInputs in = full_inputs();
   in.pods.push_back(pod("ml", "bare-gpu", Json::object(), Json::object(), "", true));
   const Plan p = build_plan(settings(), in);
-  EXPECT_EQ(find(p, "ml/bare-gpu").action, "refused");
+  EXPECT_EQ(find(p, "ml/bare-gpu").action, PodAction::kRefused);
   ASSERT_EQ(p.refusals.size(), 1U);
   EXPECT_THAT(p.refusals[0], HasSubstr("Cannot delete all GPU pods"));
 }
@@ -141,18 +141,18 @@ TEST(Plan, HostDriverTakesThePreInstalledPath) {
   PlanInputs in = full_inputs();
   in.host_driver_version = "550.54.15";
   const Plan p = build_plan(settings(), in);
-  EXPECT_EQ(p.path, "pre-installed");
+  EXPECT_EQ(p.flow.path, RunPath::kPreInstalled);
   ASSERT_EQ(p.labels.size(), 1U);
   EXPECT_EQ(p.labels[0].key, "nvidia.com/gpu.deploy.driver");
   EXPECT_EQ(p.labels[0].to, "pre-installed");
-  for (const auto& pod : p.pods) EXPECT_EQ(pod.action, "ignored");
+  for (const auto& pod : p.pods) EXPECT_EQ(pod.action, PodAction::kIgnored);
 }
 
 TEST(Plan, AnUnloadableKernelOrAnIntolerantOwnPodRefusesBeforeAnyWrite) {
   PlanInputs in = full_inputs();
   in.can_unload = Error("nvidia is built into the kernel");
   Plan p = build_plan(settings(), in);
-  EXPECT_EQ(p.path, "refused");
+  EXPECT_EQ(p.flow.path, RunPath::kRefused);
   EXPECT_TRUE(p.labels.empty());
   ASSERT_EQ(p.refusals.size(), 1U);
   EXPECT_THAT(p.refusals[0], HasSubstr("built into the kernel"));
@@ -164,7 +164,7 @@ TEST(Plan, AnUnloadableKernelOrAnIntolerantOwnPodRefusesBeforeAnyWrite) {
   in.own_pod = own;
   in.pods.push_back(own.pod);
   p = build_plan(settings(), in);
-  EXPECT_EQ(p.path, "refused");
+  EXPECT_EQ(p.flow.path, RunPath::kRefused);
   ASSERT_TRUE(p.own_pod_tolerates.has_value());
   EXPECT_FALSE(*p.own_pod_tolerates);
   EXPECT_THAT(p.refusals[0], HasSubstr("does not tolerate the GPU client taint"));
@@ -177,7 +177,7 @@ TEST(Plan, AnUnloadableKernelKeepingTheDesiredDriverTakesTheSkipPath) {
   in.can_unload = Error("nvidia is built into the kernel");
   in.skip.skip = true;
   const Plan p = build_plan(settings(), in);
-  EXPECT_EQ(p.path, "skip");
+  EXPECT_EQ(p.flow.path, RunPath::kSkip);
   EXPECT_TRUE(p.refusals.empty());
   EXPECT_TRUE(refuse_for_unloadable_driver(in.can_unload, SkipDecision{}));
   EXPECT_FALSE(refuse_for_unloadable_driver(in.can_unload, in.skip));
@@ -189,17 +189,18 @@ TEST(Plan, NoDriverAndSkipPathsEvictNoWorkload) {
   in.nvidia_loaded = false;
   in.holders.clear();
   Plan p = build_plan(settings(), in);
-  EXPECT_EQ(p.path, "no-driver");
+  EXPECT_EQ(p.flow.path, RunPath::kNoDriver);
   EXPECT_TRUE(p.labels.empty());
-  for (const auto& pod : p.pods) EXPECT_EQ(pod.action, "ignored") << pod.pod;
+  for (const auto& pod : p.pods) EXPECT_EQ(pod.action, PodAction::kIgnored) << pod.pod;
 
   in = full_inputs();
   in.skip.skip = true;
   p = build_plan(settings(), in);
-  EXPECT_EQ(p.path, "skip");
-  EXPECT_EQ(find(p, "ml/agent-1").action, "reset") << "clients go with the operands, before the skip";
-  EXPECT_EQ(find(p, "ml/train-1").action, "ignored");
-  EXPECT_EQ(p.cordon, "none");
+  EXPECT_EQ(p.flow.path, RunPath::kSkip);
+  EXPECT_EQ(find(p, "ml/agent-1").action, PodAction::kReset)
+      << "clients go with the operands, before the skip";
+  EXPECT_EQ(find(p, "ml/train-1").action, PodAction::kIgnored);
+  EXPECT_EQ(p.cordon, CordonAction::kNone);
 }
 
 TEST(Plan, LeftoversOfAnEarlierRunAreNamed) {
@@ -212,8 +213,8 @@ TEST(Plan, LeftoversOfAnEarlierRunAreNamed) {
   ASSERT_EQ(p.leftovers.size(), 2U);
   EXPECT_THAT(p.leftovers[0], HasSubstr("kept on until the driver is unloaded"));
   EXPECT_THAT(p.leftovers[1], HasSubstr("uncordoned at the end"));
-  EXPECT_EQ(p.taint_action, "already-ours");
-  EXPECT_EQ(p.cordon, "already-ours");
+  EXPECT_EQ(p.taint_action, TaintAction::kAlreadyOurs);
+  EXPECT_EQ(p.cordon, CordonAction::kAlreadyOurs);
 }
 
 TEST(Pdb, SelectorsFollowTheirApiVersion) {
@@ -286,7 +287,7 @@ TEST(PlanRender, TextAndJsonCarryTheSameDecisions) {
   ASSERT_EQ(j["pods"].size(), p.pods.size());
   for (size_t i = 0; i < p.pods.size(); ++i) {
     EXPECT_EQ(j["pods"][i]["pod"], p.pods[i].pod);
-    EXPECT_EQ(j["pods"][i]["action"], p.pods[i].action);
+    EXPECT_EQ(j["pods"][i]["action"], action_name(p.pods[i].action));
     EXPECT_EQ(j["pods"][i]["reason"], p.pods[i].reason);
   }
   EXPECT_EQ(j["podDisruptionBudgets"][0]["blocks"], true);

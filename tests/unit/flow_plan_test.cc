@@ -1,0 +1,132 @@
+// The run's path and steps as data: the order the paths are tried, the steps of each, the phases they open.
+#include "manager/flow_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+namespace dm::manager {
+namespace {
+
+using ::testing::ElementsAre;
+
+FlowFacts loaded() {
+  FlowFacts f;
+  f.nvidia_loaded = true;
+  f.gpu_pod_eviction = true;
+  return f;
+}
+
+std::vector<Step> steps_of(const FlowPlan& p) {
+  std::vector<Step> out;
+  for (const auto& s : p.steps) out.push_back(s.step);
+  return out;
+}
+
+std::optional<Phase> phase_of(const FlowPlan& p, Step step) {
+  for (const auto& s : p.steps) {
+    if (s.step == step) return s.phase;
+  }
+  throw std::runtime_error("no step " + std::string(step_name(step)));
+}
+
+TEST(FlowPlan, PathsAreTriedInOrder) {
+  FlowFacts f = loaded();
+  f.host_driver = true;
+  f.refused = true;
+  f.skip = true;
+  EXPECT_EQ(plan_flow(f).path, RunPath::kPreInstalled) << "a host driver comes before everything";
+  f.host_driver = false;
+  EXPECT_EQ(plan_flow(f).path, RunPath::kRefused);
+  f.refused = false;
+  EXPECT_EQ(plan_flow(f).path, RunPath::kSkip);
+  f.nvidia_loaded = false;
+  EXPECT_EQ(plan_flow(f).path, RunPath::kNoDriver) << "nothing loaded: nothing to keep either";
+  f = loaded();
+  EXPECT_EQ(plan_flow(f).path, RunPath::kFull);
+  EXPECT_EQ(path_name(RunPath::kNoDriver), "no-driver");
+  EXPECT_EQ(path_name(RunPath::kPreInstalled), "pre-installed");
+}
+
+TEST(FlowPlan, FullPathStepsAndPhases) {
+  const FlowPlan p = plan_flow(loaded());
+  EXPECT_TRUE(p.evict_workloads);
+  EXPECT_THAT(steps_of(p),
+              ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
+                          Step::kResetDraPluginClients, Step::kUnloadDriver, Step::kUnbindVfio,
+                          Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
+  EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
+                                      Phase::kRestore));
+  EXPECT_EQ(phase_of(p, Step::kWaitMofed), Phase::kUnloadDriver) << "without RDMA it opens no phase";
+}
+
+TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
+  FlowFacts f = loaded();
+  f.dra_on = true;
+  f.auto_drain = true;
+  f.gpu_direct_rdma = true;
+  const FlowPlan p = plan_flow(f);
+  EXPECT_THAT(steps_of(p),
+              ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
+                          Step::kDrainAfterFailedEviction, Step::kCheckDraClaims,
+                          Step::kResetDraPluginClients, Step::kDrainDraPlugin, Step::kUnloadDriver,
+                          Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
+  EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
+                                      Phase::kWaitMofed, Phase::kRestore));
+}
+
+TEST(FlowPlan, WorkloadsAreEvictedWithEvictionOnOrWithDraAndTheDrainFallback) {
+  FlowFacts f = loaded();
+  f.gpu_pod_eviction = false;
+  EXPECT_FALSE(plan_flow(f).evict_workloads);
+  f.auto_drain = true;
+  EXPECT_FALSE(plan_flow(f).evict_workloads) << "auto drain alone waits for a failed unload";
+  f.dra_on = true;
+  EXPECT_TRUE(plan_flow(f).evict_workloads);
+  f.skip = true;
+  EXPECT_FALSE(plan_flow(f).evict_workloads) << "the skip path evicts no workload";
+}
+
+TEST(FlowPlan, SkipPathBouncesTheClientsAndKeepsTheDriver) {
+  FlowFacts f = loaded();
+  f.skip = true;
+  f.dra_on = true;
+  const FlowPlan p = plan_flow(f);
+  EXPECT_THAT(steps_of(p),
+              ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
+                          Step::kDrainDraPlugin, Step::kCleanStaleMounts, Step::kUndoChanges));
+  EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kCleanDriverRoot, Phase::kRestore));
+}
+
+TEST(FlowPlan, NoDriverPathEvictsNothing) {
+  FlowFacts f;
+  f.gpu_direct_rdma = true;
+  const FlowPlan p = plan_flow(f);
+  EXPECT_THAT(steps_of(p), ElementsAre(Step::kRemoveStaleDriverRoot, Step::kUnloadNouveau, Step::kUnbindVfio,
+                                       Step::kWaitMofed, Step::kRestoreLabels, Step::kUndoChanges));
+  EXPECT_THAT(p.phases(), ElementsAre(Phase::kCleanDriverRoot, Phase::kWaitMofed, Phase::kRestore));
+}
+
+TEST(FlowPlan, PreInstalledAndRefusedPathsHaveNoPhases) {
+  FlowFacts f;
+  f.host_driver = true;
+  const FlowPlan p = plan_flow(f);
+  EXPECT_THAT(steps_of(p), ElementsAre(Step::kLabelPreInstalled, Step::kAwaitRemoval));
+  EXPECT_TRUE(p.phases().empty());
+  f.host_driver = false;
+  f.refused = true;
+  EXPECT_TRUE(plan_flow(f).steps.empty());
+}
+
+TEST(FlowPlan, EveryStepHasItsOwnName) {
+  std::set<std::string_view> names;
+  for (int i = 0; i <= static_cast<int>(Step::kUndoChanges); ++i)
+    names.insert(step_name(static_cast<Step>(i)));
+  EXPECT_EQ(names.size(), static_cast<size_t>(Step::kUndoChanges) + 1);
+  EXPECT_TRUE(step_is_report(Step::kReportSkipDecision));
+  EXPECT_FALSE(step_is_report(Step::kUnloadDriver));
+}
+
+}  // namespace
+}  // namespace dm::manager
