@@ -331,7 +331,9 @@ Result<Duration> parse_go_duration(std::string_view orig) {
   }
   if (s == "0") return Duration::zero();
   if (s.empty()) return invalid();
-  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  // As in Go, the running values may reach 2^63 (the magnitude of the most negative duration); only a
+  // positive total is limited to 2^63-1, at the end.
+  constexpr uint64_t kMax = uint64_t{1} << 63;
   uint64_t total = 0;
   while (!s.empty()) {
     if (!(s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) return invalid();
@@ -400,11 +402,14 @@ Result<Duration> parse_go_duration(std::string_view orig) {
       v += static_cast<uint64_t>(static_cast<double>(f) * (static_cast<double>(mult) / scale));
       if (v > kMax) return invalid();
     }
+    if (v > kMax - total) return invalid();  // (no wrap-around: 2^63 + 2^63 is 0 in 64 bits)
     total += v;
-    if (total > kMax) return invalid();
   }
-  const auto ns = static_cast<int64_t>(total);
-  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(neg ? -ns : ns));
+  if (!neg && total == kMax) return invalid();
+  // -2^63 is representable; its magnitude is not.
+  const int64_t ns = total == kMax ? std::numeric_limits<int64_t>::min()
+                                   : (neg ? -static_cast<int64_t>(total) : static_cast<int64_t>(total));
+  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns));
 }
 
 Result<Duration> parse_duration_or_seconds(std::string_view s) {
