@@ -47,6 +47,45 @@ TEST(LabelSelectorTest, ParsesAndMatches) {
   EXPECT_TRUE(LabelSelector::parse("x!=1")->matches(Json()));
 }
 
+// Differential against Kubernetes' documented selector grammar: the examples of its documentation (labels
+// concept page, and the grammar comment of its parser: the empty string is a value, "()" is the set holding
+// only it, a bare key requires the key, "!key" its absence) read with the meaning given there.
+TEST(LabelSelectorTest, KubernetesDocumentedExamplesMeanWhatTheGrammarSays) {
+  const Json labels =
+      Json::parse(R"({"environment":"production","tier":"backend","partition":"","x":"","y":"1"})");
+  struct Case {
+    const char* selector;
+    bool match;
+  };
+  const Case cases[] = {
+      {"environment = production", true},
+      {"tier != frontend", true},
+      {"environment=production,tier!=frontend", true},
+      {"environment in (production, qa)", true},
+      {"tier notin (frontend, backend)", false},
+      {"partition", true},
+      {"!partition", false},
+      {"partition,environment notin (qa)", true},
+      {"x in (foo,,baz),y,z notin ()", true},  // x is "", one of the values; y exists; z is absent
+      {"x in ()", true},                       // "()" is {""}
+      {"y in ()", false},
+      {"partition=", true},  // an empty value
+      {"environment=", false},
+      {"environment==production", true},
+      {"  environment  in  ( production )  ", true},
+  };
+  for (const auto& c : cases) {
+    auto sel = LabelSelector::parse(c.selector);
+    ASSERT_TRUE(sel) << c.selector << ": " << sel.error().message;
+    EXPECT_EQ(sel->matches(labels), c.match) << c.selector;
+  }
+  // Not in the grammar: a value list without parentheses, an unclosed one, an empty requirement, "!" with
+  // an operator, two values for one key.
+  for (const char* bad : {"environment in production", "x in (a", "a,,b", "!x=y", "x=a b", "x=a=b"}) {
+    EXPECT_FALSE(LabelSelector::parse(bad)) << bad;
+  }
+}
+
 TEST(LabelSelectorTest, RejectsBadSyntax) {
   for (const char* bad : {"app=web,", ",", "app in web", "app in (a", "app between (a)", "=x", "!", "a b"}) {
     auto sel = LabelSelector::parse(bad);
