@@ -36,6 +36,24 @@ TEST(Lease, AnUnreadableOrMissingAnnotationIsNoLease) {
       lease_of(node_with(R"({"holder":"x","renewTime":"yesterday","leaseDurationSeconds":60})")).has_value());
 }
 
+// Written by anyone who may patch the node: a time or duration no run of ours writes is no lease (and would
+// overflow the clock when compared with now).
+TEST(Lease, ATimeOrDurationOutOfRangeIsNoLease) {
+  for (const char* value :
+       {R"({"holder":"x","renewTime":"4052-11-30T22:39:45Z","leaseDurationSeconds":60})",
+        R"({"holder":"x","renewTime":"1900-01-01T00:00:00Z","leaseDurationSeconds":60})",
+        R"({"holder":"x","renewTime":"2026-11-30T22:39:45Z","leaseDurationSeconds":-1})",
+        R"({"holder":"x","renewTime":"2026-11-30T22:39:45Z","leaseDurationSeconds":86401})",
+        R"({"holder":"x","renewTime":"2026-11-30T22:39:45Z",)"
+        R"("leaseDurationSeconds":9223372036854775807})"}) {
+    EXPECT_FALSE(lease_of(node_with(value)).has_value()) << value;
+  }
+  const auto lease = lease_of(
+      node_with(R"({"holder":"x","renewTime":"2199-12-31T23:59:59Z","leaseDurationSeconds":86400})"));
+  ASSERT_TRUE(lease.has_value());
+  EXPECT_FALSE(lease->expired(std::chrono::system_clock::now()));
+}
+
 TEST(Lease, HolderIsThePodWhenThereIsOne) {
   EXPECT_EQ(lease_holder_identity("gpu-operator/driver-abc", "node-1"), "pod gpu-operator/driver-abc");
   EXPECT_NE(lease_holder_identity("", "node-1").find("on node-1"), std::string::npos);
