@@ -253,7 +253,8 @@ std::string go_duration_string(Duration d) {
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
   if (ns == 0) return "0s";
   const bool neg = ns < 0;
-  auto u = static_cast<uint64_t>(neg ? -ns : ns);
+  // The magnitude in unsigned arithmetic: -ns overflows for the most negative duration.
+  const auto u = neg ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
   // The digits of v / 10^prec with the fraction's trailing zeros (and a bare ".") dropped.
   const auto frac = [](uint64_t v, int prec) {
     std::string digits;

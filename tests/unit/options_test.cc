@@ -499,6 +499,8 @@ TEST(OptionsTest, GoDurationString) {
   EXPECT_EQ(go_duration_string(std::chrono::microseconds(2)), "2\u00b5s");
   EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(7)), "7ns");
   EXPECT_EQ(go_duration_string(-seconds(2)), "-2s");
+  EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(std::numeric_limits<int64_t>::min())),
+            "-2562047h47m16.854775808s");
   // It round-trips through the parser.
   for (Duration d : {Duration(minutes(5)), Duration(seconds(61)), Duration(milliseconds(1234))}) {
     auto back = parse_go_duration(go_duration_string(d));
