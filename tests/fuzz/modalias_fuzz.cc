@@ -1,5 +1,7 @@
 // PCI modaliases and the vfio_pci lines of modules.alias (vfio/modalias): the first line of the input is
 // a device's modalias, the rest a modules.alias file. A device always matches itself as a pattern.
+#include <algorithm>
+
 #include "fuzz_support.h"
 #include "vfio/modalias.h"
 
