@@ -31,6 +31,7 @@ if [[ -z $work ]]; then
 fi
 mkdir -p "$work" "$build/fuzz-artifacts/$target"
 echo "$target: replaying $(find "$corpus" -type f | wc -l) corpus files, then fuzzing for ${seconds}s"
-# -timeout: an input taking 10 s is a hang; -rss_limit_mb: one taking 2 GB a memory blow-up.
-exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+# -timeout: an input taking 10 s is a hang; -rss_limit_mb: one taking 2 GB a memory blow-up. libFuzzer's
+# own exit code for a failure is 77, which would read as "skipped": make it 1.
+exec "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -error_exitcode=1 \
   -artifact_prefix="$build/fuzz-artifacts/$target/" "${dict_args[@]}" "$work" "$corpus"
