@@ -45,15 +45,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   auto& server = dm::fuzz::loopback_server();
   server.respond(response);
-  dm::kube::HttpRequest req;
   std::string streamed;
-  if (stream) {
-    req.on_body = [&](std::string_view piece) {
-      streamed.append(piece);
-      return true;
-    };
-  }
-  const auto resp = server.perform(req);
+  const auto resp = server.perform({}, stream ? &streamed : nullptr);
   if (!resp.transport_error.empty()) dm::fuzz::fail("transport error: " + resp.transport_error);
   if (resp.status != status) dm::fuzz::fail("status " + std::to_string(resp.status));
   const std::string& got = stream && status < 300 ? streamed : resp.body;

@@ -52,8 +52,14 @@ std::string LoopbackServer::url() const {
   return "http://127.0.0.1:" + std::to_string(port_) + "/api/v1/nodes";
 }
 
-kube::HttpResponse LoopbackServer::perform(kube::HttpRequest request) {
+kube::HttpResponse LoopbackServer::perform(kube::HttpRequest request, std::string* streamed) {
   request.url = url();
+  if (streamed != nullptr) {
+    request.on_body = [streamed](std::string_view piece) {
+      streamed->append(piece);
+      return true;
+    };
+  }
   request.timeout = std::chrono::seconds(10);  // never reached: the server always closes
   auto conn = kube::HttpConnection::create(kube::Config{.server = "http://127.0.0.1"}, "dm-fuzz");
   if (!conn) fail(conn.error().message);

@@ -24,8 +24,9 @@ class LoopbackServer {
   void respond(std::string_view response);
   [[nodiscard]] std::string url() const;
 
-  // One request with a connection of its own (method "GET" or "HEAD"; on_body may be set by the caller).
-  kube::HttpResponse perform(kube::HttpRequest request);
+  // One request with a connection of its own. With `streamed`, a 2xx body is streamed into it piece by
+  // piece (as list and watch bodies are) instead of being buffered.
+  kube::HttpResponse perform(kube::HttpRequest request, std::string* streamed = nullptr);
 
  private:
   void run();
