@@ -39,17 +39,15 @@ TEST(Lease, AnUnreadableOrMissingAnnotationIsNoLease) {
 // Written by anyone who may patch the node: a time or duration no run of ours writes is no lease (and would
 // overflow the clock when compared with now).
 TEST(Lease, ATimeOrDurationOutOfRangeIsNoLease) {
-  for (const char* value :
-       {R"({"holder":"x","renewTime":"4052-11-30T22:39:45Z","leaseDurationSeconds":60})",
-        R"({"holder":"x","renewTime":"1900-01-01T00:00:00Z","leaseDurationSeconds":60})",
-        R"({"holder":"x","renewTime":"2026-11-30T22:39:45Z","leaseDurationSeconds":-1})",
-        R"({"holder":"x","renewTime":"2026-11-30T22:39:45Z","leaseDurationSeconds":86401})",
-        R"({"holder":"x","renewTime":"2026-11-30T22:39:45Z",)"
-        R"("leaseDurationSeconds":9223372036854775807})"}) {
-    EXPECT_FALSE(lease_of(node_with(value)).has_value()) << value;
+  const auto value = [](const std::string& renew_time, const std::string& seconds) {
+    return R"({"holder":"x","renewTime":")" + renew_time + R"(","leaseDurationSeconds":)" + seconds + "}";
+  };
+  for (const auto& v : {value("4052-11-30T22:39:45Z", "60"), value("1900-01-01T00:00:00Z", "60"),
+                        value("2026-11-30T22:39:45Z", "-1"), value("2026-11-30T22:39:45Z", "86401"),
+                        value("2026-11-30T22:39:45Z", "9223372036854775807")}) {
+    EXPECT_FALSE(lease_of(node_with(v)).has_value()) << v;
   }
-  const auto lease = lease_of(
-      node_with(R"({"holder":"x","renewTime":"2199-12-31T23:59:59Z","leaseDurationSeconds":86400})"));
+  const auto lease = lease_of(node_with(value("2199-12-31T23:59:59Z", "86400")));
   ASSERT_TRUE(lease.has_value());
   EXPECT_FALSE(lease->expired(std::chrono::system_clock::now()));
 }
