@@ -253,7 +253,8 @@ std::string go_duration_string(Duration d) {
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
   if (ns == 0) return "0s";
   const bool neg = ns < 0;
-  auto u = static_cast<uint64_t>(neg ? -ns : ns);
+  // The magnitude in unsigned arithmetic: -ns overflows for the most negative duration.
+  const auto u = neg ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
   // The digits of v / 10^prec with the fraction's trailing zeros (and a bare ".") dropped.
   const auto frac = [](uint64_t v, int prec) {
     std::string digits;
@@ -331,7 +332,9 @@ Result<Duration> parse_go_duration(std::string_view orig) {
   }
   if (s == "0") return Duration::zero();
   if (s.empty()) return invalid();
-  constexpr uint64_t kMax = static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+  // As in Go, the running values may reach 2^63 (the magnitude of the most negative duration); only a
+  // positive total is limited to 2^63-1, at the end.
+  constexpr uint64_t kMax = uint64_t{1} << 63;
   uint64_t total = 0;
   while (!s.empty()) {
     if (!(s[0] == '.' || (s[0] >= '0' && s[0] <= '9'))) return invalid();
@@ -400,11 +403,14 @@ Result<Duration> parse_go_duration(std::string_view orig) {
       v += static_cast<uint64_t>(static_cast<double>(f) * (static_cast<double>(mult) / scale));
       if (v > kMax) return invalid();
     }
+    if (v > kMax - total) return invalid();  // (no wrap-around: 2^63 + 2^63 is 0 in 64 bits)
     total += v;
-    if (total > kMax) return invalid();
   }
-  const auto ns = static_cast<int64_t>(total);
-  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(neg ? -ns : ns));
+  if (!neg && total == kMax) return invalid();
+  // -2^63 is representable; its magnitude is not.
+  const int64_t ns = total == kMax ? std::numeric_limits<int64_t>::min()
+                                   : (neg ? -static_cast<int64_t>(total) : static_cast<int64_t>(total));
+  return std::chrono::duration_cast<Duration>(std::chrono::nanoseconds(ns));
 }
 
 Result<Duration> parse_duration_or_seconds(std::string_view s) {

@@ -16,13 +16,16 @@ bool is_hex(char c) {
 std::optional<std::string> parse_uid(std::string_view s) {
   std::string out;
   int digits = 0;
+  int last_separator_at = -1;  // digits before the last separator: one separator per group boundary
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
     if (is_hex(c)) {
       out.push_back(static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c));
       ++digits;
-    } else if ((c == '-' || c == '_') && (digits == 8 || digits == 12 || digits == 16 || digits == 20)) {
+    } else if ((c == '-' || c == '_') && (digits == 8 || digits == 12 || digits == 16 || digits == 20) &&
+               digits != last_separator_at) {
       out.push_back('-');
+      last_separator_at = digits;
     } else {
       return std::nullopt;
     }

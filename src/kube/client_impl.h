@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "kube/client.h"
+#include "kube/errors.h"
 #include "kube/http.h"
 #include "kube/retry.h"
 #include "kube/token_source.h"
@@ -111,6 +113,12 @@ Json parse_list_item(std::string_view text, bool identity_only);
 // made from (a JSON patch with a test operation), a create of a fixed name; and access reviews, which
 // store nothing.
 bool replay_harmless(const std::string& method, const Json& body);
+// One line of a watch response: the event, or nullopt when the line is not a JSON object with a string
+// `type`.
+std::optional<WatchEvent> decode_watch_event(std::string_view line);
+// What the object of an ERROR event says: a Status, or else whatever code, message and reason it carries
+// (fields of another type count as absent).
+StatusFields watch_error_status(const Json& object);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

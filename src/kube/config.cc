@@ -3,6 +3,7 @@
 #include <yaml-cpp/binary.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -67,6 +68,13 @@ Result<std::string> decode_pem(const std::string& b64, const std::string& what) 
   for (char c : b64) {
     if (c != '\n' && c != '\r' && c != ' ' && c != '\t') clean.push_back(c);
   }
+  // Only the base64 alphabet reaches yaml-cpp's decoder: it looks each character up in a table indexed by
+  // the (signed) char, so a byte above 0x7f is read from outside the table.
+  const bool alphabet = std::all_of(clean.begin(), clean.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+           c == '/' || c == '=';
+  });
+  if (!alphabet) return Error(what + " is not valid base64");
   const auto bytes = YAML::DecodeBase64(clean);
   if (bytes.empty() && !clean.empty()) return Error(what + " is not valid base64");
   return std::string(bytes.begin(), bytes.end());

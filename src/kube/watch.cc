@@ -119,23 +119,15 @@ class ListWatch {
     auto last_tick = clock_.now();
     LineSplitter lines;
     const auto on_line = [&](std::string_view line) -> bool {
-      auto ev = parse_response(line);
-      if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) {
+      auto decoded = decode_watch_event(line);
+      if (!decoded) {
         r.end = StreamEnd::kBadData;
         bad_line = std::string(line.substr(0, 200));
         return false;
       }
-      WatchEvent event{ev["type"].get<std::string>(),
-                       ev.contains("object") ? std::move(ev["object"]) : Json()};
+      WatchEvent& event = *decoded;
       if (event.type == "ERROR") {
-        error_status = parse_status(event.object);
-        if (!error_status) {  // not a proper Status: take what it has
-          const Json& o = event.object;
-          error_status = StatusFields{o.is_object() ? o.value("code", 0) : 0,
-                                      o.is_object() ? o.value("message", "") : "",
-                                      o.is_object() ? o.value("reason", "") : "",
-                                      {}};
-        }
+        error_status = watch_error_status(event.object);
         r.end = error_status->code == 410 ? StreamEnd::kGone : StreamEnd::kErrorEvent;
         return false;
       }
@@ -276,6 +268,25 @@ class ListWatch {
 };
 
 }  // namespace
+
+std::optional<WatchEvent> decode_watch_event(std::string_view line) {
+  auto ev = parse_response(line);
+  if (!ev.is_object() || !ev.contains("type") || !ev["type"].is_string()) return std::nullopt;
+  return WatchEvent{ev["type"].get<std::string>(), ev.contains("object") ? std::move(ev["object"]) : Json()};
+}
+
+StatusFields watch_error_status(const Json& object) {
+  if (auto st = parse_status(object)) return std::move(*st);
+  // Not a proper Status: take what it has.
+  StatusFields st;
+  if (!object.is_object()) return st;
+  if (const auto code = object.find("code"); code != object.end() && code->is_number_integer())
+    st.code = code->get<int>();
+  for (auto [key, field] : {std::pair{"message", &st.message}, std::pair{"reason", &st.reason}}) {
+    if (const auto v = object.find(key); v != object.end() && v->is_string()) *field = v->get<std::string>();
+  }
+  return st;
+}
 
 Status Client::list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
                           Deadline deadline) {

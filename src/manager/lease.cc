@@ -17,12 +17,20 @@ using SysClock = std::chrono::system_clock;
 
 namespace {
 
+// The latest renew time and the longest duration a lease can have: a run renews it every few seconds, for
+// a minute. Anything beyond is not a lease of ours (and would overflow the clock's nanoseconds, which end in
+// 2262).
+constexpr std::time_t kLatestRenewTime = 7258118400;  // 2200-01-01T00:00:00Z
+constexpr int64_t kLongestLeaseSeconds = 86400;
+
 std::optional<SysClock::time_point> parse_rfc3339(const std::string& s) {
   std::tm tm{};
   std::istringstream in(s);
   in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
   if (in.fail()) return std::nullopt;
-  return SysClock::from_time_t(timegm(&tm));
+  const std::time_t t = timegm(&tm);
+  if (t < 0 || t > kLatestRenewTime) return std::nullopt;
+  return SysClock::from_time_t(t);
 }
 
 std::string age(SysClock::time_point t) {
@@ -49,9 +57,9 @@ std::optional<LeaseRecord> lease_of(const Json& node) {
     return std::nullopt;
   }
   auto renewed = parse_rfc3339(v["renewTime"].get<std::string>());
-  if (!renewed) return std::nullopt;
-  return LeaseRecord{v["holder"].get<std::string>(), *renewed,
-                     std::chrono::seconds(v["leaseDurationSeconds"].get<int64_t>())};
+  const auto seconds = v["leaseDurationSeconds"].get<int64_t>();
+  if (!renewed || seconds < 0 || seconds > kLongestLeaseSeconds) return std::nullopt;
+  return LeaseRecord{v["holder"].get<std::string>(), *renewed, std::chrono::seconds(seconds)};
 }
 
 std::string lease_holder_identity(const std::string& pod_ref, const std::string& hostname) {

@@ -50,6 +50,13 @@ TEST(PodCgroup, MalformedTextIsNotAPod) {
   EXPECT_EQ(pod_uid_from_cgroup("0::/kubepods/burstable/pod8f4b3a2e-1c5d-4e6f-9a0b/x\n"),
             std::nullopt);  // short
   EXPECT_EQ(pod_uid_from_cgroup("0::/kubepods.slice/kubepods-podzzzz.slice\n"), std::nullopt);
+  // 32 digits and four separators, but two of them at one group boundary: no UID (was returned as
+  // "6f4b3a2e-1c5d-4afbe069--7c8d9e0f1a2b").
+  EXPECT_EQ(pod_uid_from_cgroup("0::/kubepods/besteffort/pod6f4b3a2e-1c5d-4afbe069--7c8d9e0f1a2b/x\n"),
+            std::nullopt);
+  EXPECT_EQ(
+      pod_uid_from_cgroup("0::/kubepods.slice/kubepods-pod6f4b3a2e_1c5d_4afbe069__7c8d9e0f1a2b.slice\n"),
+      std::nullopt);
 }
 
 }  // namespace

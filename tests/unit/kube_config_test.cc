@@ -261,6 +261,20 @@ TEST_F(KubeconfigTest, NoServer) {
   EXPECT_EQ(cfg.error().message, "kubeconfig " + path + ": cluster \"c\" has no server");
 }
 
+// Bytes outside the base64 alphabet, above 0x7f too (yaml-cpp's decoder would read outside its table).
+TEST_F(KubeconfigTest, Base64WithBytesOutsideTheAlphabetIsAnError) {
+  for (const std::string data : {"TFMwdExTMUNSVWRKVGlCRFJWSlVTVVpKUTBGVVJTMHRMUzB0\xc3\xa9",
+                                 "\xe2\x82\xac"
+                                 "AAAA"}) {
+    const auto path = kubeconfig(
+        "    server: https://h:1\n    certificate-authority-data: \"" + data + "\"\n", "    token: t\n");
+    auto cfg = load_kubeconfig(path);
+    ASSERT_FALSE(cfg.ok());
+    EXPECT_THAT(cfg.error().message,
+                HasSubstr("certificate-authority-data of cluster \"c\" is not valid base64"));
+  }
+}
+
 TEST_F(KubeconfigTest, InvalidBase64) {
   const auto path = kubeconfig("    server: https://h:1\n    certificate-authority-data: '!!not base64!!'\n",
                                "    token: t\n");

@@ -162,6 +162,31 @@ TEST(ApiErrorTest, StatusOfAWatchErrorEvent) {
   EXPECT_FALSE(parse_status(Json::parse("[1]")).has_value());
 }
 
+TEST(WatchEventTest, DecodesTypeAndObjectAndRefusesOtherLines) {
+  const auto ev = decode_watch_event(R"({"type":"ADDED","object":{"metadata":{"name":"a"}}})");
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->type, "ADDED");
+  EXPECT_EQ(ev->object["metadata"]["name"], "a");
+  EXPECT_FALSE(decode_watch_event(R"({"type":7,"object":{}})"));
+  EXPECT_FALSE(decode_watch_event(R"(["ADDED"])"));
+  EXPECT_FALSE(decode_watch_event("{not json"));
+}
+
+TEST(WatchEventTest, ErrorObjectThatIsNoStatusGivesWhatItHasAndNeverThrows) {
+  // A Status-like object without kind: its fields are taken.
+  auto st = watch_error_status(R"({"code":410,"message":"too old","reason":"Expired"})"_json);
+  EXPECT_EQ(st.code, 410);
+  EXPECT_EQ(st.message, "too old");
+  EXPECT_EQ(st.reason, "Expired");
+  // Fields of another type count as absent (reading them as int/string used to throw json::type_error
+  // out of the watch).
+  st = watch_error_status(R"({"code":"410","message":5,"reason":["x"]})"_json);
+  EXPECT_EQ(st.code, 0);
+  EXPECT_EQ(st.message, "");
+  EXPECT_EQ(st.reason, "");
+  EXPECT_EQ(watch_error_status("null"_json).code, 0);
+}
+
 TEST(ApiErrorTest, NonStatusBodyIsQuoted) {
   const auto e = api_error("GET", "/x", 502, "<html>bad gateway</html>\n");
   EXPECT_EQ(e.message, R"(GET /x: unexpected response "<html>bad gateway</html>" (502))");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -498,11 +499,64 @@ TEST(OptionsTest, GoDurationString) {
   EXPECT_EQ(go_duration_string(std::chrono::microseconds(2)), "2\u00b5s");
   EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(7)), "7ns");
   EXPECT_EQ(go_duration_string(-seconds(2)), "-2s");
+  EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(std::numeric_limits<int64_t>::min())),
+            "-2562047h47m16.854775808s");
   // It round-trips through the parser.
   for (Duration d : {Duration(minutes(5)), Duration(seconds(61)), Duration(milliseconds(1234))}) {
     auto back = parse_go_duration(go_duration_string(d));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, d);
+  }
+}
+
+// Differential against the forms Go documents and accepts for time.ParseDuration: an optional sign, then
+// decimal numbers with optional fractions, each with a unit (ns, us, µs, μs, ms, s, m, h); "0" alone needs
+// no unit; the range is exactly int64 nanoseconds, down to -2^63.
+TEST(OptionsTest, GoDurationFormsAsGoReadsThem) {
+  using std::chrono::nanoseconds;
+  const std::pair<const char*, int64_t> good[] = {
+      {"0", 0},
+      {"5s", 5'000'000'000},
+      {"-5s", -5'000'000'000},
+      {"+5s", 5'000'000'000},
+      {"-0", 0},
+      {"+0", 0},
+      {"5.0s", 5'000'000'000},
+      {"5.6s", 5'600'000'000},
+      {"5.s", 5'000'000'000},
+      {".5s", 500'000'000},
+      {"1.004s", 1'004'000'000},
+      {"100.00100s", 100'001'000'000},
+      {"10ns", 10},
+      {"11us", 11'000},
+      {"12\u00b5s", 12'000},  // micro sign
+      {"12\u03bcs", 12'000},  // Greek mu
+      {"13ms", 13'000'000},
+      {"15m", 900'000'000'000},
+      {"16h", 57'600'000'000'000},
+      {"3h30m", 12'600'000'000'000},
+      {"10.5s4m", 250'500'000'000},
+      {"-2m3.4s", -123'400'000'000},
+      {"1h2m3s4ms5us6ns", 3'723'004'005'006},
+      {"39h9m14.425s", 140'954'425'000'000},
+      {"52763797000ns", 52'763'797'000},
+      {"0.3333333333333333333h", 1'200'000'000'000},
+      {"9223372036854775807ns", std::numeric_limits<int64_t>::max()},
+      {"9223372036854775.807us", std::numeric_limits<int64_t>::max()},
+      {"9223372036s854ms775us807ns", std::numeric_limits<int64_t>::max()},
+      {"-9223372036854775808ns", std::numeric_limits<int64_t>::min()},
+      {"-9223372036854775.808us", std::numeric_limits<int64_t>::min()},
+      {"0.100000000000000000000h", 360'000'000'000},
+  };
+  for (const auto& [text, ns] : good) {
+    const auto d = parse_go_duration(text);
+    ASSERT_TRUE(d) << text << ": " << d.error().message;
+    EXPECT_EQ(std::chrono::duration_cast<nanoseconds>(*d).count(), ns) << text;
+  }
+  for (const char* bad : {"", "3", "-", "s", ".", "-.", ".s", "+.s", "1d", "\x85\x85",
+                          "9223372036854775808ns", "-9223372036854775809ns", "9223372036854ms775us808ns",
+                          "9223372036854775808ns9223372036854775808ns", "-9223372036854775808ns1ns"}) {
+    EXPECT_FALSE(parse_go_duration(bad)) << bad;
   }
 }
 

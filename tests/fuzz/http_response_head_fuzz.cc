@@ -1,0 +1,13 @@
+// The status line and header fields of an API server response (a HEAD request: no body follows).
+#include "fuzz_support.h"
+#include "loopback_server.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  auto& server = dm::fuzz::loopback_server();
+  server.respond(dm::fuzz::text(data, size));
+  dm::kube::HttpRequest req;
+  req.method = "HEAD";
+  const auto resp = server.perform(req);
+  if (resp.status != 0 && (resp.status < 100 || resp.status > 999)) dm::fuzz::fail("status out of range");
+  return 0;
+}
