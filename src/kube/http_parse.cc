@@ -45,10 +45,11 @@ std::optional<size_t> parse_decimal(std::string_view s) {
 }  // namespace
 
 Status parse_status_line(std::string_view line, ResponseHead& head) {
-  // "HTTP/1.1 200 OK": the version, a space, three digits, then the end or a space and a reason.
+  // "HTTP/1.1 200 OK": the version, a space, three digits, then the end or a space and a reason. The first
+  // digit is the class, 1 to 5: there is no other, so "004" or "700" is no answer to act on.
   const bool ok = line.size() >= 12 && line.substr(0, 7) == "HTTP/1." && (line[7] == '0' || line[7] == '1') &&
-                  line[8] == ' ' &&
-                  std::all_of(line.begin() + 9, line.begin() + 12,
+                  line[8] == ' ' && line[9] >= '1' && line[9] <= '5' &&
+                  std::all_of(line.begin() + 10, line.begin() + 12,
                               [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }) &&
                   (line.size() == 12 || line[12] == ' ');
   if (!ok) return Error("not an HTTP/1.x response: " + std::string(line.substr(0, 100)));

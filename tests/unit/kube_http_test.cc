@@ -1074,6 +1074,20 @@ TEST(KubeHttpParse, AWholeHeadFromABuffer) {
   EXPECT_FALSE(parse_chunk_size("ffffffffffffffffff"));
 }
 
+TEST(KubeHttpParse, AStatusOutsideTheFiveClassesIsNoResponse) {
+  ResponseHead head;
+  for (const char* line : {"HTTP/1.1 004 Not", "HTTP/1.1 099", "HTTP/1.1 600 X", "HTTP/1.1 999"}) {
+    SCOPED_TRACE(line);
+    const Status st = parse_status_line(line, head);
+    ASSERT_FALSE(st);
+    EXPECT_THAT(st.error().message, HasSubstr("not an HTTP/1.x response"));
+  }
+  ASSERT_TRUE(parse_status_line("HTTP/1.1 100 Continue", head));
+  EXPECT_EQ(head.status, 100);
+  ASSERT_TRUE(parse_status_line("HTTP/1.0 599", head));
+  EXPECT_EQ(head.status, 599);
+}
+
 TEST(KubeHttpParse, ChunkedBodyInPiecesOfAnySize) {
   const std::string body = "6;ext=1\r\nline1\n\r\n3\r\nabc\r\n0\r\nTrailer: x\r\n\r\nNEXT";
   for (const size_t step : {size_t{1}, size_t{2}, size_t{7}, body.size()}) {
