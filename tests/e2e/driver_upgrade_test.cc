@@ -422,7 +422,17 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
         return !present;
       },
       60);
-  const std::string log{std::istreambuf_iterator<char>(log_file), std::istreambuf_iterator<char>()};
+  // The container runtime copies the container's output into the log file on its own: the pod object can be
+  // gone before the last lines are in the file. Read on until the line that ends every run is there (at most
+  // 20 seconds).
+  std::string log;
+  eventually(
+      [&] {
+        log_file.clear();  // past the end of what was there: read what came since
+        log.append(std::istreambuf_iterator<char>(log_file), std::istreambuf_iterator<char>());
+        return log.find("msg=Summary: ") != std::string::npos;
+      },
+      20);
   EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
   EXPECT_THAT(log, HasSubstr("Removing taint"));
   EXPECT_THAT(log, HasSubstr("Rescheduling all GPU clients on the current node"));
