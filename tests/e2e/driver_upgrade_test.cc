@@ -410,13 +410,15 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
   // The kubelet sent SIGTERM; driver-manager restored the node and exited before the 30 s grace period ran
   // out: its log ends with the end of the cleanup (a SIGKILL would have cut it short).
   std::optional<json> terminated;
+  json last_status;  // the init container's last status seen (restarts, last state): shown on a failure
   eventually(
       [&] {
         bool present = false;
         for (const auto& p : pods(kOperatorNs, "app=nvidia-driver-daemonset")) {
           if (uid(p) != uid(*doomed)) continue;
           present = true;
-          const json st = init_status(p).value("state", json::object());
+          last_status = init_status(p);
+          const json st = last_status.value("state", json::object());
           if (st.contains("terminated")) terminated = st["terminated"];
         }
         return !present;
@@ -433,7 +435,8 @@ TEST_F(DriverUpgrade, PodDeletedMidRunCleansUpWithinTheGracePeriodAndIsRecreated
         return log.find("msg=Summary: ") != std::string::npos;
       },
       20);
-  EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"));
+  EXPECT_THAT(log, HasSubstr("Received SIGTERM: restoring the node before exiting"))
+      << "the init container's last status seen: " << last_status.dump();
   EXPECT_THAT(log, HasSubstr("Removing taint"));
   EXPECT_THAT(log, HasSubstr("Rescheduling all GPU clients on the current node"));
   // The end of the cleanup: the error, then the summary line that ends every run.
