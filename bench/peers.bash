@@ -11,10 +11,10 @@
 #               one Eviction call uses policy/v1beta1, and every row says so
 #
 # Every scenario x program runs on a fresh control plane and node-sim (one node):
-#   S1  2 operand DaemonSets (1 s to terminate) + 2 GPU workload pods (2 s)
-#   S2  S1 + 10 client Deployments annotated nvidia.com/gpu.client (1 s, one of them 3 s) + 1 annotated
+#   light  2 operand DaemonSets (1 s to terminate) + 2 GPU workload pods (2 s)
+#   clients  light + 10 client Deployments annotated nvidia.com/gpu.client (1 s, one of them 3 s) + 1 annotated
 #       StatefulSet client (1 s), all holding the simulated GPU
-#   S3  the standard scenario of bench/run: 8 operands, 10 annotated clients, 20 GPU workloads, 60 others
+#   standard  the standard scenario of bench/run: 8 operands, 10 annotated clients, 20 GPU workloads, 60 others
 #       (TERM_SECONDS each)
 # The peers run in a private mount namespace that shows them the simulated host, their delete_module calls
 # answered from the simulated refcounts (bench/peer-host, bench/sim-modules); driver-manager runs as in
@@ -117,9 +117,9 @@ EOF
 
 peers_setup() {  # peers_setup <scenario> <node>: operands, pods, node-sim; waits until all run
   local node=$2 ns="pods-$2" client='' i o labels=()
-  [[ $1 == S2 ]] && client=', nvidia.com/gpu.client: "true"'
+  [[ $1 == clients ]] && client=', nvidia.com/gpu.client: "true"'
   case $1 in
-    S1 | S2)
+    light | clients)
       k apply -f <(operands_yaml 2 1) >/dev/null
       start_sim "$node" 8
       wait_sim "$node"
@@ -129,15 +129,15 @@ peers_setup() {  # peers_setup <scenario> <node>: operands, pods, node-sim; wait
       wait_for 60 secret_of "$ns" default || die "no default service account token in $ns"
       {
         POD_TERM=2 deployment_yaml "$ns" workloads 2 "$node" '' gpu
-        if [[ $1 == S2 ]]; then
+        if [[ $1 == clients ]]; then
           for i in $(seq 1 10); do POD_TERM=$((i == 10 ? 3 : 1)) deployment_yaml "$ns" "client-$i" 1 "$node" "$client"; done
           POD_TERM=1 statefulset_yaml "$ns" client-sts "$node" "$client"
         fi
       } | k apply -f - >/dev/null
       EXPECTED[$node]=4
-      [[ $1 == S2 ]] && EXPECTED[$node]=15
+      [[ $1 == clients ]] && EXPECTED[$node]=15
       ;;
-    S3)
+    standard)
       k apply -f <(operands_yaml) >/dev/null
       setup_node "$node" 10 20 60
       ;;
