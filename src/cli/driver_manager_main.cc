@@ -11,9 +11,9 @@
 #include "common/log.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "manager/plan.h"
-#include "manager/recover.h"
-#include "manager/uninstall.h"
+#include "manager/commands/plan.h"
+#include "manager/commands/recover.h"
+#include "manager/commands/uninstall.h"
 
 #ifndef DM_VERSION
 #define DM_VERSION "dev"

@@ -13,8 +13,8 @@
 #include <utility>
 
 #include "common/go_bool.h"
-#include "manager/pod_rules.h"
-#include "manager/taints.h"
+#include "manager/rules/pod_rules.h"
+#include "manager/rules/taints.h"
 
 namespace dm::cli {
 namespace {

@@ -16,7 +16,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/result.h"
-#include "manager/settings.h"
+#include "manager/rules/settings.h"
 
 namespace dm::cli {
 

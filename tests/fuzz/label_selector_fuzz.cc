@@ -1,7 +1,7 @@
 // DRAIN_POD_SELECTOR_LABEL (manager/label_selector): the selector text, then matching it against labels
 // read from the rest of the input ("key=value" lines after the first line).
 #include "fuzz_support.h"
-#include "manager/label_selector.h"
+#include "manager/rules/label_selector.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto parts = dm::fuzz::split(dm::fuzz::text(data, size), "\n");

@@ -1,7 +1,7 @@
 // The lease annotation's value (manager/lease), as anyone allowed to patch the node may write it.
 // Round trip: a lease that reads back is written again as the same lease.
 #include "fuzz_support.h"
-#include "manager/lease.h"
+#include "manager/node/lease.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace m = dm::manager;

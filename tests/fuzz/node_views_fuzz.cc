@@ -4,11 +4,11 @@
 #include "fuzz_support.h"
 #include "kube/client_impl.h"
 #include "kube/objects.h"
-#include "manager/lease.h"
-#include "manager/paused_record.h"
-#include "manager/progress.h"
-#include "manager/taint_ops.h"
-#include "manager/taints.h"
+#include "manager/node/lease.h"
+#include "manager/rules/paused_record.h"
+#include "manager/commands/progress.h"
+#include "manager/node/taint_ops.h"
+#include "manager/rules/taints.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace k = dm::kube;

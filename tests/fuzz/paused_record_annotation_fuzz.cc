@@ -2,7 +2,7 @@
 // the restore plan `recover` and a healing run build from it. Round trip: a record that reads back is
 // written again as the same record.
 #include "fuzz_support.h"
-#include "manager/paused_record.h"
+#include "manager/rules/paused_record.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace m = dm::manager;

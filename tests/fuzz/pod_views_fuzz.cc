@@ -3,7 +3,7 @@
 #include "fuzz_support.h"
 #include "kube/client_impl.h"
 #include "kube/objects.h"
-#include "manager/claims.h"
+#include "manager/rules/claims.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace k = dm::kube;

@@ -1,7 +1,7 @@
 // GPU_CLIENT_TAINT, `key[=value]:effect` (manager/taints), and the same text as the taint-ownership
 // annotation holds it. Round trip: a taint that parses is written back as text that parses to it.
 #include "fuzz_support.h"
-#include "manager/taints.h"
+#include "manager/rules/taints.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto taint = dm::manager::parse_taint(dm::fuzz::text(data, size));

@@ -7,7 +7,7 @@
 
 #include "fixtures/uninstall/fixture.h"
 #include "kube/client.h"
-#include "manager/preflight.h"
+#include "manager/commands/preflight.h"
 
 namespace dm::test::uninstall {
 namespace {

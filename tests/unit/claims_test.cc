@@ -1,4 +1,4 @@
-#include "manager/claims.h"
+#include "manager/rules/claims.h"
 
 #include <gtest/gtest.h>
 

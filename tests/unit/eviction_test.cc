@@ -1,4 +1,4 @@
-#include "manager/eviction.h"
+#include "manager/pods/eviction.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 // The run's path and steps as data: the order the paths are tried, the steps of each, the phases they open.
-#include "manager/flow_plan.h"
+#include "manager/commands/flow_plan.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

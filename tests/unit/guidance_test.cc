@@ -1,4 +1,4 @@
-#include "manager/guidance.h"
+#include "manager/rules/guidance.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Holders of the NVIDIA driver named by pod: the UID from the process's cgroup looked up among the node's
 // pods (mirror pods by their static pod's hash), host processes said to be host processes.
-#include "manager/holders.h"
+#include "manager/pods/holders.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-#include "manager/known_node.h"
+#include "manager/node/known_node.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "manager/label_selector.h"
+#include "manager/rules/label_selector.h"
 
 #include <gtest/gtest.h>
 

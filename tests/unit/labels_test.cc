@@ -1,4 +1,4 @@
-#include "manager/labels.h"
+#include "manager/rules/labels.h"
 
 #include <gtest/gtest.h>
 

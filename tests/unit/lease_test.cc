@@ -1,4 +1,4 @@
-#include "manager/lease.h"
+#include "manager/node/lease.h"
 
 #include <gtest/gtest.h>
 

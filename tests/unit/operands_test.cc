@@ -1,4 +1,4 @@
-#include "manager/operands.h"
+#include "manager/rules/operands.h"
 
 #include <gtest/gtest.h>
 

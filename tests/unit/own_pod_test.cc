@@ -1,4 +1,4 @@
-#include "manager/own_pod.h"
+#include "manager/commands/own_pod.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "manager/paused_record.h"
+#include "manager/rules/paused_record.h"
 
 #include <gtest/gtest.h>
 

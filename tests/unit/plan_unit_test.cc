@@ -5,9 +5,9 @@
 
 #include <filesystem>
 
-#include "manager/pdb.h"
-#include "manager/plan.h"
-#include "manager/skip.h"
+#include "manager/rules/pdb.h"
+#include "manager/commands/plan.h"
+#include "manager/rules/skip.h"
 #include "support/process.h"
 
 namespace dm::manager {

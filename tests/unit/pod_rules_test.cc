@@ -1,4 +1,4 @@
-#include "manager/pod_rules.h"
+#include "manager/rules/pod_rules.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-#include "manager/claims.h"
+#include "manager/rules/claims.h"
 #include "support/process.h"
 
 namespace dm::manager {

@@ -1,4 +1,4 @@
-#include "manager/preflight.h"
+#include "manager/commands/preflight.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

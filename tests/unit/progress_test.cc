@@ -1,4 +1,4 @@
-#include "manager/progress.h"
+#include "manager/commands/progress.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

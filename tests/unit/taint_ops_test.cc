@@ -1,10 +1,10 @@
 // The planning half of the gpu-client taint (docs/gpu-clients.md, The taint): which patch adds or removes our
 // taint, with the ownership annotation and the resourceVersion precondition, and what is never touched.
-#include "manager/taint_ops.h"
+#include "manager/node/taint_ops.h"
 
 #include <gtest/gtest.h>
 
-#include "manager/gpu_clients.h"
+#include "manager/pods/gpu_clients.h"
 
 namespace dm::manager {
 namespace {

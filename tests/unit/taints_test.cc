@@ -1,4 +1,4 @@
-#include "manager/taints.h"
+#include "manager/rules/taints.h"
 
 #include <gtest/gtest.h>
 

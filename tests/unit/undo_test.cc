@@ -1,4 +1,4 @@
-#include "manager/undo.h"
+#include "manager/node/undo.h"
 
 #include <gtest/gtest.h>
 

@@ -1,0 +1,33 @@
+// What the sub-commands that talk to the cluster (uninstall_driver, plan, recover) start with: the settings
+// completed from the pod's environment, the client configuration and the client, each failure said once in
+// the same words.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string_view>
+
+#include "common/clock.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "manager/rules/settings.h"
+
+namespace dm::manager {
+
+struct Connection {
+  kube::Config config;
+  std::unique_ptr<kube::Client> client;
+};
+
+// Options of a client whose every request rides out a control-plane restart: 9 retries back off for about
+// 20-40 s in total. `cancel` stops the request in flight (and its retries) at once.
+kube::ClientOptions restart_tolerant_options(const Clock& clock, const CancelToken& cancel = CancelToken());
+
+// Loads the configuration of settings.kubeconfig and creates the client; on failure logs the critical line
+// and returns nullopt.
+std::optional<Connection> connect(const Settings& settings, const kube::ClientOptions& options);
+
+// NODE_NAME is set; otherwise logs "NODE_NAME (--node-name) is empty: set it to <what>" and returns false.
+bool require_node_name(const Settings& settings, std::string_view what);
+
+}  // namespace dm::manager

@@ -1,0 +1,85 @@
+// The run's path and its ordered steps, decided once as data from what was read (docs/ARCHITECTURE.md,
+// One plan, two consumers): `uninstall_driver` executes this list step by step, `plan` renders it, and the
+// phases it yields are the boundaries the run reports. A new step is one enumerator here, one place in the
+// path lists of flow_plan.cc, and one case in each consumer's switch (the compiler names a missing one).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "manager/commands/progress.h"
+
+namespace dm::manager {
+
+// The paths of a run, in the order they are tried (docs/behaviour.md, The paths).
+enum class RunPath : std::uint8_t {
+  kPreInstalled,  // a driver installed on the host itself: label the node, wait to be removed, exit 1
+  kRefused,       // something refuses the run before any write (`plan` only: the run fails there)
+  kNoDriver,      // no NVIDIA driver loaded: nothing is evicted
+  kSkip,          // the loaded driver is kept
+  kFull,          // the loaded driver is uninstalled
+};
+
+// "pre-installed", "refused", "no-driver", "skip", "full": `plan`'s words for the paths.
+std::string_view path_name(RunPath path);
+
+// The steps of the paths. Each one is a unit of the run (a cancellation check comes before it) and of the
+// plan's step list (it renders zero or more lines).
+enum class Step : std::uint8_t {
+  kLabelPreInstalled,         // label the node nvidia.com/gpu.deploy.driver=pre-installed
+  kAwaitRemoval,              // wait for the DaemonSet controller to remove this pod, then exit 1
+  kPauseOperands,             // pause the operand labels (their restore registered first)
+  kTakeGpuUsersOff,           // operand wait | taint + GPU-client reset | cordon + GPU-workload eviction
+  kReportSkipDecision,        // log the skip decision (a report: no cancellation check, no phase of its own)
+  kDrainAfterFailedEviction,  // the full-drain fallback after a failed GPU-workload eviction
+  kCheckDraClaims,            // no pod may still hold a GPU resource claim
+  kResetDraPluginClients,     // annotated GPU clients that are DRA kubelet plugins
+  kDrainDraPlugin,            // pause the DRA kubelet-plugin label and wait for its pods
+  kUnloadDriver,              // unload the modules (with the full-drain fallback), unmount the driver root
+  kRemoveStaleDriverRoot,     // no driver loaded: unmount a stale driver root
+  kCleanStaleMounts,          // skip path: unmount a stale driver root, remove stale state files
+  kUnloadNouveau,             // unload nouveau when loaded
+  kUnbindVfio,                // vfio-manage unbind --all
+  kWaitMofed,                 // GPUDirect RDMA: wait for the MOFED driver
+  kRestoreLabels,             // no-driver path: labels left paused by an earlier run
+  kUndoChanges,               // the undo list, newest first: our cordon, the taint, the labels
+};
+
+// "pause-operands", ...: a step's name in the debug log and in test tables.
+std::string_view step_name(Step step);
+// A report logs only: no cancellation check, no phase change.
+bool step_is_report(Step step);
+
+struct PlannedStep {
+  Step step;
+  std::optional<Phase> phase;  // the phase it runs in; nullopt on the pre-installed path (no phases)
+};
+
+// What the decision is made from.
+struct FlowFacts {
+  bool host_driver = false;       // a driver is installed on the host itself
+  bool refused = false;           // the run would stop before any write
+  bool nvidia_loaded = false;     // the nvidia module is loaded
+  bool skip = false;              // the skip decision keeps the loaded driver
+  bool dra_on = false;            // the DRA kubelet plugin is deployed on the node
+  bool gpu_pod_eviction = false;  // effective switches (the upgrade policy supersedes them)
+  bool auto_drain = false;
+  bool gpu_direct_rdma = false;  // GPU_DIRECT_RDMA_ENABLED
+};
+
+struct FlowPlan {
+  RunPath path = RunPath::kRefused;
+  bool evict_workloads = false;  // the cordon and GPU-workload eviction run beside the operand wait
+  std::vector<PlannedStep> steps;
+
+  // The phases the steps run in, in order, each once: the boundaries the run can report. A phase whose
+  // steps all turn out to have nothing to do at run time (the full-drain fallback, DRA plugin clients) is
+  // listed but may not be entered.
+  [[nodiscard]] std::vector<Phase> phases() const;
+};
+
+FlowPlan plan_flow(const FlowFacts& facts);
+
+}  // namespace dm::manager

@@ -1,0 +1,498 @@
+// build_plan: the run's own path and steps (manager/flow_plan), each step rendered with the pods it would
+// take, in the order the run takes them.
+#include "manager/commands/plan.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "kube/objects.h"
+#include "manager/pods/drain.h"
+#include "manager/pods/gpu_clients.h"
+#include "manager/pods/holders.h"
+#include "manager/node/lease.h"
+#include "manager/node/node_ops.h"
+#include "manager/rules/operands.h"
+#include "manager/rules/paused_record.h"
+#include "manager/commands/plan_ledger.h"
+#include "manager/commands/preflight.h"
+#include "manager/node/taint_ops.h"
+#include "manager/pods/waits.h"
+
+namespace dm::manager {
+
+namespace {
+
+using Json = nlohmann::json;
+
+// The plan being built: what every step's rendering reads, and what the steps before it took.
+class PlanBuilder {
+ public:
+  PlanBuilder(const Settings& settings, const PlanInputs& in, Plan& plan)
+      : settings_(settings),
+        in_(in),
+        plan_(plan),
+        table_(operand_table(settings.node_label_for_gpu_pod_eviction)),
+        snapshot_(take_snapshot(in.node, table_)),
+        ledger_(in.pods) {
+    if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
+    if (configured_) effective_ = plan_taint_add(in.node, *configured_).effective;
+    keys_ = label_handled_client_keys(snapshot_, settings.node_label_for_gpu_pod_eviction);
+  }
+
+  [[nodiscard]] const Snapshot& snapshot() const { return snapshot_; }
+  [[nodiscard]] const std::optional<Taint>& configured_taint() const { return configured_; }
+  PodLedger& ledger() { return ledger_; }
+
+  void render(Step step);
+  void finish();
+
+ private:
+  void line(std::string text) { plan_.steps.push_back(std::move(text)); }
+  void add_labels(const Json& patch, const std::string& batch);
+  void take_operand_pods(const std::vector<OperandWait>& waits, const std::string& step,
+                         const std::string& why);
+  PodPlan take_gpu_clients(GpuClientPhase phase, const std::string& step);
+  void take_gpu_users_off();
+  void take_gpu_workloads();
+  void leave_gpu_workloads();
+  void reset_dra_plugin_clients();
+  void drain_dra_plugin();
+  void plan_taint();
+  void plan_cordon();
+
+  const Settings& settings_;
+  const PlanInputs& in_;
+  Plan& plan_;
+  std::vector<OperandSpec> table_;
+  Snapshot snapshot_;
+  PodLedger ledger_;
+  std::optional<Taint> configured_;  // GPU_CLIENT_TAINT, when it parses
+  std::optional<Taint> effective_;   // the taint the clients must tolerate once the node is tainted
+  std::vector<std::string> keys_;
+  std::vector<Json> to_evict_;
+  bool needs_taint_ = false;
+  bool clients_refused_ = false;
+};
+
+void PlanBuilder::add_labels(const Json& patch, const std::string& batch) {
+  if (!patch_has_labels(patch)) return;
+  for (const auto& [key, value] : patch["metadata"]["labels"].items()) {
+    plan_.labels.push_back(
+        {key, snapshot_.value(key), value.is_string() ? value.get<std::string>() : "", batch});
+  }
+}
+
+// The pods an operand wait waits for: taken as "wait" at `step`.
+void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const std::string& step,
+                                    const std::string& why) {
+  for (const auto& pod : ledger_.remaining()) {
+    for (const auto& w : waits) {
+      if (!pod_matches_wait(pod, w, settings_.operator_namespace)) continue;
+      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}});
+      break;
+    }
+  }
+}
+
+// One gpu-client phase: decisions of the client pipeline over the pods still on the node at that point.
+// Returns the first look (for the taint rule); pods it evicts are added to the pods to evict.
+PodPlan PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& step) {
+  const auto pods = ledger_.remaining();
+  PodPlan first = plan_pods(gpu_client_pipeline_for(settings_, phase, effective_, keys_), pods);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const PodDecision& d = first.decisions[i];
+    switch (d.verdict) {
+      case Verdict::kDelete:
+        ledger_.decide(
+            {d.pod, PodAction::kReset, step,
+             d.reason.empty() ? "designated GPU client: evicted while the taint keeps it off" : d.reason,
+             d.warnings});
+        to_evict_.push_back(pods[i]);
+        break;
+      case Verdict::kWaitOnly:
+        ledger_.decide({d.pod, PodAction::kWait, step, d.reason, d.warnings});
+        break;
+      case Verdict::kError:
+        ledger_.decide({d.pod, PodAction::kRefused, step, d.reason, d.warnings});
+        break;
+      case Verdict::kSkip:
+        if (d.notice != Notice::kQuiet) ledger_.note_skip(d.pod, "gpu-client: " + d.reason, true);
+        break;
+    }
+  }
+  if (!first.ok()) {
+    plan_.refusals.push_back(
+        fmt::format("{}: refusing to reset the GPU client pods (nothing evicted by that "
+                    "step; the paused labels are restored): {}",
+                    step, fmt::join(first.errors, "; ")));
+  }
+  return first;
+}
+
+// The operand wait, the GPU-client reset and (on the full path) the GPU-workload eviction, side by side.
+void PlanBuilder::take_gpu_users_off() {
+  const auto waits = pause_waits(snapshot_, table_);
+  if (!waits.empty()) {
+    line(fmt::format("wait for the operand pods to go (OPERAND_WAIT_TIMEOUT {})",
+                     format_duration(settings_.operand_wait_timeout)));
+  }
+  take_operand_pods(waits, "operands", "its node label is paused");
+  const PodPlan clients = take_gpu_clients(GpuClientPhase::kWithOperands, "gpu-clients");
+  clients_refused_ = !clients.ok();
+  needs_taint_ = client_reset_needs_taint(clients);
+  if (needs_taint_) {
+    line("taint the node and reset the annotated GPU client pods (GPU_CLIENT_EVICTION_TIMEOUT " +
+         format_duration(settings_.gpu_client_eviction_timeout) + ")");
+  }
+  if (plan_.flow.path != RunPath::kFull) return;
+  if (plan_.flow.evict_workloads) {
+    take_gpu_workloads();
+  } else {
+    leave_gpu_workloads();
+  }
+}
+
+void PlanBuilder::take_gpu_workloads() {
+  plan_cordon();
+  line("cordon the node and evict the GPU pods (DRAIN_TIMEOUT_SECONDS " +
+       (settings_.drain_timeout == Duration::zero() ? std::string("0, no limit")
+                                                    : format_duration(settings_.drain_timeout)) +
+       ")");
+  const auto pods = ledger_.remaining();
+  auto planned = plan_gpu_workload_eviction(pods, drain_options(settings_), in_.facts);
+  if (!planned) {
+    plan_.notes.push_back("GPU pods: " + planned.error().message);
+    return;
+  }
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const PodDecision& d = planned->plan.decisions[i];
+    if (d.verdict == Verdict::kDelete) {
+      ledger_.decide(
+          {d.pod, PodAction::kEvict, "gpu-workloads", d.reason.empty() ? "GPU pod" : d.reason, d.warnings});
+      to_evict_.push_back(pods[i]);
+    } else if (d.filter != "gpu") {
+      ledger_.decide({d.pod, PodAction::kRefused, "gpu-workloads", "GPU pod cannot be evicted: " + d.reason,
+                      d.warnings});
+    } else {
+      ledger_.note_skip(d.pod, d.reason, false);
+    }
+  }
+  if (!planned->plan.ok()) {
+    plan_.refusals.push_back(fmt::format("gpu-workloads: Cannot delete all GPU pods ({}){}",
+                                         fmt::join(planned->plan.errors, "; "),
+                                         plan_.auto_drain ? "; the run falls back to draining the node"
+                                                          : "; the run fails and restores the node"));
+  }
+}
+
+// Nobody evicts them: a GPU pod still running holds the driver and the unload fails.
+void PlanBuilder::leave_gpu_workloads() {
+  plan_.cordon_reason =
+      plan_.upgrade_policy ? "the GPU Operator's upgrade policy owns the cordon" : "GPU pod eviction is off";
+  for (const auto& pod : ledger_.remaining()) {
+    if (!kube::pod_declares_gpu_resource(pod)) continue;
+    ledger_.decide({kube::ref_string(pod),
+                    PodAction::kIgnored,
+                    "gpu-workloads",
+                    plan_.upgrade_policy
+                        ? "GPU pod: the GPU Operator's upgrade policy evicts workloads, not driver-manager"
+                        : "GPU pod: ENABLE_GPU_POD_EVICTION and ENABLE_AUTO_DRAIN are off",
+                    {}});
+  }
+}
+
+void PlanBuilder::reset_dra_plugin_clients() {
+  const PodPlan dra_clients = take_gpu_clients(GpuClientPhase::kDraPlugin, "dra-plugin-clients");
+  if (!client_reset_needs_taint(dra_clients)) return;
+  if (!needs_taint_) line("taint the node");
+  needs_taint_ = true;
+  line("reset the GPU client pods that are DRA kubelet plugins");
+}
+
+void PlanBuilder::drain_dra_plugin() {
+  add_labels(plugin_patch(snapshot_, table_), "dra-plugin");
+  take_operand_pods(plugin_waits(snapshot_, table_), "dra-plugin", "waited for after its label is paused");
+  line("pause the DRA kubelet-plugin label and wait for its pods");
+}
+
+void PlanBuilder::plan_taint() {
+  plan_.taint = settings_.gpu_client_taint;
+  if (!configured_) {
+    plan_.taint_action = TaintAction::kNone;
+    plan_.taint_reason = "GPU_CLIENT_TAINT does not parse";
+    return;
+  }
+  if (!needs_taint_) {
+    plan_.taint_action = TaintAction::kNone;
+    plan_.taint_reason = clients_refused_ ? "the GPU client reset is refused before the node is tainted"
+                                          : "no GPU client pod to reset";
+    return;
+  }
+  const TaintAddPlan add = plan_taint_add(in_.node, *configured_);
+  switch (add.outcome) {
+    case TaintOutcome::kAdded:
+      plan_.taint_action = TaintAction::kAdd;
+      plan_.taint_reason =
+          "keeps the reset GPU clients off the node until the driver is unloaded; removed at the end";
+      break;
+    case TaintOutcome::kAlreadyOurs:
+      plan_.taint_action = TaintAction::kAlreadyOurs;
+      plan_.taint_reason = "added by an earlier run of driver-manager; removed at the end";
+      break;
+    case TaintOutcome::kPresentNotOurs:
+      plan_.taint_action = TaintAction::kPresentNotOurs;
+      plan_.taint_reason = "a taint " + add.effective.to_string() +
+                           " is already on the node and not ours: it keeps the clients off and stays";
+      break;
+  }
+}
+
+void PlanBuilder::plan_cordon() {
+  if (cordoned_by_us(in_.node)) {
+    plan_.cordon = CordonAction::kAlreadyOurs;
+    plan_.cordon_reason = "cordoned by an earlier run of driver-manager; uncordoned at the end";
+  } else if (kube::node_unschedulable(in_.node)) {
+    plan_.cordon = CordonAction::kCordonedByOther;
+    plan_.cordon_reason = "already cordoned by someone else: left cordoned";
+  } else {
+    plan_.cordon = CordonAction::kCordon;
+    plan_.cordon_reason = "before evicting GPU pods; uncordoned at the end";
+  }
+}
+
+// One step of the run, as the plan shows it (a step with nothing to show renders no line).
+void PlanBuilder::render(Step step) {
+  const RunPath path = plan_.flow.path;
+  const std::string root(host::kDriverRoot);
+  switch (step) {
+    case Step::kLabelPreInstalled:
+      plan_.labels.push_back({std::string(kDriverLabel), kube::label(in_.node, kDriverLabel).value_or(""),
+                              std::string(kPreInstalledValue), "pre-installed"});
+      line("label the node " + std::string(kDriverLabel) + "=" + std::string(kPreInstalledValue) +
+           " (the driver DaemonSet leaves the node)");
+      return;
+    case Step::kAwaitRemoval:
+      line("wait " + format_duration(settings_.pre_installed_sleep) +
+           " to be removed, then exit 1 (driver is pre-installed on host)");
+      return;
+    case Step::kPauseOperands:
+      add_labels(pause_patch(snapshot_, table_), "pause");
+      if (!plan_.labels.empty()) line("pause the operand labels (restored at the end)");
+      return;
+    case Step::kTakeGpuUsersOff:
+      take_gpu_users_off();
+      return;
+    case Step::kReportSkipDecision:
+      plan_.skip = in_.skip.summary;
+      return;
+    case Step::kDrainAfterFailedEviction:  // shown with the eviction's refusal, when it would fail
+      return;
+    case Step::kCheckDraClaims:
+      line("check that no pod still holds a GPU resource claim");
+      return;
+    case Step::kResetDraPluginClients:
+      reset_dra_plugin_clients();
+      return;
+    case Step::kDrainDraPlugin:
+      drain_dra_plugin();
+      return;
+    case Step::kUnloadDriver:
+      line("unload the NVIDIA kernel modules (all or nothing), unmount " + root +
+           ", remove the driver's pid file");
+      if (plan_.auto_drain)
+        line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
+      return;
+    case Step::kRemoveStaleDriverRoot:
+      line("unmount a stale " + root);
+      return;
+    case Step::kCleanStaleMounts:
+      line("unmount a stale " + root + ", remove stale state files");
+      return;
+    case Step::kUnloadNouveau:
+      if (in_.nouveau_loaded) line("unload nouveau");
+      return;
+    case Step::kUnbindVfio:
+      line("unbind vfio-pci from all devices (vfio-manage unbind --all)");
+      return;
+    case Step::kWaitMofed:
+      if (!settings_.gpu_direct_rdma_enabled) return;
+      line(in_.mellanox_device ? "wait for MOFED (Mellanox device " + *in_.mellanox_device + ", " +
+                                     (in_.mofed_ready ? "ready now" : "not ready now") + ")"
+                               : "MOFED: no Mellanox device, no wait");
+      return;
+    case Step::kRestoreLabels:
+      line("restore labels left paused by an earlier run, undo its cordon");
+      return;
+    case Step::kUndoChanges:
+      if (path == RunPath::kFull) line("remove the taint, uncordon (if ours), restore the operand labels");
+      if (path == RunPath::kSkip) line("restore the labels, remove the taint, undo our cordon");
+      return;
+  }
+}
+
+// What a pod no step takes is told, per path.
+std::string untaken_pod_reason(RunPath path) {
+  switch (path) {
+    case RunPath::kPreInstalled:
+      return "the pre-installed path touches no pod";
+    case RunPath::kRefused:
+      return "the run stops before touching any pod";
+    case RunPath::kNoDriver:
+      return "the no-driver path evicts nothing";
+    case RunPath::kSkip:
+      return "the skip path keeps GPU workloads and other pods running";
+    case RunPath::kFull:
+      return "not an operand, GPU client or GPU workload: stays";
+  }
+  return "";
+}
+
+void PlanBuilder::finish() {
+  const RunPath path = plan_.flow.path;
+  plan_.pods = ledger_.finish(untaken_pod_reason(path));
+  if (path != RunPath::kSkip && path != RunPath::kFull) return;
+  plan_taint();
+  plan_.pdbs = in_.pdbs ? pdb_impacts(*in_.pdbs, in_.pdb_version, to_evict_) : std::vector<PdbImpact>{};
+  plan_.pdb_note = in_.pdb_error;
+}
+
+std::string path_reason(RunPath path, const PlanInputs& in) {
+  switch (path) {
+    case RunPath::kPreInstalled:
+      return "a driver is installed on the host itself (nvidia-smi: " + in.host_driver_version.value_or("") +
+             ")";
+    case RunPath::kRefused:
+      return "the run would stop before changing anything";
+    case RunPath::kNoDriver:
+      return "no NVIDIA driver loaded: nothing holds it, so nothing is evicted";
+    case RunPath::kSkip:
+      return "the loaded driver is kept: " + in.skip.summary;
+    case RunPath::kFull:
+      return "the loaded driver is uninstalled: " + in.skip.summary;
+  }
+  return "";
+}
+
+void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, bool will_unload) {
+  if (auto owned = taint_owner_annotation(node)) {
+    plan.leftovers.push_back(
+        "taint " + *owned + " of an earlier run: " +
+        (will_unload ? "kept on until the driver is unloaded, then removed" : "removed at the start"));
+  }
+  if (cordoned_by_us(node)) {
+    plan.leftovers.push_back(std::string("cordon of an earlier run: ") +
+                             (snapshot.policy_enabled()
+                                  ? "the upgrade policy owns the cordon, only our annotation is dropped"
+                                  : "uncordoned at the end"));
+  }
+  const PausedRecord record = paused_record_of(node);
+  for (const auto& [key, before] : record) {
+    plan.leftovers.push_back(fmt::format(
+        "label {} recorded as paused by a run (was \"{}\"): restored with the other labels", key, before));
+  }
+  if (auto lease = lease_of(node)) {
+    const auto now = std::chrono::system_clock::now();
+    if (!lease->expired(now)) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now).count();
+      plan.leftovers.push_back(fmt::format(
+          "a run holds the node's lease ({}, {} s left): a run now would wait for it (up to {} s) before "
+          "changing anything",
+          lease->holder, left, LeaseOptions{}.wait_at_most.count()));
+    } else {
+      plan.leftovers.push_back("a lapsed lease of an earlier run (" + lease->holder + "): taken over");
+    }
+  }
+}
+
+void plan_host(Plan& plan, const PlanInputs& in) {
+  plan.host_driver_version = in.host_driver_version.value_or("");
+  plan.nvidia_loaded = in.nvidia_loaded;
+  for (const auto& m : in.modules) plan.modules.push_back({m.name, m.refcount, m.holders, m.users});
+  plan.holders = describe_holders(in.holders, in.pods);
+  plan.mounts = in.mounts;
+  plan.mounts_note = in.mounts_error;
+  if (!in.can_unload) {
+    plan.unload = "never: " + in.can_unload.error().message;
+  } else if (!in.nvidia_loaded) {
+    plan.unload = "nothing to unload: nvidia is not loaded";
+  } else if (!in.holders.empty()) {
+    plan.unload = "busy now: held by the processes below (the run unloads only once they are gone)";
+  } else {
+    plan.unload = "possible now: no process holds the driver";
+  }
+}
+
+// The own pod, as the run's preflight finds it.
+void plan_own_pod(Plan& plan, const PlanInputs& in, const std::optional<Taint>& taint) {
+  if (in.own_pod) {
+    plan.own_pod = in.own_pod->ref;
+    plan.own_pod_note = in.own_pod_ref ? "found as " + in.own_pod_ref->source : "";
+    if (taint) plan.own_pod_tolerates = !check_tolerates_taint(*in.own_pod, *taint).has_value();
+  } else if (!in.own_pod_error.empty()) {
+    plan.own_pod_note = in.own_pod_error;
+  } else {
+    plan.own_pod_note =
+        "not found (" +
+        (in.own_pod_ref ? in.own_pod_ref->ns + "/" + in.own_pod_ref->name + " from " + in.own_pod_ref->source
+                        : std::string("no POD_NAME or HOSTNAME")) +
+        "): not running in a pod, no toleration check";
+  }
+}
+
+// What stops the run before any write, as its preflight would say it.
+std::vector<std::string> refusals_before_any_write(const Settings& settings, const PlanInputs& in,
+                                                   const Plan& plan) {
+  std::vector<std::string> out;
+  if (refuse_for_unloadable_driver(in.can_unload, in.skip)) {
+    out.push_back("before any write: " + in.can_unload.error().message);
+  }
+  const auto taint = parse_taint(settings.gpu_client_taint);
+  if (plan.own_pod_tolerates && !*plan.own_pod_tolerates && taint) {
+    out.push_back("before any write: " + check_tolerates_taint(*in.own_pod, *taint)->message);
+  }
+  if (!taint) out.push_back("before any write: GPU_CLIENT_TAINT: " + taint.error().message);
+  return out;
+}
+
+}  // namespace
+
+Plan build_plan(const Settings& settings, const PlanInputs& in) {
+  Plan plan;
+  plan.node = settings.node_name;
+  PlanBuilder builder(settings, in, plan);
+  const Snapshot& snapshot = builder.snapshot();
+  plan.upgrade_policy = snapshot.policy_enabled();
+  const EvictionSwitches switches = eviction_switches(settings, plan.upgrade_policy);
+  plan.gpu_pod_eviction = switches.gpu_pod_eviction;
+  plan.auto_drain = switches.auto_drain;
+  plan_host(plan, in);
+  plan_own_pod(plan, in, builder.configured_taint());
+  if (in.own_pod)
+    builder.ledger().decide({in.own_pod->ref, PodAction::kIgnored, "", "this program's own pod", {}});
+  plan.taint = settings.gpu_client_taint;
+  plan.taint_reason = "this path resets no GPU client";
+  plan.cordon_reason = "this path evicts no GPU pod";
+
+  FlowFacts facts;
+  facts.host_driver = in.host_driver_version.has_value();
+  if (!facts.host_driver) {
+    plan.refusals = refusals_before_any_write(settings, in, plan);
+    plan_leftovers(plan, in.node, snapshot, in.nvidia_loaded);
+  }
+  facts.refused = !plan.refusals.empty();
+  facts.nvidia_loaded = in.nvidia_loaded;
+  facts.skip = in.skip.skip;
+  facts.dra_on = snapshot.dra_on();
+  facts.gpu_pod_eviction = switches.gpu_pod_eviction;
+  facts.auto_drain = switches.auto_drain;
+  facts.gpu_direct_rdma = settings.gpu_direct_rdma_enabled;
+  plan.flow = plan_flow(facts);
+  plan.path_reason = path_reason(plan.flow.path, in);
+  for (const auto& s : plan.flow.steps) builder.render(s.step);
+  builder.finish();
+  return plan;
+}
+
+}  // namespace dm::manager

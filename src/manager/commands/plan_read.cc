@@ -1,0 +1,147 @@
+// `plan`'s reads (the node, its pods, the own pod, PodDisruptionBudgets, the host) and the sub-command.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "host/mounts.h"
+#include "kube/config.h"
+#include "kube/objects.h"
+#include "manager/commands/command.h"
+#include "manager/pods/drain.h"
+#include "manager/commands/plan.h"
+#include "manager/commands/preflight.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+std::string read_error(const std::string& what, const Error& e) {
+  if (e.forbidden()) {
+    return what + ": forbidden (" + e.message + ")";
+  }
+  return what + ": " + e.message;
+}
+
+// Mount points under the driver root, shown as host paths (a simulated host's root prefix dropped).
+void read_mounts(host::Host& host, PlanInputs& in) {
+  const std::string root = host.path(host::kDriverRoot);
+  std::error_code ec;
+  if (!std::filesystem::exists(root, ec)) return;
+  auto mounts = host::mounts_under(root);
+  if (!mounts) {
+    in.mounts_error = "cannot read the mount table: " + mounts.error().message;
+    return;
+  }
+  const std::string canonical = std::filesystem::weakly_canonical(root, ec).string();
+  for (const auto& m : *mounts) {
+    in.mounts.push_back(
+        m.rfind(canonical, 0) == 0 ? std::string(host::kDriverRoot) + m.substr(canonical.size()) : m);
+  }
+  std::reverse(in.mounts.begin(), in.mounts.end());  // outermost first, as they were mounted
+}
+
+}  // namespace
+
+Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Client& client, host::Host& host) {
+  PlanInputs in;
+  auto node = client.get(kube::paths::node(settings.node_name));
+  if (!node) {
+    if (node.error().not_found()) {
+      return Error("node \"" + settings.node_name +
+                   "\" not found: set NODE_NAME (--node-name) to the name of a Kubernetes node");
+    }
+    return Error(read_error("cannot read node \"" + settings.node_name + "\"", node.error()));
+  }
+  in.node = std::move(*node);
+
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + settings.node_name;
+  auto pods = client.list_all(kube::paths::pods(), opts);
+  if (!pods) return Error(read_error("cannot list the pods of node " + settings.node_name, pods.error()));
+  in.pods = std::move(*pods);
+  std::sort(in.pods.begin(), in.pods.end(),
+            [](const Json& a, const Json& b) { return kube::ref_string(a) < kube::ref_string(b); });
+  in.facts = api_pod_facts(client);
+
+  in.own_pod_ref =
+      own_pod_ref(settings.pod_name, settings.pod_namespace, settings.hostname, settings.operator_namespace);
+  if (auto own = find_own_pod(client, in.own_pod_ref); !own) {
+    in.own_pod_error = read_error("cannot read this program's own pod", own.error());
+  } else if (own->has_value()) {
+    in.own_pod = std::move(**own);
+  }
+
+  // policy/v1 since Kubernetes 1.21; older API servers serve only v1beta1.
+  for (const std::string version : {"v1", "v1beta1"}) {
+    auto pdbs = client.list_all(kube::paths::pod_disruption_budgets(version));
+    if (pdbs) {
+      in.pdbs = std::move(*pdbs);
+      in.pdb_version = version;
+      in.pdb_error.clear();
+      break;
+    }
+    in.pdb_error =
+        read_error("cannot list PodDisruptionBudgets", pdbs.error()) +
+        (pdbs.error().forbidden() ? ": which budgets would block the evictions is unknown (allow list on "
+                                    "policy/poddisruptionbudgets to see them)"
+                                  : "");
+    if (!pdbs.error().not_found()) break;
+  }
+
+  in.host_driver_version = host.host_driver_version();
+  in.can_unload = host.can_unload_nvidia();
+  in.nvidia_loaded = host.module_loaded("nvidia");
+  in.nouveau_loaded = host.module_loaded("nouveau");
+  for (const auto name : host::kNvidiaModules) {
+    if (!host.module_loaded(name)) continue;
+    if (auto st = host.module_state(name)) in.modules.push_back(std::move(*st));
+  }
+  in.holders = host.nvidia_holder_processes();
+  read_mounts(host, in);
+  in.skip = decide_skip_uninstall(settings, host);
+  if (settings.gpu_direct_rdma_enabled) {
+    in.mellanox_device = host.first_mellanox_device();
+    in.mofed_ready = host.mofed_ready(settings.use_host_mofed);
+  }
+  return in;
+}
+
+int run_plan(const Settings& in_settings, const std::string& output) {
+  Settings settings = in_settings;
+  fill_pod_identity_from_env(settings);
+  if (!require_node_name(settings, "the name of a Kubernetes node")) return 1;
+  const char* path_env = std::getenv("PATH");
+  const std::string path = path_env != nullptr ? path_env : "";
+  // vfio-manage only runs on the node: its absence here (say, on an operator's laptop) is a note, not an
+  // error; every other bad setting is refused as uninstall_driver refuses it.
+  Settings checked = settings;
+  const bool vfio_found = !resolve_executable(settings.vfio_manage, path).empty();
+  if (!vfio_found) checked.vfio_manage = "/proc/self/exe";
+  if (auto problems = settings_problems(checked, path); !problems.empty()) {
+    for (const auto& pr : problems) spdlog::critical("{}", pr);
+    return 1;
+  }
+  auto connection = connect(settings, kube::ClientOptions());
+  if (!connection) return 1;
+  auto host = host::make_host(settings.sim_root);
+  auto inputs = read_plan_inputs(settings, *connection->client, *host);
+  if (!inputs) {
+    spdlog::critical("plan failed: {} (with {})", inputs.error().message, connection->config.source);
+    return 1;
+  }
+  Plan plan = build_plan(settings, *inputs);
+  if (!vfio_found) {
+    plan.notes.push_back("VFIO_MANAGE_PATH=\"" + settings.vfio_manage +
+                         "\": no such executable here; a run on the node refuses to start without it");
+  }
+  const std::string text = output == "json" ? plan_to_json(plan).dump(2) + "\n" : render_plan_text(plan);
+  std::fputs(text.c_str(), stdout);
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace dm::manager

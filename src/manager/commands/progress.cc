@@ -1,0 +1,190 @@
+#include "manager/commands/progress.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <ctime>
+#include <utility>
+
+#include "common/log.h"
+
+namespace dm::manager {
+
+namespace {
+
+constexpr size_t kMaxAnnotated = 3;  // pods named in the state annotation
+
+struct PhaseInfo {
+  std::string_view name;
+  std::string_view reason;
+  std::string_view description;
+  std::string_view gone_verb;  // the summary's words for the pods that left the node during the phase
+};
+
+PhaseInfo info(Phase p) {
+  switch (p) {
+    case Phase::kPauseOperands:
+      return {
+          "pause-operands", "PausingOperands",
+          "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down, "
+          "while it resets the annotated GPU client pods under its taint and, when it evicts them, evicts "
+          "the GPU workloads from the cordoned node",
+          "stopped {} operand pod{}"};
+    case Phase::kEvictWorkloads:
+      return {"evict-workloads", "EvictingGpuWorkloads",
+              "driver-manager is draining the node after a failed GPU workload eviction, or taking the DRA "
+              "kubelet plugins and the pods that hold their claims off the node",
+              "evicted {} GPU pod{}"};
+    case Phase::kUnloadDriver:
+      return {"unload-driver", "UnloadingDriver",
+              "driver-manager is unloading the NVIDIA kernel modules and unmounting the old driver root",
+              "drained {} pod{}"};
+    case Phase::kCleanDriverRoot:
+      return {"clean-driver-root", "CleaningDriverRoot",
+              "driver-manager is removing the stale driver root (the driver modules stay as they are)",
+              "stopped {} DRA plugin pod{}"};
+    case Phase::kWaitMofed:
+      return {"wait-mofed", "WaitingForMofed",
+              "driver-manager is waiting for the MOFED driver (GPUDirect RDMA)",
+              "{} pod{} gone while waiting for MOFED"};
+    case Phase::kRestore:
+      return {"restore", "RestoringNode",
+              "driver-manager is removing its taint and cordon and restoring the operand labels",
+              "{} pod{} gone while restoring"};
+    case Phase::kCleanupOnFailure:
+      return {"cleanup-on-failure", "CleaningUpAfterFailure",
+              "driver-manager failed and is restoring the node (taint, cordon, operand labels)",
+              "{} pod{} gone during the cleanup"};
+  }
+  return {"unknown", "Unknown", "", "{} pod{}"};
+}
+
+std::string plural(std::string_view format, size_t n) {
+  return fmt::format(fmt::runtime(format), n, n == 1 ? "" : "s");
+}
+
+}  // namespace
+
+std::string_view phase_name(Phase p) {
+  return info(p).name;
+}
+std::string_view phase_event_reason(Phase p) {
+  return info(p).reason;
+}
+std::string_view phase_description(Phase p) {
+  return info(p).description;
+}
+
+std::string format_phase_duration(Duration d) {
+  auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 100;
+  if (tenths < 0) tenths = 0;
+  if (tenths < 600) return fmt::format("{}.{}s", tenths / 10, tenths % 10);
+  const auto minutes = tenths / 600;
+  const auto rest = tenths % 600;
+  return fmt::format("{}m{}.{}s", minutes, rest / 10, rest % 10);
+}
+
+RunProgress::RunProgress(const Clock& clock, WallClock wall)
+    : clock_(clock), wall_(std::move(wall)), run_start_(clock.now()), run_start_wall_(wall_()) {}
+
+void RunProgress::begin(Phase p) {
+  std::lock_guard lk(mu_);
+  end_locked();
+  current_ = p;
+  phase_start_ = clock_.now();
+  phase_start_wall_ = wall_();
+}
+
+void RunProgress::end() {
+  std::lock_guard lk(mu_);
+  end_locked();
+}
+
+void RunProgress::end_locked() {
+  if (current_) done_.push_back({*current_, clock_.now() - phase_start_});
+  current_.reset();
+  waiting_.reset();
+}
+
+std::optional<Phase> RunProgress::current() const {
+  std::lock_guard lk(mu_);
+  return current_;
+}
+
+void RunProgress::set_waiting(const WaitStatus& s) {
+  std::lock_guard lk(mu_);
+  waiting_ = s;
+}
+
+void RunProgress::add_paused_labels(size_t n) {
+  std::lock_guard lk(mu_);
+  paused_labels_ += n;
+}
+
+void RunProgress::add_pods_gone(Phase p, size_t n) {
+  std::lock_guard lk(mu_);
+  pods_gone_[p] += n;
+}
+
+void RunProgress::add_gpu_clients_reset(size_t n) {
+  std::lock_guard lk(mu_);
+  gpu_clients_reset_ += n;
+}
+
+void RunProgress::add_modules_unloaded(size_t n) {
+  std::lock_guard lk(mu_);
+  modules_unloaded_ += n;
+}
+
+// `kubectl describe node` cuts an annotation after 140 characters: what matters comes first, pods by name
+// only (the log has the details), the time the run began last.
+std::string RunProgress::annotation_value() const {
+  std::lock_guard lk(mu_);
+  std::string out = fmt::format("phase={}; since={}", current_ ? phase_name(*current_) : "done",
+                                rfc3339(phase_start_wall_));
+  if (waiting_ && !waiting_->remaining.empty()) {
+    std::vector<std::string> names;
+    names.reserve(waiting_->remaining.size());
+    for (const auto& r : waiting_->remaining) names.push_back(r.substr(0, r.find(" (")));
+    out += fmt::format("; waiting for {} of {} pods: {}", names.size(),
+                       std::max(waiting_->most, names.size()), join_names(names, kMaxAnnotated));
+  }
+  out += "; run started=" + rfc3339(run_start_wall_);
+  return out;
+}
+
+std::vector<RunProgress::PhaseTime> RunProgress::phases() const {
+  std::lock_guard lk(mu_);
+  auto out = done_;
+  if (current_) out.push_back({*current_, clock_.now() - phase_start_});
+  return out;
+}
+
+std::string RunProgress::summary(std::string_view outcome) const {
+  const auto times = phases();
+  std::lock_guard lk(mu_);
+  std::vector<std::string> did;
+  if (paused_labels_ > 0) did.push_back(plural("paused {} operand label{}", paused_labels_));
+  for (const auto& [phase, n] : pods_gone_) {
+    if (n > 0) did.push_back(plural(info(phase).gone_verb, n));
+    // The clients go side by side with the operands: counted apart, said right after them.
+    if (phase == Phase::kPauseOperands && gpu_clients_reset_ > 0) {
+      did.push_back(plural("reset {} GPU client{}", gpu_clients_reset_));
+    }
+  }
+  if (modules_unloaded_ > 0) did.push_back(plural("unloaded {} kernel module{}", modules_unloaded_));
+  std::string out =
+      fmt::format("Summary: {} in {}: {}", outcome, format_phase_duration(clock_.now() - run_start_),
+                  did.empty() ? std::string("nothing paused, evicted or unloaded")
+                              : fmt::format("{}", fmt::join(did, ", ")));
+  if (!times.empty()) {
+    std::vector<std::string> parts;
+    parts.reserve(times.size());
+    for (const auto& t : times)
+      parts.push_back(fmt::format("{} {}", phase_name(t.phase), format_phase_duration(t.took)));
+    out += fmt::format("; phases: {}", fmt::join(parts, ", "));
+  }
+  return out;
+}
+
+}  // namespace dm::manager

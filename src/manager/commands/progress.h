@@ -1,0 +1,101 @@
+// What a run tells the people watching it (docs/behaviour.md, Progress): the phase it is in and since when
+// (kept on the node as an annotation, so that `kubectl describe node` shows it), the duration of each phase
+// and what each one did (the summary line at the end), and the one progress line every wait logs at a
+// steady cadence (manager/wait_progress). Pure bookkeeping: manager/progress_reporter writes what this
+// produces.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "manager/rules/node_keys.h"
+#include "manager/pods/wait_progress.h"
+
+namespace dm::manager {
+
+// The phases of a run, in the order the full path takes them.
+enum class Phase {
+  kPauseOperands,     // pause the operand labels; their pods go while the annotated GPU clients are reset
+                      // and the GPU workloads evicted from the cordoned node
+  kEvictWorkloads,    // what is left before the unload: the full-drain fallback, the DRA plugins and clients
+  kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
+  kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
+  kWaitMofed,         // GPUDirect RDMA: wait for the MOFED driver
+  kRestore,           // success: taint, cordon, labels back
+  kCleanupOnFailure,  // failure or SIGTERM: the same, best effort
+};
+
+// "pause-operands": the name in the annotation, the log and the summary.
+std::string_view phase_name(Phase p);
+// The reason of the Normal Event recorded when the phase begins ("PausingOperands").
+std::string_view phase_event_reason(Phase p);
+// One sentence for that Event.
+std::string_view phase_description(Phase p);
+
+// "1.2s", "2m3.4s": phase durations in the summary.
+std::string format_phase_duration(Duration d);
+// The phases of one run, their durations and counters, the annotation value and the summary line.
+// Thread-safe: waits may report from any thread.
+class RunProgress {
+ public:
+  using WallClock = std::function<std::chrono::system_clock::time_point()>;
+  explicit RunProgress(
+      const Clock& clock, WallClock wall = [] { return std::chrono::system_clock::now(); });
+
+  // Ends the current phase (its duration is kept) and begins `p`.
+  void begin(Phase p);
+  // Ends the current phase (at the end of the run).
+  void end();
+  [[nodiscard]] std::optional<Phase> current() const;
+  // The latest wait of the current phase (cleared by begin()).
+  void set_waiting(const WaitStatus& s);
+
+  // Counters for the summary.
+  void add_paused_labels(size_t n);
+  // Pods that left the node during phase `p` (but GPU clients); GPU workloads evicted during pause-operands
+  // are counted under kEvictWorkloads, whose words they get ("evicted <n> GPU pods"), entered or not.
+  void add_pods_gone(Phase p, size_t n);
+  void add_gpu_clients_reset(size_t n);  // annotated GPU clients that left during pause-operands
+  void add_modules_unloaded(size_t n);
+
+  // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>[; waiting for <n> of <m> pods: <names>];
+  // run started=<RFC3339>".
+  [[nodiscard]] std::string annotation_value() const;
+  // "Summary: <outcome> in 6.3s: paused 8 labels, ...; phases: pause-operands 1.2s, ..."
+  // `outcome` e.g. "node prepared", "failed in phase evict-workloads".
+  [[nodiscard]] std::string summary(std::string_view outcome) const;
+
+  struct PhaseTime {
+    Phase phase;
+    Duration took;
+  };
+  [[nodiscard]] std::vector<PhaseTime> phases() const;
+
+ private:
+  void end_locked();
+
+  const Clock& clock_;
+  WallClock wall_;
+  mutable std::mutex mu_;
+  TimePoint run_start_;
+  std::chrono::system_clock::time_point run_start_wall_;
+  std::optional<Phase> current_;
+  TimePoint phase_start_{};
+  std::chrono::system_clock::time_point phase_start_wall_{};
+  std::optional<WaitStatus> waiting_;
+  std::vector<PhaseTime> done_;
+  size_t paused_labels_ = 0;
+  std::map<Phase, size_t> pods_gone_;
+  size_t modules_unloaded_ = 0;
+  size_t gpu_clients_reset_ = 0;
+};
+
+}  // namespace dm::manager

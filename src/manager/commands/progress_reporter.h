@@ -1,0 +1,72 @@
+// Shows a run's progress on its node (docs/behaviour.md, Progress): the state annotation written at each
+// phase boundary (or carried by the patch that follows at once) and refreshed during long waits. Every write
+// goes out from a thread of its own, one at a time, with the newest state: a wait that reports never waits
+// for the API server, and best-effort reporting (a refused write is logged once) never stalls the run.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "kube/client.h"
+#include "manager/node/known_node.h"
+#include "manager/commands/progress.h"
+
+namespace dm::manager {
+
+class ProgressReporter {
+ public:
+  ProgressReporter(kube::Client& client, const Clock& clock, std::string node_name, KnownNode& known);
+  ~ProgressReporter();
+  ProgressReporter(const ProgressReporter&) = delete;
+  ProgressReporter& operator=(const ProgressReporter&) = delete;
+
+  RunProgress& progress() { return progress_; }
+
+  // Begins `phase`. Its state is written before this returns (so that a watcher sees every phase, in
+  // order), unless it rides along with the node patch or the wait that follows at once.
+  void begin(Phase phase, bool ride_along);
+  // The state to put into a node patch sent now, when the current phase left it to that patch.
+  std::optional<std::string> ride_along_state();
+  // The patch that carried it was applied.
+  void carried();
+  // The wait observer of the pod waits: writes the pending state when a wait starts, and names what a long
+  // wait still waits for (at most every 30 s, when that changed). Never waits for a write.
+  void on_wait(const WaitStatus& status, bool started);
+  // Waits for the writes asked for, then ends the writer: the lease release that removes the state
+  // annotation must come after the last of them. Idempotent.
+  void stop();
+
+ private:
+  void post();        // asks for a write of the newest state
+  void write_now();   // asks for one and waits until a write begun after the call has ended
+  void write_loop();  // the writer thread
+  void write();       // one merge patch of the annotation
+
+  kube::Client& client_;
+  const Clock& clock_;
+  std::string node_name_;
+  KnownNode& known_;
+  RunProgress progress_;
+
+  std::mutex state_mu_;   // never held across a request
+  bool pending_ = false;  // the current phase's state rides along with the next patch or wait
+  std::optional<TimePoint> wait_written_at_;  // last write asked for by a long wait
+  std::vector<std::string> wait_written_;     // what it named
+
+  std::mutex writer_mu_;
+  std::condition_variable writer_cv_;
+  std::uint64_t asked_ = 0;    // writes asked for
+  std::uint64_t started_ = 0;  // the number of asks the write under way (or the last one) covers
+  std::uint64_t done_ = 0;     // asks covered by ended writes
+  bool stopping_ = false;
+  bool write_failed_ = false;  // writer thread only
+  std::thread writer_;         // last: started once the members above exist
+};
+
+}  // namespace dm::manager

@@ -1,0 +1,405 @@
+// The flow of a run: reads, preflight, lease, the decided steps in order, progress, failure and cleanup.
+#include "manager/commands/uninstall_flow.h"
+
+#include <spdlog/spdlog.h>
+
+#include "kube/objects.h"
+#include "manager/commands/cancel_scope.h"
+#include "manager/commands/cleanup.h"
+#include "manager/pods/drain.h"
+#include "manager/rules/pod_rules.h"
+#include "manager/commands/preflight.h"
+#include "manager/commands/progress.h"
+
+namespace dm::manager {
+
+namespace {
+
+// The first request tells whether the configuration, the node name and the permissions are right; say
+// which one is wrong.
+std::string explain_node_get_error(const Error& e, const Settings& s, const kube::Config& config) {
+  if (e.not_found()) {
+    return "node \"" + s.node_name +
+           "\" not found: set NODE_NAME (--node-name) to the name of this Kubernetes node (" + e.message +
+           ")";
+  }
+  if (e.forbidden()) {
+    return "not allowed to read node \"" + s.node_name + "\" with " + config.source +
+           ": bind the service account to the ClusterRole of deploy/clusterrole.yaml (" + e.message + ")";
+  }
+  if (e.http_status == 401) {
+    return "the API server rejected the credentials of " + config.source + " (" + e.message + ")";
+  }
+  return "cannot read node \"" + s.node_name + "\" from " + config.server + " (" + config.source +
+         "): " + e.message;
+}
+
+}  // namespace
+
+int Uninstall::run(const kube::Config& config) {
+  spdlog::info("Starting driver uninstallation process");
+  pods_.begin();  // the pod list goes out beside the node's GET
+  auto node = node_.get();
+  if (!node) {
+    spdlog::critical("{}", explain_node_get_error(node.error(), settings_, config));
+    return kExitFailed;
+  }
+  table_ = operand_table(settings_.node_label_for_gpu_pod_eviction);
+  snapshot_ = take_snapshot(*node, table_);
+  // The permissions the run needs are asked while the pods are listed; the answer is read in preflight().
+  std::future<Status> access =
+      std::async(std::launch::async, [this, checks = uninstall_access_checks(settings_, snapshot_.dra_on())] {
+        return check_access(client_, checks);
+      });
+
+  // Listing pods is the other permission every path needs: check it before anything is written.
+  if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
+    spdlog::critical("{}{}", w.error().message,
+                     w.error().forbidden()
+                         ? " (bind the service account to the ClusterRole of deploy/clusterrole.yaml)"
+                         : "");
+    return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+  }
+
+  // A driver installed on the host itself makes the containerized driver unnecessary.
+  if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
+  // A driver the kernel can never unload (built in, no module unloading) fails before any write, unless
+  // the loaded driver is the desired one and would be kept.
+  if (auto u = host_.can_unload_nvidia(); !u) {
+    if (refuse_for_unloadable_driver(u, decide_skip_uninstall(settings_, host_))) return fail(u.error());
+    spdlog::info("{}; the loaded driver matches the desired configuration and will be kept",
+                 u.error().message);
+  }
+
+  // Everything knowable up front is checked before the first write (the lease).
+  if (auto p = preflight(access); !p) {
+    spdlog::critical("{}", p.error().message);
+    return cancel_.cancelled() ? kExitTerminated : kExitFailed;
+  }
+  // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
+  lease_.emplace(client_, clock_, settings_.node_name,
+                 lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
+  auto leased = lease_->acquire(cancel_, &*node);
+  if (!leased) {
+    spdlog::critical("{}", leased.error().message);
+    if (!cancel_.cancelled()) return kExitFailed;
+    // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
+    const CancelToken budget;
+    const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
+    client_.set_cancel(budget);
+    release_lease();
+    return kExitTerminated;
+  }
+  // The node as it is now that no other run changes it (a run that held the lease may just have ended).
+  node = std::move(*leased);
+  known_node_.remember(*node);
+  pods_.set_wait_observer([this](const WaitStatus& st, bool started) { reporter_.on_wait(st, started); });
+  snapshot_ = take_snapshot(*node, table_);
+  bool malformed_record = false;
+  paused_record_ = paused_record_of(*node, &malformed_record);
+  if (malformed_record) {
+    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
+                 settings_.node_name);
+  }
+
+  log_snapshot();
+  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
+                       label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
+  gpu_clients_->use_known_node(&known_node_);
+  if (auto a = adopt_leftovers(*node, host_.module_loaded("nvidia")); !a) return fail(a.error());
+
+  Status s = main_path();
+  if (!s) return fail(s.error());
+  // Done: a SIGTERM from here on must not cut the release (and the last Event) short.
+  client_.set_cancel(CancelToken());
+  release_lease();
+  return kExitOk;
+}
+
+// Our pod (if any): it must tolerate the gpu-client taint, and its grace period bounds the SIGTERM cleanup.
+// Then the permissions the run needs: `access`, the API server's answer to the access review.
+Status Uninstall::preflight(std::future<Status>& access) {
+  const auto ref = own_pod_ref(settings_.pod_name, settings_.pod_namespace, settings_.hostname,
+                               settings_.operator_namespace);
+  auto own = find_own_pod(client_, ref);
+  if (!own) return own.error();
+  if (!own->has_value()) {
+    spdlog::info(
+        "Own pod not found ({}): not running in a pod, skipping the toleration check; SIGTERM cleanup "
+        "budget {}",
+        ref ? ref->ns + "/" + ref->name + " from " + ref->source : std::string("no POD_NAME or HOSTNAME"),
+        format_duration(cleanup_budget_));
+  } else {
+    own_pod_ = std::move(**own);
+    cleanup_budget_ = cleanup_budget(own_pod_->grace_period);
+    spdlog::info("Running in pod {} (terminationGracePeriodSeconds {}): SIGTERM cleanup budget {}",
+                 own_pod_->ref,
+                 std::chrono::duration_cast<std::chrono::seconds>(own_pod_->grace_period).count(),
+                 format_duration(cleanup_budget_));
+    if (auto taint = parse_taint(settings_.gpu_client_taint); taint) {
+      if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) return *refusal;
+    }
+  }
+  return access.get();
+}
+
+std::string Uninstall::own_pod_name() const {
+  if (settings_.pod_name.empty()) return {};
+  return (settings_.pod_namespace.empty() ? settings_.operator_namespace : settings_.pod_namespace) + "/" +
+         settings_.pod_name;
+}
+
+// The run's state annotation ends with the lease, in the same patch, on every way out.
+void Uninstall::release_lease() {
+  reporter_.stop();  // no state write may land after the release removes the annotation
+  if (!lease_) return;
+  if (auto r = lease_->release({std::string(kStateAnnotation)}); !r) spdlog::warn("{}", r.error().message);
+}
+
+namespace {
+
+size_t loaded_modules(const host::Host& host) {
+  size_t n = host.module_loaded("nouveau") ? 1 : 0;
+  for (auto m : host::kNvidiaModules) n += host.module_loaded(m) ? 1 : 0;
+  return n;
+}
+
+}  // namespace
+
+void Uninstall::count_phase() {
+  const auto phase = reporter_.progress().current();
+  std::map<std::string, bool> now;  // UID -> an annotated GPU client
+  for (const auto& p : pods_.snapshot()) {
+    now.emplace(kube::uid(*p), gpu_client_designation(*p) == ClientDesignation::kClient);
+  }
+  const size_t modules = loaded_modules(host_);
+  if (phase) {
+    size_t gone = 0;
+    size_t clients = 0;
+    size_t workloads = 0;
+    for (const auto& [uid, client] : phase_pods_) {
+      if (now.contains(uid)) continue;
+      // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
+      // operand wait: each is counted as what it is.
+      const bool beside = *phase == Phase::kPauseOperands;
+      if (beside && client) {
+        ++clients;
+      } else if (beside && workload_uids_.contains(uid)) {
+        ++workloads;
+      } else {
+        ++gone;
+      }
+    }
+    reporter_.progress().add_pods_gone(*phase, gone);
+    reporter_.progress().add_gpu_clients_reset(clients);
+    reporter_.progress().add_pods_gone(Phase::kEvictWorkloads, workloads);
+    if (phase_modules_ > modules) reporter_.progress().add_modules_unloaded(phase_modules_ - modules);
+  }
+  phase_pods_ = std::move(now);
+  phase_modules_ = modules;
+}
+
+void Uninstall::enter(Phase phase, bool ride_along, bool event) {
+  count_phase();
+  spdlog::debug("Phase {}", phase_name(phase));
+  reporter_.begin(phase, ride_along);
+  if (event)
+    node_.event_in_background(std::string(phase_event_reason(phase)), std::string(phase_description(phase)),
+                              "Normal");
+}
+
+void Uninstall::finish(int exit_code) {
+  node_.flush_events();  // the phases' Events are on the API server before the summary's
+  count_phase();
+  reporter_.progress().end();
+  std::string outcome;
+  const std::string where = failed_in_ ? fmt::format(" in phase {}", phase_name(*failed_in_)) : "";
+  if (exit_code == kExitOk) {
+    outcome = "node prepared for the driver installation";
+  } else if (exit_code == kExitTerminated) {
+    outcome = "terminated by SIGTERM" + where;
+  } else {
+    outcome = "failed" + where;
+  }
+  const std::string line = reporter_.progress().summary(outcome);
+  if (exit_code == kExitOk) {
+    node_.event("NodePreparedForDriver", "driver-manager: " + line, "Normal");
+    spdlog::info("{}", line);
+  } else {
+    spdlog::error("{}", line);
+  }
+}
+
+int Uninstall::fail(const Error& error) {
+  const bool terminated = cancel_.cancelled();
+  failed_in_ = reporter_.progress().current();
+  if (terminated) spdlog::warn("Received SIGTERM: restoring the node before exiting");
+  // The run's requests stop with SIGTERM; the cleanup's and the lease release's are stopped only by the
+  // cleanup's budget under SIGTERM (the kubelet kills the container when the grace period ends), else by
+  // their own retries.
+  const CancelToken cleanup_cancel;
+  std::optional<CancelAtDeadline> watchdog;
+  const Deadline deadline = terminated ? Deadline::after(clock_, cleanup_budget_) : Deadline::none();
+  if (terminated) watchdog.emplace(clock_, deadline, cleanup_cancel);
+  client_.set_cancel(cleanup_cancel);
+  if (!undo_.empty()) {
+    // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.
+    if (terminated) {
+      count_phase();
+      reporter_.progress().begin(Phase::kCleanupOnFailure);
+    } else {
+      enter(Phase::kCleanupOnFailure, /*ride_along=*/false, /*event=*/false);
+    }
+    NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
+    undo_node_ = &cleanup_node;
+    cleanup_on_failure({settings_, cleanup_node, snapshot_.policy_enabled(), undo_, clock_, deadline}, error);
+    undo_node_ = nullptr;
+  } else {
+    node_.event("DriverUninstallFailed", "driver-manager failed: " + error.message, "Warning");
+  }
+  release_lease();
+  spdlog::critical("{}", error.message);
+  return terminated ? kExitTerminated : kExitFailed;
+}
+
+void Uninstall::log_snapshot() const {
+  spdlog::info("Fetching current component labels");
+  for (const auto& op : table_) {
+    if (op.label_key == settings_.node_label_for_gpu_pod_eviction) {
+      spdlog::info("Getting current value of the \"{}\" node label used by custom operands", op.label_key);
+    } else {
+      spdlog::info("Getting current value of the \"{}\" node label", op.label_key);
+    }
+    spdlog::info("Current value of \"{}\"={}", op.label_key, snapshot_.value(op.label_key));
+  }
+  spdlog::info("Current value of AUTO_UPGRADE_POLICY_ENABLED={}", snapshot_.upgrade_annotation);
+}
+
+Status Uninstall::check_cancelled() const {
+  if (cancel_.cancelled()) return Error("terminated by SIGTERM");
+  return ok_status();
+}
+
+Deadline Uninstall::operand_deadline() const {
+  return settings_.operand_wait_timeout == Duration::zero()
+             ? Deadline::none()
+             : Deadline::after(clock_, settings_.operand_wait_timeout);
+}
+
+Status Uninstall::main_path() {
+  const bool policy = snapshot_.policy_enabled();
+  if (policy) {
+    spdlog::info("Auto upgrade policy of the GPU driver on the node is enabled");
+    spdlog::info(
+        "GPU pod eviction by driver-manager has been superseded by the GPU Operator's upgrade policy. The "
+        "GPU "
+        "Operator will perform the workload eviction instead");
+    spdlog::info(
+        "Auto drain by driver-manager has been superseded by the GPU Operator's upgrade policy. The GPU "
+        "Operator will perform the GPU node drain instead");
+  } else {
+    spdlog::info("Auto upgrade policy of the GPU driver on the node is disabled");
+  }
+  const auto switches = eviction_switches(settings_, policy);
+  eviction_enabled_ = switches.gpu_pod_eviction;
+  auto_drain_enabled_ = switches.auto_drain;
+
+  FlowFacts facts;
+  facts.nvidia_loaded = host_.module_loaded("nvidia");
+  // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
+  // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
+  if (facts.nvidia_loaded) skip_ = decide_skip_uninstall(settings_, host_);
+  facts.skip = skip_.skip;
+  facts.dra_on = snapshot_.dra_on();
+  facts.gpu_pod_eviction = eviction_enabled_;
+  facts.auto_drain = auto_drain_enabled_;
+  facts.gpu_direct_rdma = settings_.gpu_direct_rdma_enabled;
+  flow_ = plan_flow(facts);
+  return execute();
+}
+
+// Each path: docs/behaviour.md, The paths. A step that has nothing to do at run time is passed over (the
+// full-drain fallback) or runs without opening its phase (the DRA plugin clients, when there are none).
+Status Uninstall::execute() {
+  if (flow_.path == RunPath::kNoDriver)
+    spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
+  for (const auto& [step, phase] : flow_.steps) {
+    if (step == Step::kDrainAfterFailedEviction && !drain_pending_) continue;
+    if (!step_is_report(step)) {
+      if (phase && phase != reporter_.progress().current() && opens_phase(step)) {
+        enter(*phase, /*ride_along=*/step == Step::kPauseOperands);  // with the pause patch
+      }
+      before_check(step);
+      if (auto c = check_cancelled(); !c) return c;
+    }
+    if (auto s = run_step(step); !s) return s;
+  }
+  switch (flow_.path) {
+    case RunPath::kFull:
+      spdlog::info("Driver uninstallation completed successfully");
+      break;
+    case RunPath::kSkip:
+      spdlog::info("Node prepared for the driver installation (driver kept)");
+      break;
+    case RunPath::kNoDriver:
+      spdlog::info("Node prepared for the driver installation (no driver was loaded)");
+      break;
+    default:
+      break;
+  }
+  return ok_status();
+}
+
+// The DRA plugin clients' step opens the phase of what is left before the unload only when there are some.
+bool Uninstall::opens_phase(Step step) const {
+  return step != Step::kResetDraPluginClients || gpu_clients_->dra_plugin_clients_present();
+}
+
+// What a step does before the cancellation check that precedes it (as a registration made before a write,
+// it must not be lost to a SIGTERM that arrives in between).
+void Uninstall::before_check(Step step) {
+  if (step == Step::kRestoreLabels) register_legacy_uncordon();
+  if (step == Step::kCleanStaleMounts) spdlog::info("Cleaning up stale mounts and state files...");
+}
+
+Status Uninstall::run_step(Step step) {
+  switch (step) {
+    case Step::kLabelPreInstalled:
+    case Step::kAwaitRemoval:
+      return Error("the pre-installed path is run by pre_installed_path()");
+    case Step::kPauseOperands:
+      return pause_operands();
+    case Step::kTakeGpuUsersOff:
+      // operands, annotated gpu clients and GPU workloads go side by side
+      return take_gpu_users_off(flow_.evict_workloads);
+    case Step::kReportSkipDecision:
+      report_skip_decision();
+      return ok_status();
+    case Step::kDrainAfterFailedEviction:
+      return drain_after_failed_eviction();
+    case Step::kCheckDraClaims:
+      return check_dra_claim_holders(ctx_);
+    case Step::kResetDraPluginClients:
+      return gpu_clients_->reset_dra_plugin_clients();
+    case Step::kDrainDraPlugin:
+      return drain_dra_plugin();
+    case Step::kUnloadDriver:
+      return uninstall_driver_components();
+    case Step::kRemoveStaleDriverRoot:
+    case Step::kCleanStaleMounts:
+      return remove_stale_driver_root();
+    case Step::kUnloadNouveau:
+      return unload_nouveau();
+    case Step::kUnbindVfio:
+      return unbind_vfio();
+    case Step::kWaitMofed:
+      return wait_for_mofed();
+    case Step::kRestoreLabels:
+      return restore_labels();
+    case Step::kUndoChanges:
+      return undo_.run_all(cancel_);  // taint, cordon and labels come back, newest change first
+  }
+  return Error("unknown step");
+}
+
+}  // namespace dm::manager

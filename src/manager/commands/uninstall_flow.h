@@ -1,0 +1,141 @@
+// The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
+// ownership, one deadline for all operand waits, an undo list that every change to the node registers with
+// and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
+// decided by manager/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used by
+// uninstall.cc only.
+#pragma once
+
+#include <future>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "host/host.h"
+#include "kube/client.h"
+#include "kube/config.h"
+#include "manager/pods/drain.h"
+#include "manager/commands/flow_plan.h"
+#include "manager/pods/gpu_clients.h"
+#include "manager/node/known_node.h"
+#include "manager/node/lease.h"
+#include "manager/node/node_ops.h"
+#include "manager/rules/operands.h"
+#include "manager/commands/own_pod.h"
+#include "manager/rules/paused_record.h"
+#include "manager/pods/pod_watch.h"
+#include "manager/commands/progress_reporter.h"
+#include "manager/rules/settings.h"
+#include "manager/rules/skip.h"
+#include "manager/node/undo.h"
+#include "manager/pods/waits.h"
+
+namespace dm::manager {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailed = 1;
+inline constexpr int kExitTerminated = 143;
+
+// One run of uninstall_driver on this node.
+class Uninstall {
+ public:
+  Uninstall(const Settings& settings, kube::Client& client, host::Host& host, const Clock& clock,
+            CancelToken cancel)
+      : settings_(settings),
+        client_(client),
+        host_(host),
+        clock_(clock),
+        cancel_(std::move(cancel)),
+        node_(client, clock, cancel_, settings.node_name),
+        pods_(client, clock, settings.node_name),
+        ctx_{settings, client, clock, cancel_, node_, pods_},
+        reporter_(client, clock, settings.node_name, known_node_) {
+    node_.use_known_node(&known_node_);
+  }
+
+  int run(const kube::Config& config);
+  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event).
+  void finish(int exit_code);
+
+ private:
+  // The path decided (manager/flow_plan) and its steps run in order (ok = exit 0); the pre-installed path
+  // ends the run with its own exit code.
+  Status main_path();
+  Status execute();
+  Status run_step(Step step);
+  bool opens_phase(Step step) const;
+  void before_check(Step step);
+  int pre_installed_path(const std::string& version);
+
+  // Steps.
+  Status adopt_leftovers(const nlohmann::json& node, bool will_unload);
+  Status pause_operands();
+  Status take_gpu_users_off(bool with_workloads);
+  void report_skip_decision() const;
+  Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside);
+  Status drain_after_failed_eviction();
+  Status drain_dra_plugin();
+  Status uninstall_driver_components();
+  Status cleanup_driver();
+  Status unbind_vfio();
+  Status wait_for_mofed();
+  Status unload_nouveau();
+  Status remove_stale_driver_root();
+
+  Status cordon();
+  void register_uncordon();
+  void register_legacy_uncordon();
+  void register_label_restore();
+  Status restore_labels();
+  Status pause_labels(const nlohmann::json& labels);
+  NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
+  Status check_cancelled() const;
+  Deadline operand_deadline() const;
+  void log_snapshot() const;
+  Status preflight(std::future<Status>& access);
+  [[nodiscard]] std::string own_pod_name() const;
+  void release_lease();
+  int fail(const Error& error);
+
+  // Progress where operators look (manager/progress_reporter): at each phase boundary the state annotation
+  // on the node (`ride_along`: written with the node patch or the wait that follows at once) and a Normal
+  // Event.
+  void enter(Phase phase, bool ride_along = false, bool event = true);
+  void count_phase();  // what left the node during the phase that ends now
+
+  const Settings& settings_;
+  kube::Client& client_;
+  host::Host& host_;
+  const Clock& clock_;
+  CancelToken cancel_;
+  KnownNode known_node_;  // the newest node seen: the guarded writes (lease, taint, cordon) start from it
+  NodeOps node_;
+  PodWatch pods_;
+  DrainContext ctx_;  // the eviction and the drain, stopped by SIGTERM
+
+  FlowPlan flow_;      // the path and its steps
+  SkipDecision skip_;  // read when the driver is loaded
+  std::vector<OperandSpec> table_;
+  Snapshot snapshot_;
+  PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
+  bool eviction_enabled_ = false;
+  bool auto_drain_enabled_ = false;
+  UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
+  NodeOps* undo_node_ = nullptr;  // during cleanup: node writes that SIGTERM does not cancel
+  Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
+  std::optional<GpuClientReset> gpu_clients_;           // annotated third-party GPU clients and their taint
+  std::optional<OwnPod> own_pod_;                       // the pod this program runs in, when found
+  std::optional<NodeLease> lease_;                      // held from the first write to the end of the run
+
+  ProgressReporter reporter_;
+  std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended
+  std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
+  std::set<std::string> workload_uids_;     // GPU workloads evicted beside the operand wait
+  bool drain_pending_ = false;              // the GPU-workload eviction failed: the full drain follows
+  size_t phase_modules_ = 0;                // NVIDIA (and nouveau) modules loaded then
+};
+
+}  // namespace dm::manager

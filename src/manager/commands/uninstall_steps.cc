@@ -1,0 +1,359 @@
+// The steps of the uninstall flow (docs/behaviour.md walks through each one).
+#include <spdlog/spdlog.h>
+
+#include <atomic>
+#include <sstream>
+#include <thread>
+
+#include "kube/objects.h"
+#include "manager/pods/drain.h"
+#include "manager/pods/holders.h"
+#include "manager/rules/pod_rules.h"
+#include "manager/commands/uninstall_flow.h"
+
+namespace dm::manager {
+
+int Uninstall::pre_installed_path(const std::string& version) {
+  spdlog::info("Host driver detected: {}", version);
+  spdlog::info("NVIDIA GPU driver is already pre-installed on the node, disabling the containerized driver");
+  spdlog::info("Labeling node {} with {}={}", settings_.node_name, kDriverLabel, kPreInstalledValue);
+  auto s = node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
+  if (!s) {
+    spdlog::critical("{}", s.error().message);
+    return kExitFailed;
+  }
+  // Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
+  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_)) {
+    spdlog::warn("Received SIGTERM while waiting to be removed from the node");
+    return kExitTerminated;
+  }
+  spdlog::critical("driver is pre-installed on host");
+  return kExitFailed;
+}
+
+// See docs/behaviour.md, Pausing and restoring operand labels. The operand waits run with the client reset.
+Status Uninstall::pause_operands() {
+  spdlog::info(
+      "Shutting down all GPU clients on the current node by disabling their component-specific "
+      "nodeSelector labels");
+  const auto& custom = settings_.node_label_for_gpu_pod_eviction;
+  if (!custom.empty() && !snapshot_.value(custom).empty()) {
+    spdlog::info("Shutting down GPU clients using node selector label \"{}\"={}", custom,
+                 snapshot_.value(custom));
+  }
+  const auto body = pause_patch(snapshot_, table_);
+  if (patch_has_labels(body)) {
+    register_legacy_uncordon();
+    register_label_restore();  // before the write: a request that timed out may still have been applied
+    if (auto s = pause_labels(body["metadata"]["labels"]); !s) {
+      spdlog::error("Failed to evict GPU operator components, attempting cleanup");
+      return s.error();
+    }
+  }
+  return ok_status();
+}
+
+// The operand waits, the reset of the pods annotated nvidia.com/gpu.client (not DRA plugins) and, when
+// `with_workloads`, the cordon and the GPU-workload eviction run side by side: none needs another one's pods
+// gone (docs/gpu-clients.md, Clients go while the operands go). All of them end before the skip decision is
+// logged; the clients go also on the skip path and with the upgrade policy on (they are clients, not
+// workloads). The first to fail stops the others and is the run's error; the taint and the cordon register
+// their own undo (the undo list takes registrations from any thread). The client reset runs on this thread,
+// the operand wait (it only reads the pod watch) and the workload eviction on their own. A failed eviction
+// that falls back to the full drain is no failure here: the drain runs once the others are done, so it
+// never evicts a client or an operand that they are still taking off the node.
+Status Uninstall::take_gpu_users_off(bool with_workloads) {
+  const auto waits = pause_waits(snapshot_, table_);
+  const auto& ns = settings_.operator_namespace;
+  log_operand_waits_start(pods_, waits, ns);
+  const CancelToken stop_wait = cancel_.child();
+  const CancelToken stop_clients = cancel_.child();
+  const CancelToken stop_workloads = cancel_.child();
+  enum Side : int { kNone, kOperands, kClients, kWorkloads };
+  std::atomic<int> failed_first{kNone};
+  auto failed = [&](Side side) {
+    int none = kNone;
+    failed_first.compare_exchange_strong(none, side);
+    if (side != kOperands) stop_wait.cancel();
+    if (side != kClients) stop_clients.cancel();
+    if (side != kWorkloads) stop_workloads.cancel();
+  };
+  Status waited = ok_status();
+  std::thread waiter([&] {
+    waited = await_operands(pods_, waits, ns, operand_deadline(), stop_wait);
+    if (!waited) failed(kOperands);
+  });
+  Status evicted = ok_status();
+  std::thread evictor;
+  if (with_workloads) {
+    evictor = std::thread([&] {
+      evicted = evict_workloads(stop_workloads, waits);
+      if (!evicted) failed(kWorkloads);
+    });
+  }
+  Status reset = gpu_clients_->reset_clients(stop_clients);
+  if (!reset) failed(kClients);
+  waiter.join();
+  if (evictor.joinable()) evictor.join();
+  switch (failed_first.load()) {
+    case kClients:
+      return reset;
+    case kWorkloads:
+      return evicted;
+    case kOperands: {
+      const Error e = operand_wait_failed(pods_, waits, ns, waited.error());
+      spdlog::error("Failed to evict GPU operator components, attempting cleanup");
+      return e;
+    }
+    default:
+      return ok_status();
+  }
+}
+
+// Leftovers of an earlier run that crashed (our taint, our cordon): a path that will unload the driver
+// adopts them - they stay on until after the unload, so clients kept away by them cannot come back in
+// between - and the other paths undo them now.
+Status Uninstall::adopt_leftovers(const nlohmann::json& node, bool will_unload) {
+  if (will_unload) {
+    gpu_clients_->adopt_leftover_taint(node);
+  } else if (auto h = gpu_clients_->heal_leftover_taint(node); !h) {
+    return h.error().wrap("failed to remove the GPU client taint left by an earlier run");
+  }
+  if (!cordoned_by_us(node)) return ok_status();
+  if (snapshot_.policy_enabled()) {
+    // The upgrade controller owns the cordon while its policy is on: uncordoning would pull the node out
+    // from under it. Only our claim on the cordon goes.
+    spdlog::info(
+        "Node {} carries the {} annotation of an earlier run, but the GPU Operator's upgrade policy is on "
+        "and owns the cordon: dropping the annotation, leaving the node's schedulability to the upgrade "
+        "controller",
+        settings_.node_name, kCordonedAnnotation);
+    return node_.drop_cordon_annotation();
+  }
+  spdlog::info(
+      "Node {} was cordoned by an earlier run of driver-manager ({}); it will be uncordoned at the end",
+      settings_.node_name, kCordonedAnnotation);
+  register_uncordon();
+  return ok_status();
+}
+
+void Uninstall::register_uncordon() {
+  if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
+  undo_.add({"uncordon node " + settings_.node_name,
+             [this]() -> Status {
+               if (auto u = undo_node().uncordon(false); !u) {
+                 return u.error().wrap("failed to uncordon node " + settings_.node_name);
+               }
+               return ok_status();
+             },
+             /*required=*/false, "uncordon node"});
+}
+
+// UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
+void Uninstall::register_legacy_uncordon() {
+  if (!settings_.legacy_uncordon) return;
+  if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
+    return;
+  undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
+             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false, "uncordon node"});
+}
+
+void Uninstall::register_label_restore() {
+  undo_.add({"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); },
+             /*required=*/true, "reschedule GPU operator components"});
+}
+
+// See docs/behaviour.md, Skip-uninstall.
+void Uninstall::report_skip_decision() const {
+  if (skip_.checked) {
+    spdlog::info(
+        "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
+        "state...");
+  }
+  if (skip_.warning) {
+    spdlog::warn("{}", skip_.log_line);
+  } else if (!skip_.log_line.empty()) {
+    spdlog::info("{}", skip_.log_line);
+  }
+  if (!skip_.skip) return;
+  spdlog::info(
+      "The NVIDIA driver is already loaded with the desired version and configuration, skipping the "
+      "uninstallation of the driver in an attempt to not disrupt running workloads");
+}
+
+Status Uninstall::cordon() {
+  auto c = node_.cordon();
+  if (!c) {
+    // A write cut short (SIGTERM, a lost connection) may still have been applied; the uncordon only acts
+    // on a cordon carrying our annotation.
+    register_uncordon();
+    return c.error();
+  }
+  if (*c != CordonOutcome::kAlreadyCordonedByOther) register_uncordon();
+  return ok_status();
+}
+
+// See docs/behaviour.md, GPU workload eviction. Runs beside the operand wait and the client reset: the pods
+// those take off the node are not this step's, and `stop` fires when one of them fails (its error is then
+// the run's, so a stopped eviction logs no failure of its own).
+Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside) {
+  if (auto c = cordon(); !c) return c;
+  if (stop.cancelled())
+    return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
+  const DrainContext ctx{settings_, client_, clock_, stop, node_, pods_};
+  const auto& ns = settings_.operator_namespace;
+  const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
+    for (const auto& w : beside) {
+      if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
+    }
+    if (gpu_client_designation(pod) == ClientDesignation::kClient && !is_dra_plugin_client(pod))
+      return "an annotated GPU client, reset beside";
+    return std::nullopt;
+  };
+  std::vector<std::string> uids;
+  auto s = evict_gpu_workloads(ctx, taken, &uids);
+  workload_uids_.insert(uids.begin(), uids.end());
+  if (s) return s;
+  if (stop.cancelled() && !cancel_.cancelled()) return s;
+  spdlog::info("Failed to drain node of GPU pods");
+  spdlog::error("{}", s.error().message);
+  if (cancel_.cancelled()) return s;
+  if (!auto_drain_enabled_)
+    return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
+  drain_pending_ = true;  // once the steps beside are done
+  return ok_status();
+}
+
+// The full-drain fallback after a failed GPU-workload eviction; the node is cordoned already.
+Status Uninstall::drain_after_failed_eviction() {
+  spdlog::info("Attempting node drain");
+  return drain_node(ctx_);
+}
+
+// The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
+Status Uninstall::drain_dra_plugin() {
+  spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
+  const auto body = plugin_patch(snapshot_, table_);
+  if (patch_has_labels(body)) {
+    register_label_restore();
+    if (auto s = pause_labels(body["metadata"]["labels"]); !s) return s.error();
+  }
+  return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
+                           operand_deadline(), cancel_);
+}
+
+Status Uninstall::cleanup_driver() {
+  spdlog::info("Cleaning up NVIDIA driver");
+  // The host logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the module table.
+  if (auto u = host_.unload_nvidia_modules(); !u) {
+    return name_driver_holders(u.error(), host_.nvidia_holder_processes(), pods_.pods())
+        .wrap("failed to unload NVIDIA driver kernel modules");
+  }
+  return remove_stale_driver_root();
+}
+
+// With the full-drain fallback (`kubectl drain` semantics: cordon first; docs/behaviour.md, Full-drain
+// fallback).
+Status Uninstall::uninstall_driver_components() {
+  if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
+  auto s = cleanup_driver();
+  if (!s && auto_drain_enabled_ && !cancel_.cancelled()) {
+    spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
+    if (auto c = cordon(); !c) return c;
+    if (auto d = drain_node(ctx_); !d) return d;
+    if (auto k = check_cancelled(); !k) return k;
+    s = cleanup_driver();
+  }
+  if (!s) {
+    spdlog::error("Failed to uninstall nvidia driver components");
+    return s;
+  }
+  spdlog::info("Successfully uninstalled nvidia driver components");
+  return ok_status();
+}
+
+// The old driver root goes with its PID file, after the unload or when no driver is loaded.
+Status Uninstall::remove_stale_driver_root() {
+  spdlog::info("Unmounting NVIDIA driver rootfs");
+  if (auto m = host_.unmount_driver_root(); !m)
+    return m.error().wrap("failed to unmount the NVIDIA driver rootfs");
+  host_.remove_pid_file();
+  return ok_status();
+}
+
+// vfio-manage's output is re-logged, not discarded: a failure must be explainable from the log.
+Status Uninstall::unbind_vfio() {
+  spdlog::info("Unbinding vfio-pci driver from all devices");
+  const auto r = host_.run({settings_.vfio_manage, "unbind", "--all"});
+  std::istringstream out(r.output);
+  for (std::string line; std::getline(out, line);) {
+    if (!line.empty()) spdlog::info("vfio-manage: {}", line);
+  }
+  if (r.exit_code == 0) return ok_status();
+  spdlog::error("Unable to unbind vfio-pci driver from all devices");
+  if (r.exit_code < 0) return Error("could not run " + settings_.vfio_manage + " (set VFIO_MANAGE_PATH)");
+  return Error(fmt::format("{} unbind --all failed with exit code {}", settings_.vfio_manage, r.exit_code));
+}
+
+// See docs/behaviour.md, MOFED wait.
+Status Uninstall::wait_for_mofed() {
+  if (!settings_.gpu_direct_rdma_enabled) return ok_status();
+  const auto bdf = host_.first_mellanox_device();
+  if (!bdf) {
+    spdlog::info("No Mellanox devices were found");
+    return ok_status();
+  }
+  spdlog::info("Mellanox device found at {}", *bdf);
+  spdlog::info("GPUDirectRDMA is enabled, validating MOFED driver installation");
+  const auto deadline = settings_.mofed_wait_timeout == Duration::zero()
+                            ? Deadline::none()
+                            : Deadline::after(clock_, settings_.mofed_wait_timeout);
+  return host::wait_for_mofed(host_, settings_.use_host_mofed, clock_, deadline, cancel_);
+}
+
+// Pauses `labels` and records, in the same patch, what they were before (see paused_record.h).
+Status Uninstall::pause_labels(const nlohmann::json& labels) {
+  paused_record_ = merge_paused_record(paused_record_, labels, snapshot_.labels);
+  nlohmann::json annotations = {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}};
+  if (auto state = reporter_.ride_along_state()) annotations[std::string(kStateAnnotation)] = *state;
+  auto s = node_.update_labels(labels, annotations);
+  if (!s) return s;
+  reporter_.progress().add_paused_labels(labels.size());
+  reporter_.carried();
+  return s;
+}
+
+// Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
+// left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
+Status Uninstall::restore_labels() {
+  spdlog::info(
+      "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
+      "labels");
+  if (!patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty()) return ok_status();
+  auto node = undo_node().get();
+  if (!node) return node.error();
+  const auto plan = restore_patch_if_unchanged(snapshot_, table_, *node);
+  for (const auto& [key, value] : plan.changed_by_others) {
+    spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
+                 key, value);
+  }
+  // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
+  nlohmann::json annotations = nlohmann::json::object();
+  if (has_paused_record(*node)) annotations[std::string(kPausedLabelsAnnotation)] = nullptr;
+  const nlohmann::json labels =
+      patch_has_labels(plan.patch) ? plan.patch["metadata"]["labels"] : nlohmann::json::object();
+  if (auto s = undo_node().update_labels(labels, annotations); !s) return s;
+  paused_record_.clear();
+  return ok_status();
+}
+
+// See docs/behaviour.md, Kernel modules and the driver root.
+Status Uninstall::unload_nouveau() {
+  if (!host_.module_loaded("nouveau")) return ok_status();
+  // The host logs "Unloading nouveau driver" / "Successfully unloaded nouveau driver".
+  if (auto s = host_.unload_module("nouveau"); !s)
+    return s.error().wrap("failed to unload the nouveau driver");
+  return ok_status();
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,233 @@
+#include "manager/node/lease.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <iomanip>
+#include <sstream>
+
+#include "common/log.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+using SysClock = std::chrono::system_clock;
+
+namespace {
+
+// The latest renew time and the longest duration a lease can have: a run renews it every few seconds, for
+// a minute. Anything beyond is not a lease of ours (and would overflow the clock's nanoseconds, which end in
+// 2262).
+constexpr std::time_t kLatestRenewTime = 7258118400;  // 2200-01-01T00:00:00Z
+constexpr int64_t kLongestLeaseSeconds = 86400;
+
+std::optional<SysClock::time_point> parse_rfc3339(const std::string& s) {
+  std::tm tm{};
+  std::istringstream in(s);
+  in >> std::get_time(&tm, "%Y-%m-%dT%H:%M:%SZ");
+  if (in.fail()) return std::nullopt;
+  const std::time_t t = timegm(&tm);
+  if (t < 0 || t > kLatestRenewTime) return std::nullopt;
+  return SysClock::from_time_t(t);
+}
+
+std::string age(SysClock::time_point t) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(SysClock::now() - t).count();
+  return std::to_string(s) + "s";
+}
+
+}  // namespace
+
+std::string LeaseRecord::to_string() const {
+  return Json{{"holder", holder}, {"renewTime", rfc3339(renewed)}, {"leaseDurationSeconds", duration.count()}}
+      .dump();
+}
+
+std::optional<LeaseRecord> lease_of(const Json& node) {
+  if (!node.contains("metadata") || !node["metadata"].contains("annotations")) return std::nullopt;
+  const Json& ann = node["metadata"]["annotations"];
+  auto it = ann.find(std::string(kLeaseAnnotation));
+  if (it == ann.end() || !it->is_string()) return std::nullopt;
+  const Json v = Json::parse(it->get<std::string>(), nullptr, /*allow_exceptions=*/false);
+  if (!v.is_object() || !v.contains("holder") || !v["holder"].is_string() || !v.contains("renewTime") ||
+      !v["renewTime"].is_string() || !v.contains("leaseDurationSeconds") ||
+      !v["leaseDurationSeconds"].is_number_integer()) {
+    return std::nullopt;
+  }
+  auto renewed = parse_rfc3339(v["renewTime"].get<std::string>());
+  const auto seconds = v["leaseDurationSeconds"].get<int64_t>();
+  if (!renewed || seconds < 0 || seconds > kLongestLeaseSeconds) return std::nullopt;
+  return LeaseRecord{v["holder"].get<std::string>(), *renewed, std::chrono::seconds(seconds)};
+}
+
+std::string lease_holder_identity(const std::string& pod_ref, const std::string& hostname) {
+  if (!pod_ref.empty()) return "pod " + pod_ref;
+  std::string host = hostname;
+  if (host.empty()) {
+    char buf[256] = {};
+    // HOSTNAME is a shell variable, rarely exported outside a container: ask the kernel.
+    if (gethostname(buf, sizeof buf - 1) == 0) host = buf;
+  }
+  return fmt::format("process {} on {}", getpid(), host.empty() ? std::string("?") : host);
+}
+
+NodeLease::NodeLease(kube::Client& client, const Clock& clock, std::string node, std::string holder,
+                     LeaseOptions options)
+    : client_(client), clock_(clock), node_(std::move(node)), holder_(std::move(holder)), options_(options) {}
+
+NodeLease::~NodeLease() {
+  stop_renewing();
+}
+
+Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
+  // A lease record on the copy is decided on a fresh read only (who holds it, since when).
+  auto node =
+      seen != nullptr && !lease_of(*seen) ? Result<Json>(*seen) : client_.get(kube::paths::node(node_));
+  if (!node) return node.error().wrap("failed to get node " + node_);
+  const auto current = lease_of(*node);
+  const auto now = SysClock::now();
+  if (current && current->holder != holder_ && !current->expired(now)) return Attempt{current, {}};
+  if (current && current->holder == holder_) {
+    spdlog::info("Taking over the lease on node {} of an earlier attempt of {} (renewed {} ago)", node_,
+                 holder_, age(current->renewed));
+  } else if (current) {
+    spdlog::info("The lease on node {} of {} expired {} ago (its run crashed or was killed); taking it over",
+                 node_, current->holder, age(current->renewed + current->duration));
+  }
+  const LeaseRecord mine{holder_, now, options_.duration};
+  const Json body = {{"metadata",
+                      {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
+                       {"annotations", {{std::string(kLeaseAnnotation), mine.to_string()}}}}}};
+  auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
+  if (!r) {
+    // The node changed since the GET (maybe another run took the lease): look again.
+    if (r.error().conflict()) return Attempt{std::nullopt, {}, true};
+    return r.error().wrap("failed to take the lease on node " + node_);
+  }
+  return Attempt{std::nullopt, std::move(*r)};
+}
+
+Result<Json> NodeLease::acquire(const CancelToken& cancel, const Json* seen) {
+  const Deadline deadline = Deadline::after(clock_, options_.wait_at_most);
+  TimePoint next_log = clock_.now();
+  Json taken;
+  int conflicts = 0;
+  for (;;) {
+    auto t = try_take(seen);
+    seen = nullptr;
+    if (!t) return t.error();
+    // Node status updates change the resourceVersion all the time: a conflict alone is no other holder.
+    if (t->conflict && ++conflicts < 20) continue;
+    if (t->conflict) t->other = LeaseRecord{"(the node keeps changing)", SysClock::now(), {}};
+    if (!t->other) {
+      taken = std::move(t->node);
+      break;
+    }
+    const LeaseRecord& other = *t->other;
+    if (deadline.passed(clock_)) {
+      return Error(fmt::format(
+          "node {} is being prepared by another run of driver-manager ({}, lease renewed {} ago): not "
+          "starting a second one. It ends by itself; if that run is gone, its lease lapses {}s after its "
+          "last "
+          "renewal",
+          node_, other.holder, age(other.renewed), other.duration.count()));
+    }
+    if (clock_.now() >= next_log) {
+      spdlog::info(
+          "Waiting for the run of driver-manager that holds node {} to finish ({}, lease renewed {} ago)",
+          node_, other.holder, age(other.renewed));
+      next_log = clock_.now() + options_.log_every;
+    }
+    if (!clock_.sleep_for(std::chrono::seconds(2), cancel)) return Error("terminated by SIGTERM");
+    conflicts = 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+    stop_ = false;
+  }
+  spdlog::debug("Holding the lease on node {} as {}", node_, holder_);
+  renewer_ = std::thread([this] { renew_loop(); });
+  return taken;
+}
+
+Result<bool> NodeLease::renew_once() {
+  auto node = client_.get(kube::paths::node(node_));
+  if (!node) return node.error();
+  const auto current = lease_of(*node);
+  if (!current || current->holder != holder_) {
+    spdlog::error("Lost the lease on node {}: it is now held by {}", node_,
+                  current ? current->holder : std::string("nobody"));
+    return false;
+  }
+  const LeaseRecord mine{holder_, SysClock::now(), options_.duration};
+  const Json body = {{"metadata",
+                      {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
+                       {"annotations", {{std::string(kLeaseAnnotation), mine.to_string()}}}}}};
+  auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
+  if (!r) return r.error();
+  return true;
+}
+
+void NodeLease::renew_loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, options_.renew_every);
+    if (stop_) break;
+    lock.unlock();
+    auto s = renew_once();
+    if (!s && s.error().conflict()) s = renew_once();  // the node changed in between: read it again
+    lock.lock();
+    if (!s && s.error().cancelled()) {
+      // SIGTERM stopped the request; the next renewal goes out with the cleanup's own token.
+      spdlog::debug("Renewing the lease on node {} was cancelled", node_);
+    } else if (!s) {
+      spdlog::warn("Failed to renew the lease on node {} (will retry): {}", node_, s.error().message);
+    } else if (!*s) {
+      lost_ = true;
+      break;
+    }
+  }
+}
+
+void NodeLease::stop_renewing() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (renewer_.joinable()) renewer_.join();
+}
+
+bool NodeLease::held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return held_ && !lost_;
+}
+
+Status NodeLease::release(const std::vector<std::string>& also_remove) {
+  stop_renewing();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!held_) return ok_status();
+    held_ = false;
+  }
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto node = client_.get(kube::paths::node(node_));
+    if (!node) return node.error().wrap("failed to release the lease on node " + node_);
+    const auto current = lease_of(*node);
+    if (!current || current->holder != holder_) return ok_status();
+    Json annotations = {{std::string(kLeaseAnnotation), nullptr}};
+    for (const auto& key : also_remove) annotations[key] = nullptr;
+    const Json body = {{"metadata",
+                        {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
+                         {"annotations", annotations}}}};
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
+    if (r) return ok_status();
+    if (!r.error().conflict()) return r.error().wrap("failed to release the lease on node " + node_);
+  }
+  return Error("failed to release the lease on node " + node_ + ": the node kept changing");
+}
+
+}  // namespace dm::manager

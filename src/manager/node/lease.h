@@ -1,0 +1,97 @@
+// One run per node at a time: while it runs, driver-manager holds a lease on its node, written as the node
+// annotation nvidia.com/gpu-driver-manager.lease (holder, renew time, duration) with resourceVersion
+// preconditions - node patch is a permission the stock role already has. A second run waits for the lease
+// (bounded) instead of "healing" a live run's taint, cordon and paused labels; a crashed holder's lease
+// lapses after its duration, and a restart of the same pod (same holder) takes it over at once.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "manager/rules/node_keys.h"
+
+namespace dm::manager {
+
+// The lease as written on the node.
+struct LeaseRecord {
+  std::string holder;
+  std::chrono::system_clock::time_point renewed;
+  std::chrono::seconds duration{0};
+
+  [[nodiscard]] std::string to_string() const;  // the annotation value (JSON)
+  [[nodiscard]] bool expired(std::chrono::system_clock::time_point now) const {
+    return now >= renewed + duration;
+  }
+};
+// The node's lease, if it carries a readable one (an unreadable value counts as none: it can be taken).
+std::optional<LeaseRecord> lease_of(const nlohmann::json& node);
+
+struct LeaseOptions {
+  std::chrono::seconds duration{60};  // a holder that stops renewing loses the lease after this
+  std::chrono::seconds renew_every{15};
+  std::chrono::seconds wait_at_most{150};  // how long a second run waits for a live holder
+  std::chrono::seconds log_every{10};
+};
+
+class NodeLease {
+ public:
+  NodeLease(kube::Client& client, const Clock& clock, std::string node, std::string holder,
+            LeaseOptions options = {});
+  ~NodeLease();  // stops renewing (does not release: release() is an explicit step)
+  NodeLease(const NodeLease&) = delete;
+  NodeLease& operator=(const NodeLease&) = delete;
+
+  // Takes the lease (waiting while another live holder has it, at most options.wait_at_most) and starts
+  // renewing it in the background; returns the node as the taking write left it. `cancel` aborts the wait.
+  // `seen`, the node as the caller last read it, saves the first GET when it shows no lease: the write is
+  // conditional on its resourceVersion, so a stale `seen` only costs a conflict and a read.
+  Result<nlohmann::json> acquire(const CancelToken& cancel, const nlohmann::json* seen = nullptr);
+  // Stops renewing and removes the annotation if it is still ours, with `also_remove` (other annotations
+  // of the run that end with it) in the same patch. Idempotent.
+  Status release(const std::vector<std::string>& also_remove = {});
+  // The renewals so far all succeeded (a lost lease is logged as an error when it happens).
+  [[nodiscard]] bool held() const;
+  [[nodiscard]] const std::string& holder() const { return holder_; }
+
+ private:
+  // One attempt: GET (or `seen`), decide, PATCH with the node's resourceVersion: the node when taken, else
+  // who holds it.
+  struct Attempt {
+    std::optional<LeaseRecord> other;
+    nlohmann::json node;
+    bool conflict = false;  // the node changed between the GET and the PATCH (a heartbeat): look again now
+  };
+  Result<Attempt> try_take(const nlohmann::json* seen);
+  Result<bool> renew_once();  // false: someone else holds it now
+  void renew_loop();
+  void stop_renewing();
+
+  kube::Client& client_;
+  const Clock& clock_;
+  std::string node_;
+  std::string holder_;
+  LeaseOptions options_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool held_ = false;
+  bool lost_ = false;
+  std::thread renewer_;
+};
+
+// Who this run is, for the lease: namespace/name of its pod, else host name and process id.
+std::string lease_holder_identity(const std::string& pod_ref, const std::string& hostname);
+
+}  // namespace dm::manager

@@ -1,0 +1,194 @@
+#include "manager/node/node_ops.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <utility>
+
+#include "kube/objects.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// Errors a retry cannot fix: the request itself or our permissions are wrong, or the node is gone.
+bool permanent(const Error& e) {
+  return e.http_status == 400 || e.http_status == 403 || e.http_status == 404 || e.http_status == 422;
+}
+
+}  // namespace
+
+bool cordoned_by_us(const Json& node) {
+  return !kube::annotation(node, kCordonedAnnotation).value_or("").empty();
+}
+
+std::mutex& node_update_lock() {
+  static std::mutex lock;
+  return lock;
+}
+
+NodeOps::NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
+                 RetryPolicy retry)
+    : client_(client), clock_(clock), cancel_(std::move(cancel)), node_(std::move(node)), retry_(retry) {}
+
+Result<Json> NodeOps::get() {
+  auto r = client_.get(kube::paths::node(node_));
+  if (!r) return r.error().wrap("failed to get node " + node_);
+  remember(*r);
+  return r;
+}
+
+Result<Json> NodeOps::patch_with_retry(const Json& body, const std::string& what) {
+  std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.0, retry_.jitter);
+  Duration delay = retry_.initial;
+  Error last;
+  for (int attempt = 1; attempt <= retry_.attempts; ++attempt) {
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
+    if (r) {
+      remember(*r);
+      return r;
+    }
+    last = r.error();
+    if (permanent(last) || attempt == retry_.attempts) break;
+    spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, last.message);
+    const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
+    if (!clock_.sleep_for(sleep, cancel_)) return last.wrap("cancelled while retrying");
+    delay = std::chrono::duration_cast<Duration>(delay * retry_.factor);
+  }
+  return last.wrap("failed to update " + what + " on node " + node_);
+}
+
+Status NodeOps::update_labels(const Json& labels, const Json& annotations) {
+  if (labels.empty() && annotations.empty()) return ok_status();
+  spdlog::debug("Patching labels of node {}: {} (annotations {})", node_, labels.dump(), annotations.dump());
+  Json md = Json::object();
+  if (!labels.empty()) md["labels"] = labels;
+  if (!annotations.empty()) md["annotations"] = annotations;
+  auto r = patch_with_retry(Json{{"metadata", md}}, "labels");
+  if (!r) return r.error();
+  return ok_status();
+}
+
+Result<CordonOutcome> NodeOps::cordon() {
+  // A conflict means the node changed between our read and our write (maybe an admin cordoned it):
+  // read again and decide again. The first look may be the known copy (no GET): a stale one meets the
+  // same conflict, and a decision to write nothing is taken on a fresh read only.
+  constexpr int kAttempts = 5;
+  Error last;
+  bool copy_allowed = known_ != nullptr;
+  bool announced = false;  // "Cordoning node" once per decision read from the API server
+  for (int attempt = 0; attempt < kAttempts;) {
+    const std::lock_guard lock(node_update_lock());
+    std::optional<Json> copy = copy_allowed ? known_->copy() : std::nullopt;
+    copy_allowed = false;
+    if (copy && kube::node_unschedulable(*copy)) copy.reset();
+    const bool from_copy = copy.has_value();
+    Result<Json> node = from_copy ? Result<Json>(std::move(*copy)) : get();
+    if (!node) return node.error();
+    if (kube::node_unschedulable(*node)) {
+      if (cordoned_by_us(*node)) {
+        spdlog::info(
+            "Node {} is already cordoned by an earlier run of driver-manager ({}); it will be uncordoned",
+            node_, kCordonedAnnotation);
+        return CordonOutcome::kAlreadyOurs;
+      }
+      spdlog::info("Node {} is already cordoned by someone else; it will stay cordoned afterwards", node_);
+      return CordonOutcome::kAlreadyCordonedByOther;
+    }
+    if (!announced) spdlog::info("Cordoning node {}", node_);
+    announced = false;
+    const std::string rv = kube::resource_version(*node);
+    Json body = {{"metadata", {{"resourceVersion", rv}, {"annotations", {{kCordonedAnnotation, "true"}}}}},
+                 {"spec", {{"unschedulable", true}}}};
+    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kStrategicMerge, body);
+    if (r) {
+      remember(*r);
+      return CordonOutcome::kCordoned;
+    }
+    last = r.error();
+    if (!last.conflict()) return last.wrap("failed to cordon node " + node_);
+    if (from_copy) {
+      spdlog::debug("Node {} changed since it was last seen, reading it before cordoning", node_);
+      announced = true;  // a stale copy is not a contest: no attempt counted
+      continue;
+    }
+    spdlog::info("Node {} changed while cordoning it, reading it again", node_);
+    ++attempt;
+  }
+  return last.wrap("failed to cordon node " + node_);
+}
+
+Status NodeOps::uncordon(bool legacy) {
+  auto node = get();
+  if (!node) return node.error();
+  const bool ours = cordoned_by_us(*node);
+  const bool cordoned = kube::node_unschedulable(*node);
+  if (!ours && !(legacy && cordoned)) {
+    if (cordoned) {
+      spdlog::info("Node {} was not cordoned by driver-manager; leaving it cordoned", node_);
+    }
+    return ok_status();
+  }
+  Json body = Json::object();
+  if (ours) body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
+  if (cordoned) {
+    spdlog::info("Uncordoning node {}", node_);
+    body["spec"] = {{"unschedulable", nullptr}};
+  } else {
+    spdlog::info("Node {} is already schedulable; removing the {} annotation", node_, kCordonedAnnotation);
+  }
+  auto r = patch_with_retry(body, "cordon state");
+  if (!r) return r.error().wrap("failed to uncordon node " + node_);
+  return ok_status();
+}
+
+Status NodeOps::drop_cordon_annotation() {
+  auto r = patch_with_retry(Json{{"metadata", {{"annotations", {{kCordonedAnnotation, nullptr}}}}}},
+                            "annotation " + std::string(kCordonedAnnotation));
+  if (!r) return r.error();
+  return ok_status();
+}
+
+void NodeOps::event(const std::string& reason, const std::string& message, const std::string& type) {
+  // The node name as UID, as the kubelet does: `kubectl describe node` looks for Events by that UID.
+  Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}, {"uid", node_}};
+  if (events_forbidden_) return;
+  auto s = client_.create_event(involved, reason, message, type);
+  if (!s && s.error().forbidden()) {
+    // The GPU Operator's stock role for the driver has no `events create`: say so once, then stop trying.
+    if (events_forbidden_.exchange(true)) return;
+    spdlog::info(
+        "Not recording Kubernetes Events on node {}: the service account may not create them; to have them, "
+        "add this rule to its (Cluster)Role: {{apiGroups: [\"\"], resources: [events], verbs: [create]}}",
+        node_);
+    return;
+  }
+  if (!s) spdlog::debug("Could not record event {} on node {}: {}", reason, node_, s.error().message);
+}
+
+void NodeOps::event_in_background(const std::string& reason, const std::string& message,
+                                  const std::string& type) {
+  if (events_forbidden_) return;
+  std::lock_guard lk(events_mu_);
+  event_senders_.emplace_back([this, reason, message, type] { event(reason, message, type); });
+}
+
+void NodeOps::flush_events() {
+  std::vector<std::thread> senders;
+  {
+    std::lock_guard lk(events_mu_);
+    senders.swap(event_senders_);
+  }
+  for (auto& t : senders) t.join();
+}
+
+NodeOps::~NodeOps() {
+  flush_events();
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,105 @@
+// Writes to this program's Node: label patches with upstream's retry, cordon/uncordon with ownership
+// (only our own cordon is undone: docs/behaviour.md, The undo list), and best-effort Events.
+#pragma once
+
+#include <atomic>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "manager/node/known_node.h"
+#include "manager/rules/node_keys.h"
+
+namespace dm::manager {
+
+// Upstream's label-update backoff: 1 s doubling, 20 % jitter, 7 attempts (sleeps about 1..32 s).
+struct RetryPolicy {
+  Duration initial = std::chrono::seconds(1);
+  double factor = 2.0;
+  double jitter = 0.2;
+  int attempts = 7;
+};
+
+// What cordon() found and did.
+enum class CordonOutcome {
+  kCordoned,               // we cordoned it now (annotation set in the same patch)
+  kAlreadyOurs,            // cordoned by an earlier run of ours (annotation present): still ours
+  kAlreadyCordonedByOther  // cordoned by someone else: left alone, never uncordoned by us
+};
+
+// True when the node object carries our cordon annotation.
+bool cordoned_by_us(const nlohmann::json& node);
+
+// Held around each read-then-guarded-write of this program's Node (cordon, taint): the cordon and the taint
+// are written at the same moment, and with each other's resourceVersion in between one of them would meet
+// a conflict and read the node again. The process manages one node, so one lock serves.
+std::mutex& node_update_lock();
+
+class NodeOps {
+ public:
+  NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
+          RetryPolicy retry = {});
+
+  [[nodiscard]] const std::string& node() const { return node_; }
+
+  // Every node this object reads or writes is remembered in `known`, and cordon() starts from its copy
+  // instead of a GET (see KnownNode). Not owned; null (the default) reads the node before every cordon.
+  void use_known_node(KnownNode* known) { known_ = known; }
+
+  // GET the node.
+  Result<nlohmann::json> get();
+
+  // Strategic-merge PATCH of metadata.labels (`labels`: key -> string, or null to delete), retried per the
+  // RetryPolicy; each failed attempt logs "Failed to update labels on node <n>, retrying: <err>". Errors that
+  // a retry cannot fix (400, 403, 404, 422) are returned at once. `annotations` (key -> string or null) go
+  // in the same patch: a record that must change together with the labels.
+  Status update_labels(const nlohmann::json& labels,
+                       const nlohmann::json& annotations = nlohmann::json::object());
+
+  // Cordons the node unless it already is; ours is marked with kCordonedAnnotation in the same patch, made
+  // conditional on the node's resourceVersion so that a concurrent admin cordon is never taken for ours.
+  Result<CordonOutcome> cordon();
+
+  // Uncordons the node if our annotation is on it (and removes the annotation). A cordon without our
+  // annotation is left alone (logged), unless `legacy` (upstream: uncordon whatever cordoned it).
+  Status uncordon(bool legacy);
+
+  // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
+  Status drop_cordon_annotation();
+
+  // Best effort: records a core/v1 Event on the node (failures only logged at debug level). When Events are
+  // forbidden (403), says so once at info level with the RBAC rule to add, and stops trying.
+  void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
+  // The same, sent by a thread of its own so that the caller does not wait for the API server (an Event is
+  // a record for people, nothing waits on it). flush_events() and the destructor wait for those in flight.
+  void event_in_background(const std::string& reason, const std::string& message,
+                           const std::string& type = "Warning");
+  void flush_events();
+
+  ~NodeOps();
+  NodeOps(const NodeOps&) = delete;
+  NodeOps& operator=(const NodeOps&) = delete;
+
+ private:
+  Result<nlohmann::json> patch_with_retry(const nlohmann::json& body, const std::string& what);
+  void remember(const nlohmann::json& node) const {
+    if (known_ != nullptr) known_->remember(node);
+  }
+
+  kube::Client& client_;
+  const Clock& clock_;
+  CancelToken cancel_;
+  std::string node_;
+  RetryPolicy retry_;
+  std::atomic<bool> events_forbidden_{false};
+  std::mutex events_mu_;
+  std::vector<std::thread> event_senders_;
+  KnownNode* known_ = nullptr;
+};
+
+}  // namespace dm::manager

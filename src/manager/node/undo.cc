@@ -1,0 +1,96 @@
+#include "manager/node/undo.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace dm::manager {
+
+void UndoList::add(UndoAction action) {
+  std::lock_guard lk(mu_);
+  if (contains_locked(action.name)) return;
+  actions_.push_back(std::move(action));
+}
+
+bool UndoList::empty() const {
+  std::lock_guard lk(mu_);
+  return actions_.empty();
+}
+
+bool UndoList::contains(const std::string& name) const {
+  std::lock_guard lk(mu_);
+  return contains_locked(name);
+}
+
+bool UndoList::contains_locked(const std::string& name) const {
+  return std::any_of(actions_.begin(), actions_.end(), [&](const UndoAction& a) { return a.name == name; });
+}
+
+std::vector<std::string> UndoList::names() const {
+  std::lock_guard lk(mu_);
+  std::vector<std::string> out;
+  for (auto it = actions_.rbegin(); it != actions_.rend(); ++it) out.push_back(it->name);
+  return out;
+}
+
+std::optional<UndoAction> UndoList::take_newest() {
+  std::lock_guard lk(mu_);
+  if (actions_.empty()) return std::nullopt;
+  UndoAction a = std::move(actions_.back());
+  actions_.pop_back();
+  return a;
+}
+
+void UndoList::put_back(UndoAction action) {
+  std::lock_guard lk(mu_);
+  actions_.push_back(std::move(action));
+}
+
+Status UndoList::run_all(const CancelToken& cancel) {
+  std::vector<UndoAction> failed;  // optional actions that failed, newest first
+  Status result = ok_status();
+  while (auto a = take_newest()) {
+    auto s = a->run();
+    if (s) continue;
+    if (a->required) {
+      result = s;
+      put_back(std::move(*a));
+      break;
+    }
+    spdlog::warn("Failed to {}: {}", a->upstream_name.empty() ? a->name : a->upstream_name,
+                 s.error().message);
+    if (cancel.cancelled()) {
+      result = s;  // SIGTERM: the cleanup takes over from here, this action included
+      put_back(std::move(*a));
+      break;
+    }
+    failed.push_back(std::move(*a));
+  }
+  // A run that fails after all is cleaned up: what failed here is still on the node (and was newer than
+  // the action that stopped the run).
+  if (!result) {
+    for (auto it = failed.rbegin(); it != failed.rend(); ++it) put_back(std::move(*it));
+  }
+  return result;
+}
+
+std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Deadline& deadline) {
+  std::vector<std::string> left;
+  while (auto action = take_newest()) {
+    if (deadline.passed(clock)) {
+      left.push_back(action->name);
+      continue;
+    }
+    if (auto s = action->run(); !s) {
+      if (action->upstream_name.empty()) {
+        spdlog::warn("Failed to {}: {}", action->name, s.error().message);
+      } else {
+        spdlog::warn("Failed to {} during cleanup: {}", action->upstream_name, s.error().message);
+      }
+      left.push_back(action->name);
+    }
+  }
+  return left;
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,307 @@
+#include "manager/pods/gpu_clients.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <map>
+#include <set>
+#include <utility>
+
+#include "manager/pods/eviction.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+// How long the pod watch gets to show the pods a fresh LIST found (it is normally milliseconds behind).
+constexpr auto kWatchCatchUp = std::chrono::seconds(10);
+
+std::string phase_name(GpuClientPhase phase) {
+  return phase == GpuClientPhase::kDraPlugin ? "GPU client DRA plugin pods" : "GPU client pods";
+}
+
+// Decisions about pods that are no GPU client at all are only interesting when debugging.
+void log_decision(const PodDecision& d) {
+  if (d.notice == Notice::kQuiet) {
+    spdlog::debug("gpu-client: {}", d.log_line());
+  } else if (d.verdict == Verdict::kError || !d.warnings.empty() || d.notice == Notice::kWarning) {
+    spdlog::warn("gpu-client: {}", d.log_line());
+  } else {
+    spdlog::info("gpu-client: {}", d.log_line());
+  }
+}
+
+std::string controller_desc(const Json& pod) {
+  const auto ref = kube::controller_ref(pod);
+  return ref ? ref->kind + "/" + ref->name : std::string("no controller");
+}
+
+Error refusal(const std::string& what, const std::vector<std::string>& errors) {
+  return Error("refusing to reset " + what +
+               " (nothing was evicted by this step): " + fmt::format("{}", fmt::join(errors, "; ")));
+}
+
+}  // namespace
+
+std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key) {
+  std::vector<std::string> keys;
+  if (!snapshot.value(kClientLabel).empty()) keys.emplace_back(kClientLabel);
+  if (!custom_key.empty() && !snapshot.value(custom_key).empty()) keys.push_back(custom_key);
+  return keys;
+}
+
+PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
+                                    const std::optional<Taint>& taint,
+                                    const std::vector<std::string>& label_handled_keys) {
+  GpuClientOptions o;
+  o.phase = phase;
+  o.force = settings.drain_use_force;
+  o.taint = taint;
+  o.label_handled_keys = label_handled_keys;
+  return gpu_client_pipeline(o);
+}
+
+bool client_reset_needs_taint(const PodPlan& first_look) {
+  return first_look.ok() && !(first_look.to_evict.empty() && first_look.to_wait.empty());
+}
+
+GpuClientReset::GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
+                               const Settings& settings, UndoList& undo,
+                               std::vector<std::string> label_handled_keys)
+    : client_(client),
+      pods_(pods),
+      clock_(clock),
+      cancel_(std::move(cancel)),
+      settings_(settings),
+      undo_(undo),
+      label_handled_keys_(std::move(label_handled_keys)),
+      taint_ops_(client, clock, settings.node_name),
+      taint_(parse_taint(settings.gpu_client_taint)) {}
+
+Status GpuClientReset::heal_leftover_taint(const Json& node) {
+  const auto owned = taint_owner_annotation(node);
+  if (!owned) return ok_status();
+  spdlog::info("Node {} carries taint \"{}\" left by an earlier run of driver-manager ({}); removing it",
+               settings_.node_name, *owned, kTaintOwnerAnnotation);
+  auto r = taint_ops_.remove_ours(&node);
+  if (!r) return r.error();
+  owned_ = false;
+  return ok_status();
+}
+
+void GpuClientReset::adopt_leftover_taint(const Json& node) {
+  const auto owned = taint_owner_annotation(node);
+  if (!owned) return;
+  spdlog::info(
+      "Node {} carries taint \"{}\" left by an earlier run of driver-manager ({}); keeping it on until the "
+      "driver is unloaded",
+      settings_.node_name, *owned, kTaintOwnerAnnotation);
+  owned_ = true;
+  register_undo();
+}
+
+void GpuClientReset::register_undo() {
+  undo_.add({"remove the GPU client taint from node " + settings_.node_name, [this]() -> Status {
+               if (auto r = remove_taint(); !r) {
+                 return r.error().wrap("failed to remove the GPU client taint from node " +
+                                       settings_.node_name);
+               }
+               return ok_status();
+             }});
+}
+
+PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const {
+  return gpu_client_pipeline_for(settings_, phase, taint, label_handled_keys_);
+}
+
+Status GpuClientReset::reset_clients() {
+  return reset(GpuClientPhase::kWithOperands, cancel_);
+}
+
+Status GpuClientReset::reset_clients(const CancelToken& stop) {
+  return reset(GpuClientPhase::kWithOperands, stop);
+}
+
+Status GpuClientReset::reset_dra_plugin_clients() {
+  return reset(GpuClientPhase::kDraPlugin, cancel_);
+}
+
+bool GpuClientReset::dra_plugin_clients_present() const {
+  if (!taint_) return true;  // the reset says what is wrong with the taint
+  const PodPlan plan =
+      plan_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.snapshot());
+  return !plan.ok() || client_reset_needs_taint(plan);
+}
+
+Status GpuClientReset::ensure_taint() {
+  if (effective_taint_) return ok_status();  // tainted earlier in this run
+  // Registered before the write: a request that timed out may still have been applied (removal reads our
+  // ownership annotation, so it never touches a taint that is not ours).
+  owned_ = true;
+  register_undo();
+  auto plan = taint_ops_.add(*taint_);
+  if (!plan) return plan.error();
+  owned_ = plan->outcome != TaintOutcome::kPresentNotOurs;
+  effective_taint_ = plan->effective;
+  taint_in_place_at_ = plan->in_place_at;
+  return ok_status();
+}
+
+// The list names what exists (identities only, never every pod whole); the pods themselves are the watch
+// cache's once it has shown every listed one (or seen it go).
+Result<PodSnapshot> GpuClientReset::relist(const CancelToken& cancel) {
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + settings_.node_name;
+  // Not older than the taint: the API server answers from its cache once that holds the taint, instead of
+  // reading every pod of the cluster from etcd, and no pod bound before the taint can be missing.
+  opts.resource_version = taint_in_place_at_;
+  auto listed = client_.list_identities(kube::paths::pods(), opts);
+  if (!listed && !opts.resource_version.empty() && !cancel.cancelled()) {
+    spdlog::debug("Listing the pods of node {} as of the taint failed ({}); listing them as they are now",
+                  settings_.node_name, listed.error().message);
+    opts.resource_version.clear();
+    listed = client_.list_identities(kube::paths::pods(), opts);
+  }
+  if (!listed) return listed.error().wrap("failed to list the pods of node " + settings_.node_name);
+
+  PodSnapshot found;
+  WaitCheck caught_up = [&](const PodSnapshot& cached) -> Result<std::vector<std::string>> {
+    std::map<std::string, const std::shared_ptr<const Json>*> have;
+    for (const auto& p : cached) have.emplace(kube::uid(*p), &p);
+    std::vector<std::string> missing;
+    PodSnapshot pods;
+    for (const auto& p : *listed) {
+      const auto it = have.find(kube::uid(p));
+      if (it != have.end()) {
+        pods.push_back(*it->second);
+      } else if (!pods_.saw_leave(kube::uid(p))) {  // a pod the watch saw go needs no reset
+        missing.push_back(kube::ref_string(p));
+      }
+    }
+    if (missing.empty()) found = std::move(pods);
+    return missing;
+  };
+  if (pods_.wait_until("the pod watch to show the listed pods", caught_up,
+                       Deadline::after(clock_, kWatchCatchUp), cancel)) {
+    return found;
+  }
+  if (cancel.cancelled()) return Error("terminated by SIGTERM");
+  // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
+  std::map<std::string, std::shared_ptr<const Json>> cached;
+  for (auto& p : pods_.snapshot()) cached.emplace(kube::uid(*p), std::move(p));
+  PodSnapshot out;
+  for (const auto& p : *listed) {
+    if (const auto it = cached.find(kube::uid(p)); it != cached.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    auto g =
+        client_.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
+    if (!g && g.error().not_found()) continue;
+    if (g && kube::uid(*g) != kube::uid(p)) continue;
+    return Error("the watch of the pods of node " + settings_.node_name + " does not show pod " +
+                 kube::ref_string(p) + " that a LIST returned; retry the run");
+  }
+  return out;
+}
+
+void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& targets,
+                                             const PodPipeline& pipeline) const {
+  std::set<std::string> original;
+  for (const auto& t : targets) original.insert(t.uid);
+  for (const auto& shared : pods_.snapshot()) {  // the cache's pods, not a copy of them
+    const auto& pod = *shared;
+    if (original.count(kube::uid(pod)) > 0 || kube::terminating(pod)) continue;
+    const PodDecision d = pipeline.decide(pod);
+    if (d.verdict != Verdict::kDelete) continue;
+    spdlog::warn(
+        "gpu-client: {} (controller {}) appeared on node {} while its GPU clients were being reset; a pod "
+        "tolerating taint {} is recreated at once and, if it holds the GPU, the driver unload fails naming "
+        "it. For a DaemonSet, select nvidia.com/gpu.deploy.client in its nodeSelector instead of tolerating "
+        "the taint",
+        kube::ref_string(pod), controller_desc(pod), settings_.node_name,
+        effective_taint_ ? effective_taint_->to_string() : std::string("?"));
+  }
+}
+
+Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
+  if (!taint_) return taint_.error().wrap("GPU_CLIENT_TAINT");
+  const std::string what = phase_name(phase);
+  spdlog::info("Checking for {} to reset on node {} (pods annotated {}=true{})", what, settings_.node_name,
+               kGpuClientAnnotation,
+               phase == GpuClientPhase::kDraPlugin
+                   ? " and " + std::string(kGpuClientDraPluginAnnotation) + "=true"
+                   : "");
+
+  // First look, from the watch cache: refuse before anything changes, and taint only if there is work.
+  {
+    const PodPlan first = plan_pods(pipeline(phase, effective_taint_.value_or(*taint_)), pods_.snapshot());
+    if (!first.ok()) {
+      for (const auto& d : first.decisions) {
+        if (d.verdict == Verdict::kError) log_decision(d);
+      }
+      return refusal(what, first.errors);
+    }
+    if (!client_reset_needs_taint(first)) {
+      for (const auto& d : first.decisions) log_decision(d);
+      spdlog::info("No {} to reset on node {}", what, settings_.node_name);
+      return ok_status();
+    }
+  }
+
+  if (auto t = ensure_taint(); !t) return t;
+  if (cancel.cancelled()) return Error("terminated by SIGTERM");
+
+  // Second look after tainting: a client bound to the node in between is not missed.
+  auto pods = relist(cancel);
+  if (!pods) return pods.error();
+  const PodPipeline pl = pipeline(phase, effective_taint_);
+  const PodPlan plan = plan_pods(pl, *pods);
+  for (const auto& d : plan.decisions) log_decision(d);
+  if (!plan.ok()) return refusal(what, plan.errors);
+
+  std::vector<EvictionTarget> targets;
+  for (const auto& p : plan.to_evict) targets.push_back(eviction_target(p, true));
+  for (const auto& p : plan.to_wait) targets.push_back(eviction_target(p, false));
+  if (targets.empty()) {
+    spdlog::info("No {} left to reset on node {}", what, settings_.node_name);
+    return ok_status();
+  }
+
+  const Duration timeout = settings_.gpu_client_eviction_timeout;
+  spdlog::info("Resetting {} {} on node {} (deadline {})", targets.size(), what, settings_.node_name,
+               timeout == Duration::zero() ? std::string("none") : format_duration(timeout));
+  EvictionOptions eo;
+  eo.what = what;
+  eo.retry_interval = settings_.eviction_retry_interval;
+  const Deadline deadline = timeout == Duration::zero() ? Deadline::none() : Deadline::after(clock_, timeout);
+  auto s = evict_pods(client_, pods_, clock_, targets, deadline, cancel, eo);
+  if (!s) {
+    if (cancel.cancelled()) return s.error();
+    std::string hint;
+    if (s.error().has_cause("DisruptionBudget")) {
+      hint =
+          "; a PodDisruptionBudget named above blocks the eviction: raise its allowance or scale the "
+          "workload, "
+          "or delete the pod by hand";
+    }
+    return Error(s.error().wrap("failed to reset " + what + " on node " + settings_.node_name).message +
+                 hint + " (GPU_CLIENT_EVICTION_TIMEOUT=" +
+                 (timeout == Duration::zero() ? std::string("0, no limit") : format_duration(timeout)) + ")");
+  }
+  warn_about_replacements(targets, pl);
+  return ok_status();
+}
+
+Status GpuClientReset::remove_taint() {
+  if (!owned_) return ok_status();
+  auto r = taint_ops_.remove_ours();
+  if (!r) return r.error();
+  owned_ = false;
+  effective_taint_.reset();
+  return ok_status();
+}
+
+}  // namespace dm::manager

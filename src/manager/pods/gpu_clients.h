@@ -1,0 +1,97 @@
+// Resetting third-party GPU client pods (docs/gpu-clients.md): pods on this node annotated
+// nvidia.com/gpu.client=true are evicted (PDBs respected, in parallel, one deadline) and waited for by UID,
+// while a NoSchedule taint keeps their replacements off the node until the driver is unloaded. DaemonSet
+// pods selecting the nvidia.com/gpu.deploy.client node label are left to that label (operand flow).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "manager/pods/eviction.h"
+#include "manager/rules/operands.h"
+#include "manager/rules/pod_rules.h"
+#include "manager/pods/pod_watch.h"
+#include "manager/rules/settings.h"
+#include "manager/node/taint_ops.h"
+#include "manager/node/undo.h"
+
+namespace dm::manager {
+
+// The node-label keys whose DaemonSet pods the operand flow removes and waits for in this run (the pause
+// batch takes them only when their snapshot is non-empty): gpu.deploy.client and the custom key.
+std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key);
+
+// The client pipeline of one phase as a run configured with `settings` applies it (`taint`: the one keeping
+// clients off, for the toleration warning).
+PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
+                                    const std::optional<Taint>& taint,
+                                    const std::vector<std::string>& label_handled_keys);
+
+// The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
+// or waited for.
+bool client_reset_needs_taint(const PodPlan& first_look);
+
+class GpuClientReset {
+ public:
+  // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
+  // object adds or adopts registers its removal in `undo`.
+  GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
+                 const Settings& settings, UndoList& undo, std::vector<std::string> label_handled_keys = {});
+
+  // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
+  void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
+
+  // The keys of label_handled_client_keys(), once the flow has read the node (before any reset).
+  void set_label_handled_keys(std::vector<std::string> keys) { label_handled_keys_ = std::move(keys); }
+
+  // Startup self-healing on a path that will not unload the driver: removes a taint that an earlier,
+  // crashed run added (our ownership annotation on `node`, the node as just read; no request when none).
+  Status heal_leftover_taint(const nlohmann::json& node);
+  // On a path that will unload the driver: keeps such a taint on (its clients stay away) and registers its
+  // removal, which runs after the unload like that of a taint added by this run.
+  void adopt_leftover_taint(const nlohmann::json& node);
+  // Resets the annotated clients that are not DRA plugins (while the operands are waited for). `stop`
+  // stops its evictions and waits like SIGTERM (the flow fires it when the operand wait fails).
+  Status reset_clients();
+  Status reset_clients(const CancelToken& stop);
+  // Resets the annotated clients that are DRA kubelet plugins (after the GPU workloads and the DRA claim
+  // guard, before the module unload).
+  Status reset_dra_plugin_clients();
+  // There are DRA-plugin clients on the node for reset_dra_plugin_clients() to reset (or refuse): a look at
+  // the pod watch, no request.
+  [[nodiscard]] bool dra_plugin_clients_present() const;
+  // Removes the taint if this run (or a crashed earlier one) added it; idempotent; safe after SIGTERM.
+  Status remove_taint();
+  // The node carries a taint of ours that remove_taint() has yet to remove.
+  [[nodiscard]] bool tainted() const { return owned_; }
+
+ private:
+  Status reset(GpuClientPhase phase, const CancelToken& cancel);
+  Status ensure_taint();
+  void register_undo();
+  [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;
+  // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
+  // pods the watch is then given a moment to catch up with (waits and evictions go by the watch).
+  Result<PodSnapshot> relist(const CancelToken& cancel);
+  void warn_about_replacements(const std::vector<EvictionTarget>& targets, const PodPipeline& pipeline) const;
+
+  kube::Client& client_;
+  PodWatch& pods_;
+  const Clock& clock_;
+  CancelToken cancel_;
+  const Settings& settings_;
+  UndoList& undo_;
+  std::vector<std::string> label_handled_keys_;
+  TaintOps taint_ops_;
+  Result<Taint> taint_;
+  std::optional<Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)
+  bool owned_ = false;
+  std::string taint_in_place_at_;  // the node's resourceVersion with the taint in place (the re-list's floor)
+};
+
+}  // namespace dm::manager

@@ -1,0 +1,248 @@
+#include "manager/pods/pod_watch.h"
+
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "kube/objects.h"
+#include "manager/rules/pod_rules.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr auto kSlice = std::chrono::milliseconds(200);
+constexpr size_t kMaxListed = 10;
+
+// A pod moved into the cache, never to be changed there (snapshots share it).
+std::shared_ptr<const Json> cached_pod(Json&& pod) {
+  return std::make_shared<const Json>(std::move(pod));
+}
+
+}  // namespace
+
+std::string format_duration(Duration d) {
+  auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
+  if (total < 0) total = 0;
+  const auto h = total / 3600;
+  const auto m = (total % 3600) / 60;
+  const auto s = total % 60;
+  if (h > 0) return fmt::format("{}h{}m{}s", h, m, s);
+  if (m > 0) return fmt::format("{}m{}s", m, s);
+  return fmt::format("{}s", s);
+}
+
+PodWatch::PodWatch(kube::Client& client, const Clock& clock, std::string node)
+    : client_(client), clock_(clock), node_(std::move(node)) {}
+
+PodWatch::~PodWatch() {
+  stop_ = true;
+  stop_token_.cancel();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PodWatch::begin() {
+  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+}
+
+Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
+  begin();
+  std::unique_lock lk(mu_);
+  while (!synced_) {
+    if (last_error_status_ == 401 || last_error_status_ == 403) {
+      return Error("cannot list the pods of node " + node_ + ": " + last_error_, last_error_status_);
+    }
+    if (cancel.cancelled()) return Error("cancelled while listing the pods of node " + node_);
+    if (deadline.passed(clock_)) {
+      return Error("timed out listing the pods of node " + node_ +
+                   (last_error_.empty() ? "" : ": " + last_error_));
+    }
+    changed_.wait_for(lk, kSlice);
+  }
+  return ok_status();
+}
+
+void PodWatch::replace_all(std::vector<Json>& items) {
+  std::map<std::string, std::shared_ptr<const Json>> fresh;
+  for (auto& p : items) {
+    auto uid = kube::uid(p);
+    fresh[std::move(uid)] = cached_pod(std::move(p));
+  }
+  std::lock_guard lk(mu_);
+  for (const auto& [uid, pod] : by_uid_) {
+    if (fresh.count(uid) == 0) left_.insert(uid);
+  }
+  by_uid_.swap(fresh);
+  synced_ = true;
+  last_error_.clear();
+  last_error_status_ = 0;
+  ++generation_;
+  changed_.notify_all();
+}
+
+void PodWatch::apply(kube::WatchEvent& ev) {
+  const auto uid = kube::uid(ev.object);
+  if (uid.empty()) return;
+  const bool stored = ev.type == "ADDED" || ev.type == "MODIFIED";
+  if (!stored && ev.type != "DELETED") return;
+  auto pod = stored ? cached_pod(std::move(ev.object)) : nullptr;
+  std::lock_guard lk(mu_);
+  if (stored) {
+    by_uid_[uid] = std::move(pod);
+  } else {
+    by_uid_.erase(uid);
+    left_.insert(uid);
+  }
+  ++generation_;
+  changed_.notify_all();
+}
+
+// A failed list or watch is not fatal: the waits keep their deadlines and name this error if they expire.
+void PodWatch::record_failure(const Error& error, bool polling, TimePoint& next_warning) {
+  {
+    std::lock_guard lk(mu_);
+    last_error_ = error.message;
+    last_error_status_ = error.http_status;
+    ++generation_;
+    changed_.notify_all();
+  }
+  const auto now = clock_.now();
+  if (now >= next_warning) {
+    spdlog::warn("{} the pods of node {} failed, retrying every second: {}", polling ? "Listing" : "Watching",
+                 node_, error.message);
+    next_warning = now + std::chrono::seconds(10);
+  } else {
+    spdlog::debug("{} the pods of node {} failed again: {}", polling ? "Listing" : "Watching", node_,
+                  error.message);
+  }
+}
+
+void PodWatch::run() {
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + node_;
+  // Every pod of the node stays in memory for the whole run: only with what the rules read.
+  opts.reduce = kube::drop_unread_pod_fields;
+  kube::WatchHandlers h;
+  h.on_sync = [this](std::vector<Json>& items) { replace_all(items); };
+  h.on_event = [this](kube::WatchEvent& ev) { apply(ev); };
+  h.done = [this] { return stop_.load(); };
+  h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
+
+  // The GPU Operator's stock driver role may list pods but not watch them: once the list worked and the
+  // watch was refused, the cache is refreshed by a list every second instead (docs/behaviour.md, The pod
+  // watch). Nothing else changes; waits see changes up to a second later.
+  bool polling = false;
+  TimePoint next_warning{};
+  while (!stop_) {
+    Status s = ok_status();
+    if (polling) {
+      auto items = client_.list_all(kube::paths::pods(), opts);
+      if (items) {
+        replace_all(*items);
+        clock_.sleep_for(std::chrono::seconds(1), stop_token_);
+        continue;
+      }
+      s = items.error();
+    } else {
+      s = client_.list_watch(kube::paths::pods(), opts, h);
+      if (stop_ || s) break;
+      bool listed = false;
+      {
+        std::lock_guard lk(mu_);
+        listed = synced_;
+      }
+      if (listed && s.error().http_status == 403) {
+        spdlog::info(
+            "This service account may list but not watch the pods of node {}: listing them every second "
+            "instead",
+            node_);
+        spdlog::debug("The watch was refused: {}", s.error().message);
+        polling = true;
+        continue;
+      }
+    }
+    if (stop_) break;
+    if (s.error().cancelled()) {
+      // SIGTERM stopped the run's requests; the cleanup's requests (and this watch) go on with a token of
+      // their own, not a failure worth a warning.
+      spdlog::debug("{} the pods of node {} was cancelled", polling ? "Listing" : "Watching", node_);
+      clock_.sleep_for(std::chrono::milliseconds(200), stop_token_);
+      continue;
+    }
+    record_failure(s.error(), polling, next_warning);
+    clock_.sleep_for(std::chrono::seconds(1), stop_token_);
+  }
+}
+
+PodList PodWatch::pods() const {
+  std::lock_guard lk(mu_);
+  PodList out;
+  out.reserve(by_uid_.size());
+  for (const auto& [uid, p] : by_uid_) out.push_back(*p);
+  return out;
+}
+
+PodSnapshot PodWatch::snapshot() const {
+  std::lock_guard lk(mu_);
+  PodSnapshot out;
+  out.reserve(by_uid_.size());
+  for (const auto& [uid, p] : by_uid_) out.push_back(p);
+  return out;
+}
+
+bool PodWatch::has_uid(const std::string& uid) const {
+  std::lock_guard lk(mu_);
+  return by_uid_.count(uid) > 0;
+}
+
+bool PodWatch::saw_leave(const std::string& uid) const {
+  std::lock_guard lk(mu_);
+  return left_.count(uid) > 0;
+}
+
+Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
+                            const CancelToken& cancel, Duration log_every) const {
+  const auto start = clock_.now();
+  WaitProgress progress(clock_, what, deadline, log_every, &observer_);
+  while (true) {
+    std::vector<std::string> remaining;
+    bool synced = false;
+    PodSnapshot snapshot;
+    std::string watch_error;
+    uint64_t seen = 0;  // the cache's generation this look is based on
+    {
+      std::lock_guard lk(mu_);
+      seen = generation_;
+      synced = synced_;
+      watch_error = last_error_;
+      if (synced) {
+        snapshot.reserve(by_uid_.size());
+        for (const auto& [uid, p] : by_uid_) snapshot.push_back(p);
+      }
+    }
+    if (synced) {
+      // The check runs outside the lock: it may consult other state (eviction workers) with its own locks.
+      auto r = check(snapshot);
+      if (!r) return r.error();
+      if (r->empty()) return ok_status();
+      remaining = std::move(*r);
+    } else {
+      remaining.push_back("the pod list of node " + node_ + " (not loaded yet" +
+                          (watch_error.empty() ? "" : ": " + watch_error) + ")");
+    }
+    const auto now = clock_.now();
+    if (cancel.cancelled()) return Error("cancelled while waiting for " + what);
+    if (deadline.passed(clock_)) {
+      return Error(fmt::format("timed out after {} waiting for {}; still present: {}",
+                               format_duration(now - start), what, join_names(remaining, kMaxListed)));
+    }
+    progress.update(remaining);
+    // Woken by any change since the look above, including one that came while the check ran.
+    std::unique_lock lk(mu_);
+    changed_.wait_for(lk, kSlice, [&] { return generation_ != seen; });
+  }
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,94 @@
+// One list+watch of the pods on this node (all namespaces) kept in a local cache keyed by UID, and the one
+// wait helper every wait of the flow uses: "until this predicate over the cache holds, or the deadline".
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "kube/client.h"
+#include "manager/rules/pod_rules.h"
+#include "manager/pods/wait_progress.h"
+
+namespace dm::manager {
+
+using PodList = std::vector<nlohmann::json>;
+
+// What a wait still waits for (one human-readable entry per pod or condition; empty = done), or an error
+// that ends the wait at once.
+using WaitCheck = std::function<Result<std::vector<std::string>>(const PodSnapshot& pods)>;
+
+class PodWatch {
+ public:
+  PodWatch(kube::Client& client, const Clock& clock, std::string node);
+  ~PodWatch();  // stops the watch thread
+  PodWatch(const PodWatch&) = delete;
+  PodWatch& operator=(const PodWatch&) = delete;
+
+  // Starts the watch thread (its first list goes out at once) without waiting. Idempotent.
+  void begin();
+  // Starts the watch thread if begin() did not, and waits for the first full list. A failing list is retried
+  // until `deadline` (the error then names the last API error), except 401/403, which no retry fixes.
+  Status start(Deadline deadline, const CancelToken& cancel);
+
+  // The pods currently on the node (copy of the cache).
+  [[nodiscard]] PodList pods() const;
+  // The same, shared with the cache (no pod is copied).
+  [[nodiscard]] PodSnapshot snapshot() const;
+  // Whether a pod with this UID is still on the node.
+  [[nodiscard]] bool has_uid(const std::string& uid) const;
+  // Whether the watch saw a pod with this UID leave the node (deleted, or gone from a re-list of the
+  // cache): a LIST that still returned it was answered before the cache's latest news.
+  [[nodiscard]] bool saw_leave(const std::string& uid) const;
+
+  // Waits until `check` returns an empty list, evaluating it on every change of the cache (and at least
+  // every 200 ms). Logs the progress line (wait_progress_line()) every `log_every` and tells the wait
+  // observer, if one is set.
+  // Errors: the deadline passed (naming what remained), `cancel` fired, or `check` returned an error.
+  Status wait_until(const std::string& what, const WaitCheck& check, Deadline deadline,
+                    const CancelToken& cancel, Duration log_every = std::chrono::seconds(5)) const;
+
+  // Told at the start of every wait and at each of its progress lines (the run's state annotation).
+  void set_wait_observer(WaitObserver observer) { observer_ = std::move(observer); }
+
+ private:
+  void run();
+  void apply(kube::WatchEvent& ev);  // one watch event into the cache
+  void record_failure(const Error& error, bool polling, TimePoint& next_warning);
+  // Replaces the cache with a full list of the node's pods (moved from).
+  void replace_all(std::vector<nlohmann::json>& items);
+
+  kube::Client& client_;
+  const Clock& clock_;
+  std::string node_;
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::map<std::string, std::shared_ptr<const nlohmann::json>> by_uid_;
+  std::set<std::string> left_;  // UIDs of the pods that left the cache
+  bool synced_ = false;
+  std::string last_error_;
+  int last_error_status_ = 0;
+  uint64_t generation_ = 0;
+  WaitObserver observer_;
+
+  std::atomic<bool> stop_{false};
+  CancelToken stop_token_;
+  std::thread thread_;
+};
+
+// "1m5s"-style rendering of a duration (whole seconds), for wait logs.
+std::string format_duration(Duration d);
+
+}  // namespace dm::manager

@@ -1,0 +1,89 @@
+#include "manager/pods/waits.h"
+
+#include <spdlog/spdlog.h>
+
+#include "manager/rules/pod_rules.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::string& operator_namespace) {
+  if (wait.kind == WaitKind::kDaemonSetNodeSelectorKey) {
+    return is_daemonset_pod_with_node_selector_key(pod, wait.node_selector_key);
+  }
+  if (wait.kind != WaitKind::kAppLabel) return false;
+  // No copies: this runs for every pod and every wait on each change of the pod cache.
+  if (!operator_namespace.empty()) {
+    const std::string* ns = kube::find_string(pod, {"metadata", "namespace"});
+    if (ns == nullptr || *ns != operator_namespace) return false;
+  }
+  const std::string* app = kube::find_string(pod, {"metadata", "labels", "app"});
+  return app != nullptr && *app == wait.app;
+}
+
+namespace {
+
+// For each wait, the pods still matching it.
+std::vector<std::vector<std::string>> remaining_by_wait(const PodSnapshot& pods,
+                                                        const std::vector<OperandWait>& waits,
+                                                        const std::string& operator_namespace) {
+  std::vector<std::vector<std::string>> out(waits.size());
+  for (const auto& pod : pods) {
+    for (size_t i = 0; i < waits.size(); ++i) {
+      if (pod_matches_wait(*pod, waits[i], operator_namespace)) out[i].push_back(kube::ref_string(*pod));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+void log_operand_waits_start(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                             const std::string& operator_namespace) {
+  for (const auto& w : waits) spdlog::info("{}", w.start_line());
+  // Upstream also counts the DaemonSet pods of a nodeSelector-key wait while some remain.
+  const auto at_start = remaining_by_wait(pods.snapshot(), waits, operator_namespace);
+  for (size_t i = 0; i < waits.size(); ++i) {
+    if (waits[i].kind != WaitKind::kDaemonSetNodeSelectorKey || at_start[i].empty()) continue;
+    spdlog::info("Waiting for {} daemon set pod(s) with nodeSelector key \"{}\" to terminate",
+                 at_start[i].size(), waits[i].node_selector_key);
+  }
+}
+
+Status await_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                      const std::string& operator_namespace, Deadline deadline, const CancelToken& cancel) {
+  if (waits.empty()) return ok_status();
+  WaitCheck check = [&](const PodSnapshot& list) -> Result<std::vector<std::string>> {
+    std::vector<std::string> left;
+    const auto by_wait = remaining_by_wait(list, waits, operator_namespace);
+    for (size_t i = 0; i < waits.size(); ++i) {
+      for (const auto& p : by_wait[i]) left.push_back(p + " (" + waits[i].description() + ")");
+    }
+    return left;
+  };
+  auto s = pods.wait_until("GPU operand pods to shut down", check, deadline, cancel);
+  if (s) spdlog::info("All GPU operand pods on the node have shut down");
+  return s;
+}
+
+Error operand_wait_failed(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                          const std::string& operator_namespace, const Error& error) {
+  const auto by_wait = remaining_by_wait(pods.snapshot(), waits, operator_namespace);
+  for (size_t i = 0; i < waits.size(); ++i) {
+    if (!by_wait[i].empty()) spdlog::error("{}", waits[i].failure_line(error.message));
+  }
+  return error.wrap("failed to evict GPU operator components");
+}
+
+Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
+                         const std::string& operator_namespace, Deadline deadline,
+                         const CancelToken& cancel) {
+  if (waits.empty()) return ok_status();
+  log_operand_waits_start(pods, waits, operator_namespace);
+  auto s = await_operands(pods, waits, operator_namespace, deadline, cancel);
+  if (s) return s;
+  return operand_wait_failed(pods, waits, operator_namespace, s.error());
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,25 @@
+#include "manager/rules/claims.h"
+
+#include "kube/objects.h"
+
+namespace dm::manager {
+std::vector<std::string> claim_names(const Json& pod) {
+  std::vector<std::string> out;
+  for (const auto& claim : kube::pod_resource_claims(pod)) {
+    // A template-generated claim's name is only known from the pod status ("" until generated).
+    std::string name = kube::resolved_claim_name(pod, claim);
+    if (!name.empty()) out.push_back(std::move(name));
+  }
+  return out;
+}
+
+bool is_allocated_gpu_claim(const Json& claim) {
+  const Json* results = kube::find(claim, {"status", "allocation", "devices", "results"});
+  if (results == nullptr || !results->is_array()) return false;
+  for (const auto& r : *results) {
+    if (kube::string_at(r, {"driver"}) == kGpuDraDriver) return true;
+  }
+  return false;
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,390 @@
+#include "manager/rules/pod_rules.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <utility>
+
+namespace dm::manager {
+namespace {
+
+FilterResult keep() {
+  return {};
+}
+FilterResult warn(std::string why) {
+  return {Verdict::kDelete, std::move(why)};
+}
+FilterResult skip(std::string why, Notice notice = Notice::kNormal) {
+  return {Verdict::kSkip, std::move(why), notice};
+}
+FilterResult fail(std::string why) {
+  return {Verdict::kError, std::move(why)};
+}
+
+std::string controller_name(const Json& pod) {
+  const auto ref = kube::controller_ref(pod);
+  if (!ref) return "none";
+  return ref->kind + "/" + ref->name;
+}
+
+}  // namespace
+
+bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key) {
+  return kube::controlled_by_kind(pod, "DaemonSet") && kube::pod_node_selector_has(pod, key);
+}
+
+std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key) {
+  std::vector<Json> out;
+  for (const auto& p : pods) {
+    if (is_daemonset_pod_with_node_selector_key(p, key)) out.push_back(p);
+  }
+  return out;
+}
+
+ClientDesignation gpu_client_designation(const Json& pod) {
+  const auto v = kube::annotation(pod, kGpuClientAnnotation);
+  if (!v) return ClientDesignation::kNone;
+  const auto b = parse_go_bool(*v);
+  if (!b) return ClientDesignation::kInvalid;
+  return *b ? ClientDesignation::kClient : ClientDesignation::kOptOut;
+}
+
+bool is_dra_plugin_client(const Json& pod) {
+  const auto v = kube::annotation(pod, kGpuClientDraPluginAnnotation);
+  return v && parse_go_bool(*v).value_or(false);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// ---------------------------------------------------------------------------------------------------
+std::string_view to_string(Verdict v) {
+  switch (v) {
+    case Verdict::kDelete:
+      return "evict";
+    case Verdict::kSkip:
+      return "skip";
+    case Verdict::kWaitOnly:
+      return "wait";
+    case Verdict::kError:
+      return "refuse";
+  }
+  return "?";
+}
+
+std::string PodDecision::log_line() const {
+  std::string line = pod + ": " + std::string(to_string(verdict));
+  if (!filter.empty()) line += " [" + filter + "]";
+  if (!reason.empty()) line += ": " + reason;
+  for (const auto& w : warnings) line += "; warning: " + w;
+  return line;
+}
+
+PodPipeline::PodPipeline(std::string name, std::vector<PodFilter> filters, std::string delete_reason)
+    : name_(std::move(name)), filters_(std::move(filters)), delete_reason_(std::move(delete_reason)) {}
+
+PodDecision PodPipeline::decide(const Json& pod) const {
+  PodDecision d;
+  d.pod = kube::ref_string(pod);
+  for (const auto& f : filters_) {
+    FilterResult r = f.apply(pod);
+    if (r.verdict == Verdict::kDelete) {
+      if (!r.reason.empty()) d.warnings.push_back(std::move(r.reason));
+      continue;
+    }
+    d.verdict = r.verdict;
+    d.filter = f.name;
+    d.reason = std::move(r.reason);
+    d.notice = r.notice;
+    return d;
+  }
+  d.verdict = Verdict::kDelete;
+  d.reason = delete_reason_;
+  return d;
+}
+
+PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts) {
+  return {"daemonset", [ignore_all_daemonsets, force, exists = facts.daemonset_exists](const Json& pod) {
+            const auto ref = kube::controller_ref(pod);
+            if (!ref || ref->kind != "DaemonSet" || kube::pod_finished(pod)) return keep();
+            const std::string& ds = ref->name;
+            const std::string ns = kube::namespace_of(pod);
+            if (exists) {
+              Result<bool> r = exists(ns, ds);
+              if (!r) return fail("cannot check its DaemonSet " + ns + "/" + ds + ": " + r.error().message);
+              if (!*r) {
+                if (force)
+                  return warn("its DaemonSet " + ns + "/" + ds + " is gone; deleting the orphaned pod");
+                return fail("its DaemonSet " + ns + "/" + ds +
+                            " is gone (set DRAIN_USE_FORCE=true to delete such orphaned pods)");
+              }
+            }
+            if (!ignore_all_daemonsets) {
+              return fail("cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)");
+            }
+            return skip("ignoring DaemonSet-managed Pods (DaemonSet " + ds + ")");
+          }};
+}
+
+PodFilter mirror_filter(Verdict verdict) {
+  return {
+      "mirror", [verdict](const Json& pod) {
+        if (!kube::pod_is_mirror(pod)) return keep();
+        if (verdict == Verdict::kError) {
+          return fail(
+              "static (mirror) pod: the kubelet recreates it, so it cannot be reset by eviction; remove its "
+              "manifest from the node or its " +
+              std::string(kGpuClientAnnotation) + " annotation");
+        }
+        return FilterResult{verdict, "static (mirror) pod, managed by the kubelet"};
+      }};
+}
+
+PodFilter emptydir_filter(bool delete_emptydir_data) {
+  return {
+      "emptydir", [delete_emptydir_data](const Json& pod) {
+        if (!kube::pod_has_emptydir_volume(pod) || kube::pod_finished(pod)) return keep();
+        if (!delete_emptydir_data) {
+          return fail(
+              "cannot delete Pods with local storage (emptyDir; set DRAIN_DELETE_EMPTYDIR_DATA=true to allow "
+              "it)");
+        }
+        return warn("deleting Pods with local storage (emptyDir data is lost)");
+      }};
+}
+
+PodFilter controller_filter(bool force) {
+  return {"controller", [force](const Json& pod) {
+            if (kube::pod_finished(pod) || kube::controller_ref(pod)) return keep();
+            if (force) return warn("deleting Pods that declare no controller (DRAIN_USE_FORCE=true)");
+            return fail(
+                "cannot delete Pods that declare no controller: nothing would recreate it (set "
+                "DRAIN_USE_FORCE=true to allow it)");
+          }};
+}
+
+PodFilter gpu_filter(const PodFacts& facts) {
+  return {"gpu", [claim = facts.holds_gpu_claim](const Json& pod) {
+            if (kube::pod_declares_gpu_resource(pod)) return keep();
+            if (claim) {
+              Result<bool> r = claim(pod);
+              if (!r) return fail("cannot check its resource claims: " + r.error().message);
+              if (*r) return keep();
+            }
+            return skip("does not use a GPU");
+          }};
+}
+
+PodFilter selector_filter(const LabelSelector& selector) {
+  return {"selector", [selector](const Json& pod) {
+            if (selector.empty()) return keep();
+            const Json* labels = kube::find(pod, {"metadata", "labels"});
+            if (selector.matches(labels != nullptr ? *labels : Json())) return keep();
+            return skip("labels do not match pod selector " + selector.text());
+          }};
+}
+
+PodFilter terminal_skip_filter() {
+  return {"terminal", [](const Json& pod) {
+            if (!kube::pod_finished(pod)) return keep();
+            return skip("already finished (phase " + kube::pod_phase(pod) + ")");
+          }};
+}
+
+PodFilter terminating_wait_filter() {
+  return {"terminating", [](const Json& pod) {
+            if (!kube::terminating(pod)) return keep();
+            return FilterResult{Verdict::kWaitOnly, "already terminating; waiting for it to be gone"};
+          }};
+}
+
+PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts) {
+  return PodPipeline(
+      "gpu-workloads",
+      {daemonset_filter(true, options.force, facts), mirror_filter(Verdict::kSkip),
+       emptydir_filter(options.delete_emptydir_data), controller_filter(options.force), gpu_filter(facts)},
+      "GPU pod");
+}
+
+PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector& selector,
+                                const PodFacts& facts) {
+  return PodPipeline(
+      "drain",
+      {selector_filter(selector), daemonset_filter(true, options.force, facts), mirror_filter(Verdict::kSkip),
+       emptydir_filter(options.delete_emptydir_data), controller_filter(options.force)},
+      "drained");
+}
+
+PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
+  const std::string ann(kGpuClientAnnotation);
+  const std::string dra_ann(kGpuClientDraPluginAnnotation);
+  std::vector<PodFilter> filters;
+  filters.push_back({"designation", [ann, dra_ann](const Json& pod) {
+                       switch (gpu_client_designation(pod)) {
+                         case ClientDesignation::kClient:
+                           return keep();
+                         case ClientDesignation::kOptOut:
+                           return skip("opted out (" + ann + "=false)");
+                         case ClientDesignation::kInvalid:
+                           return skip("annotation " + ann + "=\"" + kube::annotation(pod, ann).value_or("") +
+                                           "\" is not a boolean, so the pod is not reset and may keep the "
+                                           "driver busy (accepted: true, false, 1, 0, t, f, TRUE, FALSE, "
+                                           "True, False)",
+                                       Notice::kWarning);
+                         case ClientDesignation::kNone:
+                           break;
+                       }
+                       if (is_dra_plugin_client(pod)) {
+                         return skip("annotated " + dra_ann + " without " + ann + "=\"true\"; add " + ann +
+                                     ": \"true\" to have it reset");
+                       }
+                       return skip("not a designated GPU client", Notice::kQuiet);
+                     }});
+  filters.push_back({"phase", [phase = options.phase](const Json& pod) {
+                       const bool plugin = is_dra_plugin_client(pod);
+                       if (phase == GpuClientPhase::kWithOperands && plugin) {
+                         return skip(
+                             "DRA plugin client: reset after the GPU workloads, before the driver unload");
+                       }
+                       if (phase == GpuClientPhase::kDraPlugin && !plugin) {
+                         return skip("not a DRA plugin client: reset with the operands");
+                       }
+                       return keep();
+                     }});
+  filters.push_back(terminal_skip_filter());
+  filters.push_back({"node-label", [keys = options.label_handled_keys](const Json& pod) {
+                       for (const auto& k : keys) {
+                         if (is_daemonset_pod_with_node_selector_key(pod, k)) {
+                           return skip("DaemonSet pod selecting node label " + k +
+                                       ": removed and waited for through that label");
+                         }
+                       }
+                       return keep();
+                     }});
+  filters.push_back(terminating_wait_filter());
+  filters.push_back(mirror_filter(Verdict::kError));
+  filters.push_back({"controller", [force = options.force, ann](const Json& pod) {
+                       if (kube::controller_ref(pod)) return keep();
+                       if (force) {
+                         return warn(
+                             "has no controller: eviction deletes it for good (DRAIN_USE_FORCE=true)");
+                       }
+                       return fail(
+                           "has no controller, so eviction would delete it for good; set "
+                           "DRAIN_USE_FORCE=true to allow that, or remove its " +
+                           ann + " annotation");
+                     }});
+  if (options.taint) {
+    filters.push_back({"toleration", [taint = *options.taint](const Json& pod) {
+                         if (!kube::tolerates(kube::pod_tolerations(pod), taint)) return keep();
+                         return warn("tolerates the taint " + taint.to_string() + ", so its controller " +
+                                     controller_name(pod) +
+                                     " may recreate it on this node at once; for a DaemonSet, select "
+                                     "nvidia.com/gpu.deploy.client in its nodeSelector instead, or set "
+                                     "GPU_CLIENT_TAINT to a dedicated key that it does not tolerate and "
+                                     "add that key to ClusterPolicy daemonsets.tolerations (keeping "
+                                     "nvidia.com/gpu there)");
+                       }});
+  }
+  return PodPipeline("gpu-clients", std::move(filters), "designated GPU client");
+}
+
+namespace {
+
+// A pod of either list: held by value, or shared with the pod watch's cache.
+const Json& pod_at(const std::vector<Json>& pods, size_t i) {
+  return pods[i];
+}
+const Json& pod_at(const PodSnapshot& pods, size_t i) {
+  return *pods[i];
+}
+
+template <class Pods>
+PodPlan plan_pods_of(const PodPipeline& pipeline, const Pods& pods) {
+  PodPlan plan;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const Json& pod = pod_at(pods, i);
+    PodDecision d = pipeline.decide(pod);
+    switch (d.verdict) {
+      case Verdict::kDelete:
+        plan.to_evict.push_back(pod);
+        break;
+      case Verdict::kWaitOnly:
+        plan.to_wait.push_back(pod);
+        break;
+      case Verdict::kError:
+        plan.errors.push_back(d.pod + ": " + d.reason);
+        break;
+      case Verdict::kSkip:
+        break;
+    }
+    plan.decisions.push_back(std::move(d));
+  }
+  return plan;
+}
+
+template <class Pods>
+Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const DrainOptions& options,
+                                                      const PodFacts& facts) {
+  // First, which pods use a GPU. One claim lookup per pod, reused by the pipeline.
+  std::vector<bool> gpu(pods.size(), false);
+  GpuEvictionPlan out;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const Json& pod = pod_at(pods, i);
+    gpu[i] = kube::pod_declares_gpu_resource(pod);
+    if (!gpu[i] && facts.holds_gpu_claim) {
+      Result<bool> r = facts.holds_gpu_claim(pod);
+      if (!r) return r.error().wrap("cannot check the resource claims of pod " + kube::ref_string(pod));
+      gpu[i] = *r;
+    }
+    if (gpu[i]) ++out.gpu_pods;
+  }
+  if (out.gpu_pods == 0) return out;
+
+  PodFacts cached = facts;
+  // The pipeline below only sees pods already known to use a GPU: no second claim lookup.
+  cached.holds_gpu_claim = [](const Json&) -> Result<bool> { return true; };
+  const PodPipeline pipeline = gpu_workload_pipeline(options, cached);
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const Json& pod = pod_at(pods, i);
+    PodDecision d;
+    if (!gpu[i]) {
+      // Non-GPU pods can never be evicted here and their drain errors do not count (upstream's equality
+      // rule compares GPU pods only), so decide them without asking the API about their DaemonSets.
+      d.pod = kube::ref_string(pod);
+      d.verdict = Verdict::kSkip;
+      d.filter = "gpu";
+      d.reason = "does not use a GPU";
+    } else {
+      d = pipeline.decide(pod);
+    }
+    if (d.verdict == Verdict::kDelete) {
+      out.plan.to_evict.push_back(pod);
+    } else if (gpu[i]) {
+      // Equality rule: every GPU pod must be deletable.
+      out.plan.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason);
+    }
+    out.plan.decisions.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace
+
+PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
+  return plan_pods_of(pipeline, pods);
+}
+
+PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods) {
+  return plan_pods_of(pipeline, pods);
+}
+
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
+                                                   const PodFacts& facts) {
+  return plan_gpu_workload_eviction_of(pods, options, facts);
+}
+
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
+                                                   const PodFacts& facts) {
+  return plan_gpu_workload_eviction_of(pods, options, facts);
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,192 @@
+// Decisions about individual pods, kubectl-drain style (docs/ARCHITECTURE.md): an ordered list of small
+// filters, each saying delete / skip / wait / error and why, so every pod the program touches or leaves alone
+// is one log line. Three pipelines are built from them: GPU-workload eviction (with its all-or-none rule),
+// the full-drain fallback (`kubectl drain` semantics) and third-party gpu-client pods; docs/behaviour.md
+// describes each. Pure functions over pod JSON; API answers come in through PodFacts.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/go_bool.h"
+#include "common/result.h"
+#include "kube/objects.h"
+#include "manager/rules/label_selector.h"
+#include "manager/rules/taints.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+// Pod annotation designating a third-party GPU client (value: Go bool; true = reset it, false = opt out).
+inline constexpr std::string_view kGpuClientAnnotation = "nvidia.com/gpu.client";
+// Additionally set (Go bool true) on a gpu-client that is a DRA kubelet plugin serving claims: it is reset
+// after the GPU workloads and the claim-holder guard, right before the module unload (it serves their claims'
+// release).
+inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gpu.client.dra-plugin";
+
+// --- Pod facts computed from the JSON alone (the generic ones are in kube/objects.h) ------------------
+// DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
+// custom labels.
+bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key);
+// The pods of `pods` for which is_daemonset_pod_with_node_selector_key holds.
+std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key);
+
+// How a pod is designated by kGpuClientAnnotation.
+enum class ClientDesignation {
+  kNone,     // no annotation
+  kClient,   // Go-bool true
+  kOptOut,   // Go-bool false
+  kInvalid,  // not a Go bool: treated as not designated, said so in the decision
+};
+ClientDesignation gpu_client_designation(const Json& pod);
+// kGpuClientDraPluginAnnotation parses as Go-bool true.
+bool is_dra_plugin_client(const Json& pod);
+
+// --- Filters and pipelines ------------------------------------------------------------------------
+enum class Verdict {
+  kDelete,    // evict it
+  kSkip,      // leave it alone
+  kWaitOnly,  // do not evict (already terminating), but wait for it to be gone
+  kError,     // it blocks the operation (refused); the reason says what to do
+};
+std::string_view to_string(Verdict v);
+
+// A filter's answer. kDelete passes the pod to the next filter; a non-empty reason with kDelete is a
+// warning that is kept with the decision.
+// How loudly a decision is logged: pods that are nothing to this pipeline are only of interest when
+// debugging; a skip the operator should fix (a malformed annotation) is a warning.
+enum class Notice { kQuiet, kNormal, kWarning };
+
+struct FilterResult {
+  Verdict verdict = Verdict::kDelete;
+  std::string reason;
+  Notice notice = Notice::kNormal;
+};
+
+struct PodFilter {
+  std::string name;  // short, appears in the log line ("daemonset", "mirror", ...)
+  std::function<FilterResult(const Json& pod)> apply;
+};
+
+// The outcome for one pod.
+struct PodDecision {
+  std::string pod;  // ns/name
+  Verdict verdict = Verdict::kDelete;
+  std::string filter;                 // filter that decided; "" when every filter let it through
+  std::string reason;                 // why (for kDelete: "" or the pipeline's default reason)
+  std::vector<std::string> warnings;  // from filters that let it through with a warning
+  Notice notice = Notice::kNormal;    // of the deciding filter
+  // One log line: "<ns/name>: <verdict> [<filter>]: <reason>[; warning: ...]".
+  [[nodiscard]] std::string log_line() const;
+};
+
+class PodPipeline {
+ public:
+  // delete_reason: the decision's reason when every filter lets a pod through.
+  PodPipeline(std::string name, std::vector<PodFilter> filters, std::string delete_reason = {});
+  // Runs the filters in order; the first non-delete verdict wins.
+  [[nodiscard]] PodDecision decide(const Json& pod) const;
+  [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] const std::vector<PodFilter>& filters() const { return filters_; }
+
+ private:
+  std::string name_;
+  std::vector<PodFilter> filters_;
+  std::string delete_reason_;
+};
+
+// Answers only the API can give, injected so the rules stay pure. Null functions: the DaemonSet is
+// assumed to exist; the pod holds no GPU claim (clusters without DRA).
+struct PodFacts {
+  // Does DaemonSet ns/name exist (GET apps/v1 daemonset; 404 => false).
+  std::function<Result<bool>(const std::string& ns, const std::string& name)> daemonset_exists;
+  // Does the pod hold an allocated gpu.nvidia.com ResourceClaim (claims.h + GET resourceclaims).
+  std::function<Result<bool>(const Json& pod)> holds_gpu_claim;
+};
+
+// Individual filters (kubectl drain's, in its order, plus ours).
+// DaemonSet-owned, non-terminal: DaemonSet missing => delete with a warning if force, else error; present
+// => skip with a warning if ignore_all, else error "cannot delete DaemonSet-managed Pods ...".
+PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts);
+// Mirror (static) pod: `verdict` (drain: kSkip; gpu clients: kError, the kubelet recreates it).
+PodFilter mirror_filter(Verdict verdict);
+// Non-terminal pod with an emptyDir volume: delete with a warning if allowed, else error.
+PodFilter emptydir_filter(bool delete_emptydir_data);
+// Non-terminal pod without a controller: delete with a warning if force, else error.
+PodFilter controller_filter(bool force);
+// Skip pods that do not use a GPU (requests_gpu_resources || facts.holds_gpu_claim); a claim lookup
+// error is an error verdict.
+PodFilter gpu_filter(const PodFacts& facts);
+// Skip pods whose labels the selector does not match (no-op when empty).
+PodFilter selector_filter(const LabelSelector& selector);
+// Skip pods that have finished (Succeeded/Failed).
+PodFilter terminal_skip_filter();
+// Wait for (do not evict) pods that are already terminating.
+PodFilter terminating_wait_filter();
+
+struct DrainOptions {
+  bool force = false;                 // DRAIN_USE_FORCE
+  bool delete_emptydir_data = false;  // DRAIN_DELETE_EMPTYDIR_DATA
+};
+
+// GPU workload eviction: daemonset(ignore all) -> mirror(skip) -> emptydir -> controller -> gpu.
+PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts);
+// Bash `kubectl drain --ignore-daemonsets --pod-selector=...`: selector -> daemonset(ignore all) ->
+// mirror(skip) -> emptydir -> controller.
+PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector& selector,
+                                const PodFacts& facts);
+
+// Which gpu-client pods a run of the client pipeline takes.
+enum class GpuClientPhase {
+  kWithOperands,  // annotated clients without the DRA-plugin annotation (after the pause batch + waits)
+  kDraPlugin,     // annotated clients with the DRA-plugin annotation (after GPU workloads, before unload)
+};
+
+struct GpuClientOptions {
+  GpuClientPhase phase = GpuClientPhase::kWithOperands;
+  bool force = false;          // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
+  std::optional<Taint> taint;  // pods tolerating it get a warning (they come back at once)
+  // Node label keys this run paused (gpu.deploy.client, the custom key): DaemonSet pods selecting on one
+  // are handled (and waited for) through the label, not evicted.
+  std::vector<std::string> label_handled_keys;
+};
+
+// gpu clients: designation -> phase -> terminal(skip) -> label-handled(skip) -> terminating(wait) ->
+// mirror(error) -> controller(error unless force) -> toleration(warning).
+PodPipeline gpu_client_pipeline(const GpuClientOptions& options);
+
+// A pipeline applied to a pod list.
+struct PodPlan {
+  std::vector<Json> to_evict;          // kDelete
+  std::vector<Json> to_wait;           // kWaitOnly
+  std::vector<PodDecision> decisions;  // one per input pod, input order (log each)
+  std::vector<std::string> errors;     // "<ns/name>: <reason>" for each kError
+  [[nodiscard]] bool ok() const { return errors.empty(); }
+};
+PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods);
+// The pods of the node as the pod watch's cache held them at one moment, shared with the cache instead of
+// copied: the cache never changes a pod it handed out (an update replaces it), so a snapshot stays valid
+// without a lock.
+using PodSnapshot = std::vector<std::shared_ptr<const Json>>;
+// plan_pods over a snapshot (no pod is copied but those the plan keeps).
+PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
+
+// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (one claim lookup per pod);
+// every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
+// GPU pods"). A claim lookup error is returned as the error.
+struct GpuEvictionPlan {
+  PodPlan plan;
+  size_t gpu_pods = 0;
+};
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
+                                                   const PodFacts& facts);
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
+                                                   const PodFacts& facts);
+
+}  // namespace dm::manager
