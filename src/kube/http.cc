@@ -58,6 +58,89 @@ std::string HttpConnection::escape(std::string_view s) {
   return r;
 }
 
+namespace {
+
+// The request line and header fields, or why the request cannot be written.
+Result<std::string> request_head(const HttpRequest& request, const http_detail::Target& target,
+                                 const std::string& user_agent) {
+  // Header values go into the request verbatim: a line break would split it (header injection).
+  for (const std::string* v : std::array<const std::string*, 4>{&request.bearer_token, &request.content_type,
+                                                                &request.method, &user_agent}) {
+    if (v->find_first_of("\r\n") != std::string::npos)
+      return Error("a request header value contains a line break");
+  }
+  // The request target too (a space would end it early).
+  if (target.path.find_first_of(std::string_view("\r\n \0", 4)) != std::string::npos) {
+    return Error("the request path contains a line break, space or NUL");
+  }
+  const bool has_body = !request.body.empty() || request.method == "POST" || request.method == "PUT" ||
+                        request.method == "PATCH";
+  std::string head = request.method + " " + target.path + " HTTP/1.1\r\nHost: " + target.authority +
+                     "\r\nUser-Agent: " + user_agent + "\r\nAccept: application/json\r\n";
+  if (!request.bearer_token.empty()) head += "Authorization: Bearer " + request.bearer_token + "\r\n";
+  if (!request.content_type.empty()) head += "Content-Type: " + request.content_type + "\r\n";
+  if (has_body) head += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
+  head += "\r\n";
+  return head;
+}
+
+// Sends the request and reads the final response's head. A kept-alive connection may have been closed by the
+// server just as it was reused: then the request is sent once more on a new connection, as long as no byte of
+// a response came back and sending it again cannot do anything twice (a read, or nothing of the request was
+// written).
+bool send_and_read_head(Link& im, Exchange& x, const HttpRequest& request, const http_detail::Target& target,
+                        const std::string& head, HttpResponse& resp, ResponseHead& h) {
+  const std::string endpoint = (target.tls ? "https://" : "http://") + target.host + ":" + target.port;
+  const bool read_only = request.method == "GET" || request.method == "HEAD";
+  for (int attempt = 0;; ++attempt) {
+    const bool reuse = im.endpoint == endpoint && im.idle_connection_usable();
+    if (!reuse) {
+      im.close();
+      if (!x.connect(target)) return false;
+      im.endpoint = endpoint;
+    }
+    const size_t received_before = x.received();
+    const size_t written_before = x.written();
+    const bool sent = x.write_all(head) && x.write_all(request.body);
+    const bool wrote = x.written() != written_before;
+    resp.request_sent = resp.request_sent || wrote;
+    if (sent && read_head(x, resp, h)) return true;
+    if (!reuse || attempt > 0 || resp.aborted || x.received() != received_before) return false;
+    if (wrote && !read_only) return false;
+    spdlog::debug("{} {}: the server had closed the kept-alive connection; sending it again on a new one",
+                  request.method, target.path);
+    x.clear_failure();
+    im.close();
+  }
+}
+
+// The body as the head announced it: streamed to on_body for a 2xx when the request asks for that, else held
+// in resp.body up to kMaxBufferedBody. True when the whole body was read.
+bool read_response_body(Exchange& x, const HttpRequest& request, ResponseHead& h, HttpResponse& resp) {
+  const bool stream = request.on_body && resp.status >= 200 && resp.status < 300;
+  const std::string too_large = "the response body is larger than " + std::to_string(kMaxBufferedBody >> 20) +
+                                " MiB, the most this client holds in memory";
+  const std::function<bool(std::string_view)> sink = [&](std::string_view piece) {
+    if (!stream) {
+      if (resp.body.size() + piece.size() > kMaxBufferedBody) return x.fail(too_large);
+      resp.body.append(piece);
+      return true;
+    }
+    if (request.on_body(piece)) return true;
+    resp.aborted = true;
+    return false;
+  };
+  if (!stream && h.content_length && *h.content_length > kMaxBufferedBody && !h.chunked)
+    return x.fail(too_large);
+  if (request.method == "HEAD" || resp.status == 204 || resp.status == 304) return true;  // no body
+  if (h.chunked) return x.read_chunked(sink);
+  if (h.content_length && !h.until_close) return x.read_body(*h.content_length, sink);
+  h.keep_alive = false;
+  return x.read_body(std::string::npos, sink);
+}
+
+}  // namespace
+
 HttpResponse HttpConnection::perform(const HttpRequest& request) {
   HttpResponse resp;
   Impl& im = *impl_;
@@ -66,87 +149,18 @@ HttpResponse HttpConnection::perform(const HttpRequest& request) {
     resp.transport_error = target.error().message;
     return resp;
   }
-  // Header values go into the request verbatim: a line break would split it (header injection).
-  for (const std::string* v : std::array<const std::string*, 4>{&request.bearer_token, &request.content_type,
-                                                                &request.method, &im.user_agent}) {
-    if (v->find_first_of("\r\n") != std::string::npos) {
-      resp.transport_error = "a request header value contains a line break";
-      return resp;
-    }
-  }
-  // The request target too (a space would end it early).
-  if (target->path.find_first_of(std::string_view("\r\n \0", 4)) != std::string::npos) {
-    resp.transport_error = "the request path contains a line break, space or NUL";
+  auto head = request_head(request, *target, im.user_agent);
+  if (!head) {
+    resp.transport_error = head.error().message;
     return resp;
   }
-  const bool has_body = !request.body.empty() || request.method == "POST" || request.method == "PUT" ||
-                        request.method == "PATCH";
-  std::string head = request.method + " " + target->path + " HTTP/1.1\r\nHost: " + target->authority +
-                     "\r\nUser-Agent: " + im.user_agent + "\r\nAccept: application/json\r\n";
-  if (!request.bearer_token.empty()) head += "Authorization: Bearer " + request.bearer_token + "\r\n";
-  if (!request.content_type.empty()) head += "Content-Type: " + request.content_type + "\r\n";
-  if (has_body) head += "Content-Length: " + std::to_string(request.body.size()) + "\r\n";
-  head += "\r\n";
-
   Exchange x(im, request, resp);
-  const std::string endpoint = (target->tls ? "https://" : "http://") + target->host + ":" + target->port;
   bool complete = false;
   try {
     ResponseHead h;
-    // A kept-alive connection may have been closed by the server just as it was reused: then the request is
-    // sent once more on a new connection, as long as no byte of a response came back and sending it again
-    // cannot do anything twice (a read, or nothing of the request was written).
-    const bool read_only = request.method == "GET" || request.method == "HEAD";
-    for (int attempt = 0;; ++attempt) {
-      const bool reuse = im.endpoint == endpoint && im.idle_connection_usable();
-      if (!reuse) {
-        im.close();
-        if (!x.connect(*target)) break;
-        im.endpoint = endpoint;
-      }
-      const size_t received_before = x.received();
-      const size_t written_before = x.written();
-      const bool sent = x.write_all(head) && x.write_all(request.body);
-      const bool wrote = x.written() != written_before;
-      resp.request_sent = resp.request_sent || wrote;
-      if (sent && read_head(x, resp, h)) break;
-      if (!reuse || attempt > 0 || resp.aborted || x.received() != received_before) break;
-      if (wrote && !read_only) break;
-      spdlog::debug("{} {}: the server had closed the kept-alive connection; sending it again on a new one",
-                    request.method, target->path);
-      x.clear_failure();
-      im.close();
-    }
-    if (!x.failed()) {
+    if (send_and_read_head(im, x, request, *target, *head, resp, h) && !x.failed()) {
       resp.status = h.status;
-      const bool stream = request.on_body && resp.status >= 200 && resp.status < 300;
-      const std::string too_large = "the response body is larger than " +
-                                    std::to_string(kMaxBufferedBody >> 20) +
-                                    " MiB, the most this client holds in memory";
-      const std::function<bool(std::string_view)> sink = [&](std::string_view piece) {
-        if (!stream) {
-          if (resp.body.size() + piece.size() > kMaxBufferedBody) return x.fail(too_large);
-          resp.body.append(piece);
-          return true;
-        }
-        if (request.on_body(piece)) return true;
-        resp.aborted = true;
-        return false;
-      };
-      bool ok = true;
-      if (!stream && h.content_length && *h.content_length > kMaxBufferedBody && !h.chunked) {
-        ok = x.fail(too_large);
-      } else if (request.method == "HEAD" || resp.status == 204 || resp.status == 304) {
-        // no body
-      } else if (h.chunked) {
-        ok = x.read_chunked(sink);
-      } else if (h.content_length && !h.until_close) {
-        ok = x.read_body(*h.content_length, sink);
-      } else {
-        h.keep_alive = false;
-        ok = x.read_body(std::string::npos, sink);
-      }
-      complete = ok && !x.failed();
+      complete = read_response_body(x, request, h, resp) && !x.failed();
       if (complete && !h.keep_alive) im.close();
     }
   } catch (...) {
