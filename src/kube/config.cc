@@ -86,6 +86,82 @@ Status check_readable(const std::string& path, const std::string& what) {
   return {};
 }
 
+// A PEM given inline (KEY-data, base64) or as a file (KEY, relative to the kubeconfig's folder), whichever is
+// set.
+Status pem_data_or_file(const YAML::Node& node, const std::string& key, const std::string& owner,
+                        const fs::path& dir, std::string& data, std::string& file) {
+  if (const std::string d = str(node, (key + "-data").c_str()); !d.empty()) {
+    auto pem = decode_pem(d, key + "-data of " + owner);
+    if (!pem) return pem.error();
+    data = std::move(*pem);
+  } else if (const std::string f = str(node, key.c_str()); !f.empty()) {
+    file = resolve(dir, f);
+    return check_readable(file, key + " of " + owner);
+  }
+  return {};
+}
+
+Status read_cluster(const YAML::Node& cluster, const std::string& cluster_what, const fs::path& dir,
+                    Config& cfg) {
+  cfg.server = str(cluster, "server");
+  if (cfg.server.empty()) return Error(cluster_what + " has no server");
+  while (cfg.server.size() > 1 && cfg.server.back() == '/') cfg.server.pop_back();
+  if (const YAML::Node v = cluster["insecure-skip-tls-verify"]; v.IsDefined() && !v.IsNull()) {
+    cfg.insecure_skip_tls_verify = v.as<bool>();
+  }
+  cfg.tls_server_name = str(cluster, "tls-server-name");
+  if (!str(cluster, "proxy-url").empty()) {
+    return Error(cluster_what +
+                 " sets proxy-url, which driver-manager does not support; remove it and set HTTPS_PROXY (and "
+                 "NO_PROXY) in the environment instead");
+  }
+  if (auto st =
+          pem_data_or_file(cluster, "certificate-authority", cluster_what, dir, cfg.ca_data, cfg.ca_file);
+      !st)
+    return st;
+  if (cfg.insecure_skip_tls_verify && (!cfg.ca_data.empty() || !cfg.ca_file.empty())) {
+    return Error(cluster_what +
+                 " sets both insecure-skip-tls-verify and a certificate authority; with a CA, the server's "
+                 "certificate is checked: remove insecure-skip-tls-verify");
+  }
+  return {};
+}
+
+Status read_user(const YAML::Node& user, const std::string& user_what, const fs::path& dir, Config& cfg) {
+  if (auto st = pem_data_or_file(user, "client-certificate", user_what, dir, cfg.client_cert_data,
+                                 cfg.client_cert_file);
+      !st)
+    return st;
+  if (auto st =
+          pem_data_or_file(user, "client-key", user_what, dir, cfg.client_key_data, cfg.client_key_file);
+      !st)
+    return st;
+  const bool has_cert = !cfg.client_cert_data.empty() || !cfg.client_cert_file.empty();
+  const bool has_key = !cfg.client_key_data.empty() || !cfg.client_key_file.empty();
+  if (has_cert != has_key) {
+    return Error(user_what + " has a client " +
+                 (has_cert ? "certificate but no key" : "key but no certificate"));
+  }
+  cfg.token = str(user, "token");
+  if (cfg.token.empty()) {
+    if (const std::string f = str(user, "tokenFile"); !f.empty()) {
+      cfg.token_file = resolve(dir, f);
+      auto tok = read_whole_file(cfg.token_file);
+      if (!tok) return tok.error().wrap("tokenFile of " + user_what);
+      cfg.token = trim(*tok);
+      if (cfg.token.empty()) return Error("tokenFile " + cfg.token_file + " of " + user_what + " is empty");
+    }
+  }
+  const bool has_plugin = user["exec"].IsDefined() || user["auth-provider"].IsDefined();
+  if (has_plugin && cfg.token.empty() && !has_cert) {
+    return Error(
+        user_what +
+        " authenticates through an exec or auth-provider plugin, which driver-manager does not support; "
+        "use a kubeconfig with a token or a client certificate");
+  }
+  return {};
+}
+
 Result<Config> parse_kubeconfig(const std::string& path, const YAML::Node& root, const std::string& wanted) {
   const fs::path dir = fs::absolute(fs::path(path)).parent_path();
   std::string ctx_name = wanted;
@@ -107,79 +183,12 @@ Result<Config> parse_kubeconfig(const std::string& path, const YAML::Node& root,
   if (cluster_name.empty()) return Error("context \"" + ctx_name + "\" names no cluster");
   const auto cluster = find_named(root, "clusters", "cluster", cluster_name);
   if (!cluster) return Error("cluster \"" + cluster_name + "\" (of context \"" + ctx_name + "\") not found");
-  const std::string cluster_what = "cluster \"" + cluster_name + "\"";
-  cfg.server = str(*cluster, "server");
-  if (cfg.server.empty()) return Error(cluster_what + " has no server");
-  while (cfg.server.size() > 1 && cfg.server.back() == '/') cfg.server.pop_back();
-  if (const YAML::Node v = (*cluster)["insecure-skip-tls-verify"]; v.IsDefined() && !v.IsNull()) {
-    cfg.insecure_skip_tls_verify = v.as<bool>();
-  }
-  cfg.tls_server_name = str(*cluster, "tls-server-name");
-  if (!str(*cluster, "proxy-url").empty()) {
-    return Error(cluster_what +
-                 " sets proxy-url, which driver-manager does not support; remove it and set HTTPS_PROXY (and "
-                 "NO_PROXY) in the environment instead");
-  }
-  if (const std::string d = str(*cluster, "certificate-authority-data"); !d.empty()) {
-    auto pem = decode_pem(d, "certificate-authority-data of " + cluster_what);
-    if (!pem) return pem.error();
-    cfg.ca_data = std::move(*pem);
-  } else if (const std::string f = str(*cluster, "certificate-authority"); !f.empty()) {
-    cfg.ca_file = resolve(dir, f);
-    if (auto st = check_readable(cfg.ca_file, "certificate-authority of " + cluster_what); !st)
-      return st.error();
-  }
-
-  if (cfg.insecure_skip_tls_verify && (!cfg.ca_data.empty() || !cfg.ca_file.empty())) {
-    return Error(cluster_what +
-                 " sets both insecure-skip-tls-verify and a certificate authority; with a CA, the server's "
-                 "certificate is checked: remove insecure-skip-tls-verify");
-  }
+  if (auto st = read_cluster(*cluster, "cluster \"" + cluster_name + "\"", dir, cfg); !st) return st.error();
 
   if (user_name.empty()) return cfg;  // anonymous access
   const auto user = find_named(root, "users", "user", user_name);
   if (!user) return Error("user \"" + user_name + "\" (of context \"" + ctx_name + "\") not found");
-  const std::string user_what = "user \"" + user_name + "\"";
-  if (const std::string d = str(*user, "client-certificate-data"); !d.empty()) {
-    auto pem = decode_pem(d, "client-certificate-data of " + user_what);
-    if (!pem) return pem.error();
-    cfg.client_cert_data = std::move(*pem);
-  } else if (const std::string f = str(*user, "client-certificate"); !f.empty()) {
-    cfg.client_cert_file = resolve(dir, f);
-    if (auto st = check_readable(cfg.client_cert_file, "client-certificate of " + user_what); !st)
-      return st.error();
-  }
-  if (const std::string d = str(*user, "client-key-data"); !d.empty()) {
-    auto pem = decode_pem(d, "client-key-data of " + user_what);
-    if (!pem) return pem.error();
-    cfg.client_key_data = std::move(*pem);
-  } else if (const std::string f = str(*user, "client-key"); !f.empty()) {
-    cfg.client_key_file = resolve(dir, f);
-    if (auto st = check_readable(cfg.client_key_file, "client-key of " + user_what); !st) return st.error();
-  }
-  const bool has_cert = !cfg.client_cert_data.empty() || !cfg.client_cert_file.empty();
-  const bool has_key = !cfg.client_key_data.empty() || !cfg.client_key_file.empty();
-  if (has_cert != has_key) {
-    return Error(user_what + " has a client " +
-                 (has_cert ? "certificate but no key" : "key but no certificate"));
-  }
-  cfg.token = str(*user, "token");
-  if (cfg.token.empty()) {
-    if (const std::string f = str(*user, "tokenFile"); !f.empty()) {
-      cfg.token_file = resolve(dir, f);
-      auto tok = read_whole_file(cfg.token_file);
-      if (!tok) return tok.error().wrap("tokenFile of " + user_what);
-      cfg.token = trim(*tok);
-      if (cfg.token.empty()) return Error("tokenFile " + cfg.token_file + " of " + user_what + " is empty");
-    }
-  }
-  const bool has_plugin = (*user)["exec"].IsDefined() || (*user)["auth-provider"].IsDefined();
-  if (has_plugin && cfg.token.empty() && !has_cert) {
-    return Error(
-        user_what +
-        " authenticates through an exec or auth-provider plugin, which driver-manager does not support; "
-        "use a kubeconfig with a token or a client certificate");
-  }
+  if (auto st = read_user(*user, "user \"" + user_name + "\"", dir, cfg); !st) return st.error();
   return cfg;
 }
 
