@@ -15,9 +15,14 @@ Result<Target> parse_url(const std::string& url) {
   } else {
     return Error("unsupported URL (not https:// or http://): " + url);
   }
-  const size_t slash = rest.find('/');
-  const std::string_view authority = rest.substr(0, slash);
-  t.path = slash == std::string_view::npos ? "/" : std::string(rest.substr(slash));
+  // The authority ends where the path, query or fragment begins (a server URL may carry a path prefix).
+  const size_t end = rest.find_first_of("/?#");
+  const std::string_view authority = rest.substr(0, end);
+  if (end == std::string_view::npos) {
+    t.path = "/";
+  } else {
+    t.path = (rest[end] == '/' ? "" : "/") + std::string(rest.substr(end));
+  }
   t.authority = std::string(authority);
   if (authority.empty() || authority.find('@') != std::string_view::npos)
     return Error("bad URL host: " + url);
@@ -36,7 +41,14 @@ Result<Target> parse_url(const std::string& url) {
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
   t.port = port.empty() ? (t.tls ? "443" : "80") : std::string(port);
-  if (t.host.empty() || t.port.find_first_not_of("0123456789") != std::string::npos || t.port.size() > 5) {
+  // A name (RFC 3986 reg-name: letters, digits, -._~, %-escapes, sub-delims), an IPv4 address or, in
+  // brackets, an IPv6 address (with a zone). Nothing else reaches the Host header or the resolver.
+  const bool bracketed = authority.front() == '[';
+  const std::string_view allowed =
+      bracketed ? "0123456789abcdefABCDEF:.%_~-ghijklmnopqrstuvwxyzGHIJKLMNOPQRSTUVWXYZ"
+                : "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~%!$&'()*+,;=";
+  if (t.host.empty() || t.host.find_first_not_of(allowed) != std::string::npos ||
+      t.port.find_first_not_of("0123456789") != std::string::npos || t.port.size() > 5) {
     return Error("bad URL host: " + url);
   }
   return t;

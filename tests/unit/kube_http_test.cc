@@ -27,6 +27,7 @@
 #include <thread>
 
 #include "kube/http.h"
+#include "kube/http_exchange.h"
 #include "kube/http_parse.h"
 #include "kube/proxy.h"
 #include "support/process.h"
@@ -680,6 +681,34 @@ TEST(KubeHttp, RequestPathsWithLineBreaksAreRefused) {
       connect(test_config(server.url()))->perform(get(server.url() + "/x HTTP/1.1\r\nX-Injected: 1\r\n"));
   EXPECT_THAT(resp.transport_error, HasSubstr("the request path contains a line break"));
   EXPECT_EQ(server.connections(), 0);
+}
+
+TEST(KubeHttp, AServerUrlWhoseHostCouldSplitTheRequestIsRefused) {
+  // The host goes into the Host header: a line break there would add header fields of its own.
+  TestServer server({}, echo);
+  const std::string port = server.url().substr(server.url().rfind(':'));
+  const HttpResponse resp = connect(test_config(server.url()))
+                                ->perform(get("http://127.0.0.1\r\nX-Injected" + port + "/x"));
+  EXPECT_THAT(resp.transport_error, HasSubstr("bad URL host"));
+  EXPECT_EQ(server.connections(), 0);
+  for (const char* bad : {"https://a b:6443", "https://ho[st:6443", "https://host:64a3",
+                          "https://[::1]x:6443", "https://host:123456", "https://user@host", "ftp://host"}) {
+    EXPECT_FALSE(dm::kube::http_detail::parse_url(bad).ok()) << bad;
+  }
+}
+
+TEST(KubeHttp, AServerUrlKeepsItsPathPrefixAndAQueryStartsTheRootPath) {
+  auto prefixed =
+      dm::kube::http_detail::parse_url("https://rancher.example:443/k8s/clusters/c-1/api/v1/nodes");
+  ASSERT_TRUE(prefixed.ok());
+  EXPECT_EQ(prefixed->host, "rancher.example");
+  EXPECT_EQ(prefixed->path, "/k8s/clusters/c-1/api/v1/nodes");
+  auto query = dm::kube::http_detail::parse_url("http://[fe80::1%25eth0]?watch=1");
+  ASSERT_TRUE(query.ok());
+  EXPECT_EQ(query->host, "fe80::1%25eth0");
+  EXPECT_EQ(query->port, "80");
+  EXPECT_EQ(query->authority, "[fe80::1%25eth0]");
+  EXPECT_EQ(query->path, "/?watch=1");
 }
 
 TEST(KubeHttp, KeepGoingCancelsAStreamThatNeverEnds) {
