@@ -1,6 +1,10 @@
 #include "support/memory_scenario.h"
 
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
 #include <filesystem>
+#include <mutex>
 #include <stdexcept>
 
 #include "host/host.h"
@@ -8,7 +12,6 @@
 #include "manager/commands/uninstall_flow.h"
 #include "simulator.h"
 #include "support/cluster.h"
-#include "support/doubles.h"
 #include "support/process.h"
 
 namespace dm::test {
@@ -20,8 +23,45 @@ std::vector<MemOperand> default_mem_operands() {
           {"operator-validator", "nvidia-operator-validator", false, false}};
 }
 
+// spdlog's default logger into a string ("<level> <message>" lines) that may be read while threads log.
+class MemoryScenario::Log {
+ public:
+  Log() : previous_(spdlog::default_logger()), sink_(std::make_shared<Sink>()) {
+    sink_->set_pattern("%l %v");
+    auto logger = std::make_shared<spdlog::logger>("memory-scenario", sink_);
+    logger->set_level(spdlog::level::debug);
+    spdlog::set_default_logger(logger);
+  }
+  ~Log() { spdlog::set_default_logger(previous_); }
+  Log(const Log&) = delete;
+  Log& operator=(const Log&) = delete;
+  [[nodiscard]] std::string text() const { return sink_->text(); }
+
+ private:
+  class Sink final : public spdlog::sinks::base_sink<std::mutex> {
+   public:
+    std::string text() {
+      const std::lock_guard lock(mutex_);
+      return text_;
+    }
+
+   protected:
+    void sink_it_(const spdlog::details::log_msg& msg) override {
+      spdlog::memory_buf_t formatted;
+      formatter_->format(msg, formatted);
+      text_.append(formatted.data(), formatted.size());
+    }
+    void flush_() override {}
+
+   private:
+    std::string text_;
+  };
+  std::shared_ptr<spdlog::logger> previous_;
+  std::shared_ptr<Sink> sink_;
+};
+
 MemoryScenario::MemoryScenario(std::string node, bool driver)
-    : node_(std::move(node)), root_(make_temp_dir("dm-mem")) {
+    : log_(std::make_unique<Log>()), node_(std::move(node)), root_(make_temp_dir("dm-mem")) {
   std::filesystem::create_directories(root_ + "/run/nvidia");
   std::filesystem::create_directories(root_ + "/sys/bus/pci/devices");
   cluster_.apply(memory_node(node_));
@@ -46,6 +86,7 @@ MemoryScenario::~MemoryScenario() {
   if (sim_.joinable()) sim_.join();
   std::error_code ec;
   std::filesystem::remove_all(root_, ec);
+  log_.reset();
 }
 
 void MemoryScenario::label_node(const std::map<std::string, std::string>& labels) {
@@ -188,7 +229,7 @@ manager::Settings MemoryScenario::settings() const {
 }
 
 MemRun MemoryScenario::run(const manager::Settings& settings, const CancelToken& cancel) {
-  LogCapture log;
+  const size_t from = log_->text().size();
   auto host = host::make_host(settings.sim_root);
   manager::Uninstall flow(settings, cluster_, *host, clock_, cancel);
   kube::Config config;
@@ -197,7 +238,7 @@ MemRun MemoryScenario::run(const manager::Settings& settings, const CancelToken&
   const int code = flow.run(config);
   flow.finish(code);
   cluster_.set_cancel(CancelToken());
-  return {code, log.text()};
+  return {code, log_->text().substr(from)};
 }
 
 }  // namespace dm::test

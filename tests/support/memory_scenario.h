@@ -92,6 +92,10 @@ class MemoryScenario {
   MemRun run(const manager::Settings& settings, const CancelToken& cancel = CancelToken());
 
  private:
+  // Captures the log from before node-sim's thread starts until after it ends: no thread logs through a
+  // logger that is being replaced.
+  class Log;
+  std::unique_ptr<Log> log_;
   MemoryCluster cluster_;
   std::string node_;
   std::string root_;
