@@ -272,6 +272,20 @@ TYPED_TEST_P(ApiContract, AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause) {
   EXPECT_TRUE(kube::terminating(*after)) << "an evicted pod on a node terminates gracefully";
 }
 
+// A pod that has not started yet is no disruption: the budget is not consulted.
+TYPED_TEST_P(ApiContract, APendingPodIsEvictedWhateverItsBudget) {
+  this->make_pod("pending", {{"app", "pending"}}, this->node_);
+  ASSERT_TRUE(this->api().create(
+      "/apis/policy/v1beta1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1beta1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "pending-budget"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "pending"}}}}}}}}));
+  this->backend_.await_budget(this->ns_, "pending-budget");
+  auto r = this->api().evict(this->ns_, "pending");
+  ASSERT_TRUE(r) << r.error().message;
+}
+
 TYPED_TEST_P(ApiContract, EvictingAPodThatIsGoneIs404) {
   auto r = this->api().evict(this->ns_, "no-such-pod");
   ASSERT_FALSE(r);
@@ -283,7 +297,8 @@ TYPED_TEST_P(ApiContract, AnEventAboutTheNodeIsRecordedInDefault) {
   ASSERT_TRUE(node);
   ASSERT_TRUE(this->api().create_event(*node, "ContractReason", "a message", "Warning"));
   kube::ListOptions o;
-  o.field_selector = "involvedObject.name=" + this->node_;
+  // The node lifecycle controller records Events about a new node too: ours by its reason.
+  o.field_selector = "involvedObject.name=" + this->node_ + ",reason=ContractReason";
   auto events = this->api().list_all("/api/v1/namespaces/default/events", o);
   ASSERT_TRUE(events) << events.error().message;
   ASSERT_EQ(events->size(), 1U);
@@ -308,7 +323,8 @@ REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             CreatingAnExistingNameIsAlreadyExists, LabelAndFieldSelectorsSelectPods,
                             AWatchAfterTheListSeesEveryChangeAndSelectorTransitions,
                             APodOnANodeIsTerminatingUntilDeletedWithGraceZero, APodOnNoNodeIsDeletedAtOnce,
-                            AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause, EvictingAPodThatIsGoneIs404,
+                            AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause,
+                            APendingPodIsEvictedWhateverItsBudget, EvictingAPodThatIsGoneIs404,
                             AnEventAboutTheNodeIsRecordedInDefault,
                             AnAccessReviewIsAnsweredWithoutStoringAnything);
 
