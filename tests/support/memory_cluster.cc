@@ -486,6 +486,8 @@ Status MemoryCluster::evict(const std::string& ns, const std::string& name,
   bool lost = false;
   if (auto a = admit("evict", path, &lost); !a) return a.error();
   auto ref = parse_path(kube::paths::pod(ns, name));
+  if (!ref)
+    return status_error("POST", path, 404, "NotFound", "the server could not find the requested resource");
   if (auto e = evict_locked(*ref, options); !e)
     return e.error().http_status == 404 ? not_found("create", path, *ref) : e;
   if (lost) return kube::transport_error("POST", path, "memory://cluster", "timed out");
