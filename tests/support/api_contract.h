@@ -52,7 +52,8 @@ class ApiContract : public ::testing::Test {
 
   kube::Api& api() { return backend_.api(); }
 
-  // A pod (bound to `node`, "" = none); retried while the namespace's service account is not there yet.
+  // A pod (bound to `node`, "" = none, and left so); retried while the namespace's service account is not
+  // there yet.
   Json make_pod(const std::string& name, const Json& labels, const std::string& node, int grace = 30) {
     Json pod = {{"apiVersion", "v1"},
                 {"kind", "Pod"},
@@ -62,6 +63,9 @@ class ApiContract : public ::testing::Test {
                   {"automountServiceAccountToken", false},
                   {"containers", Json::array({{{"name", "main"}, {"image", "example.com/x:1"}}})}}}};
     if (!node.empty()) pod["spec"]["nodeName"] = node;
+    // An unbound pod stays unbound: no scheduler answers to this name (the real one would write its
+    // PodScheduled condition, a change the in-memory cluster, which has no scheduler, never makes).
+    if (node.empty()) pod["spec"]["schedulerName"] = "contract-no-scheduler";
     Json created;
     eventually([&] {
       auto r = api().create(kube::paths::pods(ns_), pod);
