@@ -1,5 +1,6 @@
-// A small Kubernetes API client over kube/http + nlohmann/json: just what driver-manager and node-sim need.
-// Objects are plain JSON (see objects.h for typed views). Paths are API paths (see paths below).
+// A small Kubernetes API client over kube/http + nlohmann/json: the real implementation of kube::Api (api.h),
+// just what driver-manager and node-sim need. Objects are plain JSON (see objects.h for typed views). Paths
+// are API paths (see paths below).
 #pragma once
 
 #include <chrono>
@@ -13,11 +14,10 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "kube/api.h"
 #include "kube/config.h"
 
 namespace dm::kube {
-
-using Json = nlohmann::json;
 
 struct ClientOptions {
   std::chrono::milliseconds request_timeout{30000};  // every request but watches
@@ -32,90 +32,49 @@ struct ClientOptions {
   std::chrono::milliseconds token_refresh{60000};
 };
 
-struct ListOptions {
-  std::string label_selector;
-  std::string field_selector;
-  int64_t limit = 0;  // 0: no paging
-  std::string continue_token;
-  std::string resource_version;
-  // Server-side timeoutSeconds: for list_watch, how long one watch request lasts before it is renewed from
-  // the last resourceVersion (0: a random 5-10 minutes, like client-go).
-  int64_t timeout_seconds = 0;
-  // Applied to every object as soon as it is parsed (each listed item, each watch event's object), before
-  // the caller sees it: a caller drops the fields it never reads, so they never take memory beside the rest.
-  std::function<void(Json& object)> reduce;
-};
-
-struct DeleteOptions {
-  std::optional<int64_t> grace_period_seconds;
-  std::optional<std::string> uid;               // precondition
-  std::optional<std::string> resource_version;  // precondition
-  std::string propagation_policy;               // "", "Background", "Foreground", "Orphan"
-};
-
-enum class PatchType { kStrategicMerge, kMerge, kJsonPatch };
-
-struct WatchEvent {
-  std::string type;  // ADDED, MODIFIED, DELETED (BOOKMARKs are consumed by list_watch itself)
-  Json object;
-};
-
-// Callbacks for list_watch. BOOKMARK events (which carry only a resourceVersion) are tracked internally and
-// not passed to on_event. on_sync receives the full current list (first list, and every re-list after a
-// 410 Gone); on_event each change after it. `done` is checked after each sync/event and at least every
-// `tick`; returning true ends list_watch successfully.
-struct WatchHandlers {
-  // Both may move from what they are handed (it is not used afterwards).
-  std::function<void(std::vector<Json>& items)> on_sync;
-  std::function<void(WatchEvent& event)> on_event;
-  std::function<bool()> done;
-  std::chrono::milliseconds tick{1000};
-};
-
 // Thread-safe: sequential requests reuse one keep-alive connection; concurrent requests (e.g. parallel
 // evictions) borrow further pooled keep-alive connections (at most 8) instead of queueing behind each other,
 // evictions at most kParallelEvictions of them, so that two stay free for everything else; each list_watch
 // call streams on a connection of its own.
-class Client {
+class Client final : public Api {
  public:
-  static constexpr size_t kParallelEvictions = 6;
-
   static Result<std::unique_ptr<Client>> create(const Config& config, ClientOptions options = {});
-  ~Client();
+  ~Client() override;
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  Result<Json> get(const std::string& path);
+  Result<Json> get(const std::string& path) override;
   // One page (honours limit/continue); the returned JSON is the List object (items, metadata.continue).
   Result<Json> list(const std::string& path, const ListOptions& options = {});
   // Every page, following metadata.continue.
-  Result<std::vector<Json>> list_all(const std::string& path, const ListOptions& options = {});
+  Result<std::vector<Json>> list_all(const std::string& path, const ListOptions& options = {}) override;
   // The same, each item reduced to kind, apiVersion and metadata.uid, .name and .namespace while the
   // response is parsed: what exists, without holding every object whole.
-  Result<std::vector<Json>> list_identities(const std::string& path, const ListOptions& options = {});
-  Result<Json> create(const std::string& path, const Json& body);
-  Result<Json> patch(const std::string& path, PatchType type, const Json& body);
+  Result<std::vector<Json>> list_identities(const std::string& path,
+                                            const ListOptions& options = {}) override;
+  Result<Json> create(const std::string& path, const Json& body) override;
+  Result<Json> patch(const std::string& path, PatchType type, const Json& body) override;
   Result<Json> update(const std::string& path, const Json& body);  // PUT
-  Result<Json> remove(const std::string& path, const DeleteOptions& options = {});
+  Result<Json> remove(const std::string& path, const DeleteOptions& options = {}) override;
 
   // POSTs an Eviction for the pod (policy/v1, or policy/v1beta1 when discovery says the server has no
   // v1; discovery runs once). 429 = blocked by a PodDisruptionBudget (message names it), 404 = pod gone.
-  Status evict(const std::string& ns, const std::string& name, const DeleteOptions& options = {});
+  Status evict(const std::string& ns, const std::string& name, const DeleteOptions& options = {}) override;
 
   // Creates a core/v1 Event about an object (reason, message, type Normal|Warning).
   Status create_event(const Json& involved_object, const std::string& reason, const std::string& message,
-                      const std::string& type = "Normal");
+                      const std::string& type = "Normal") override;
 
   // List then watch `path` (a collection) with the selectors of `options` until handlers.done() returns
   // true (ok), `deadline` passes (error "timed out ..."), or the client's cancel token fires (error
   // "cancelled"). Resumes from the last resourceVersion after a dropped connection; re-lists on 410.
   Status list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
-                    Deadline deadline = {});
+                    Deadline deadline = {}) override;
 
   // Replaces the cancel token of ClientOptions for the requests and watches started from now on; those
   // already running keep theirs. driver-manager's SIGTERM stops the requests of the run at once, and its
   // cleanup then writes with a token of its own, bounded by the cleanup's budget.
-  void set_cancel(CancelToken cancel);
+  void set_cancel(CancelToken cancel) override;
 
   // Number of HTTP requests sent so far (for benchmarks and tests).
   [[nodiscard]] uint64_t request_count() const;
@@ -127,16 +86,5 @@ class Client {
   Client();
   std::unique_ptr<Impl> impl_;
 };
-
-// API paths.
-namespace paths {
-std::string nodes();
-std::string node(const std::string& name);
-std::string pods(const std::string& ns = {});  // "" = all namespaces
-std::string pod(const std::string& ns, const std::string& name);
-std::string daemonset(const std::string& ns, const std::string& name);
-std::string resource_claim(const std::string& ns, const std::string& name);  // resource.k8s.io/v1
-std::string pod_disruption_budgets(const std::string& version);  // all namespaces; policy/<version>
-}  // namespace paths
 
 }  // namespace dm::kube

@@ -5,6 +5,7 @@
 
 #include <fstream>
 
+#include "kube/client.h"
 #include "support/doubles.h"
 #include "support/process.h"
 

@@ -7,7 +7,7 @@
 
 namespace nodesim {
 
-Finisher::Finisher(dm::kube::Client& client, const dm::Clock& clock, unsigned workers)
+Finisher::Finisher(dm::kube::Api& client, const dm::Clock& clock, unsigned workers)
     : client_(client), clock_(clock) {
   workers_.reserve(workers);
   for (unsigned i = 0; i < workers; ++i) workers_.emplace_back([this] { work(); });

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace nodesim {
 
@@ -32,9 +32,9 @@ class Finisher {
     bool finished = false;  // deleted, already gone, or replaced by a pod of another UID; false: retry
   };
 
-  // `client` must be thread-safe (kube::Client is) and outlive the Finisher; its cancel token ends a
+  // `client` must be thread-safe (every kube::Api is) and outlive the Finisher; its cancel token ends a
   // request in flight when node-sim stops.
-  Finisher(dm::kube::Client& client, const dm::Clock& clock, unsigned workers);
+  Finisher(dm::kube::Api& client, const dm::Clock& clock, unsigned workers);
   // Drops the jobs not yet started and joins the workers (each finishes the request it is sending).
   ~Finisher();
   Finisher(const Finisher&) = delete;
@@ -50,7 +50,7 @@ class Finisher {
   void work();
   bool finish(const Job& job);
 
-  dm::kube::Client& client_;
+  dm::kube::Api& client_;
   const dm::Clock& clock_;
   std::mutex mu_;
   std::condition_variable cv_;

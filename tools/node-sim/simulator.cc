@@ -68,8 +68,8 @@ std::string micro_time_now() {
   return format_utc(std::chrono::system_clock::now(), true);
 }
 
-Simulator::Simulator(SimOptions options, std::unique_ptr<dm::kube::Client> watch_client,
-                     std::unique_ptr<dm::kube::Client> client, const dm::Clock& clock, dm::CancelToken cancel)
+Simulator::Simulator(SimOptions options, std::unique_ptr<dm::kube::Api> watch_client,
+                     std::unique_ptr<dm::kube::Api> client, const dm::Clock& clock, dm::CancelToken cancel)
     : opt_(std::move(options)),
       watch_client_(std::move(watch_client)),
       client_(std::move(client)),

@@ -18,7 +18,7 @@
 #include "common/clock.h"
 #include "finisher.h"
 #include "kernel.h"
-#include "kube/client.h"
+#include "kube/api.h"
 
 namespace nodesim {
 
@@ -43,8 +43,8 @@ struct SimOptions {
 class Simulator {
  public:
   // `watch_client` only watches; `client` makes every other request.
-  Simulator(SimOptions options, std::unique_ptr<dm::kube::Client> watch_client,
-            std::unique_ptr<dm::kube::Client> client, const dm::Clock& clock, dm::CancelToken cancel);
+  Simulator(SimOptions options, std::unique_ptr<dm::kube::Api> watch_client,
+            std::unique_ptr<dm::kube::Api> client, const dm::Clock& clock, dm::CancelToken cancel);
 
   // Registers the node, loads the simulated driver and runs until `cancel` fires (ok) or a fatal error.
   dm::Status run();
@@ -82,8 +82,8 @@ class Simulator {
   void update_kernel();
 
   SimOptions opt_;
-  std::unique_ptr<dm::kube::Client> watch_client_;
-  std::unique_ptr<dm::kube::Client> client_;
+  std::unique_ptr<dm::kube::Api> watch_client_;
+  std::unique_ptr<dm::kube::Api> client_;
   const dm::Clock& clock_;
   dm::CancelToken cancel_;
   SimKernel kernel_;

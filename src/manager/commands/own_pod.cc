@@ -33,7 +33,7 @@ void fill_pod_identity_from_env(Settings& settings) {
   }
 }
 
-Result<std::optional<OwnPod>> find_own_pod(kube::Client& client, const std::optional<OwnPodRef>& ref) {
+Result<std::optional<OwnPod>> find_own_pod(kube::Api& client, const std::optional<OwnPodRef>& ref) {
   if (!ref) return std::optional<OwnPod>{};
   auto got = client.get(kube::paths::pod(ref->ns, ref->name));
   if (!got) {

@@ -10,7 +10,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/rules/taints.h"
 
 namespace dm::manager {
@@ -39,7 +39,7 @@ struct OwnPod {
 
 // GETs the pod; nullopt when there is no reference or the pod does not exist (not running in a pod, or a
 // HOSTNAME that is no pod name). Other API errors are returned.
-Result<std::optional<OwnPod>> find_own_pod(kube::Client& client, const std::optional<OwnPodRef>& ref);
+Result<std::optional<OwnPod>> find_own_pod(kube::Api& client, const std::optional<OwnPodRef>& ref);
 
 // The grace period a SIGTERM cleanup may use: the pod's, minus a margin for the kubelet and the exit (at
 // least a few seconds).

@@ -15,7 +15,7 @@
 
 #include "common/result.h"
 #include "host/host.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/commands/flow_plan.h"
 #include "manager/commands/own_pod.h"
 #include "manager/rules/pdb.h"
@@ -131,7 +131,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in);
 
 // Reads the inputs; an error (node or pods not readable) names what was refused and why. Reads that only
 // refine the plan (own pod, PDBs) go to the inputs' *_error fields instead.
-Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Client& client, host::Host& host);
+Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client, host::Host& host);
 
 // The renderers: a table for people, JSON for tools.
 std::string render_plan_text(const Plan& plan);

@@ -9,9 +9,9 @@
 #include "kube/config.h"
 #include "kube/objects.h"
 #include "manager/commands/command.h"
-#include "manager/pods/drain.h"
 #include "manager/commands/plan.h"
 #include "manager/commands/preflight.h"
+#include "manager/pods/drain.h"
 
 namespace dm::manager {
 
@@ -46,7 +46,7 @@ void read_mounts(host::Host& host, PlanInputs& in) {
 
 }  // namespace
 
-Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Client& client, host::Host& host) {
+Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client, host::Host& host) {
   PlanInputs in;
   auto node = client.get(kube::paths::node(settings.node_name));
   if (!node) {

@@ -118,7 +118,7 @@ namespace {
 // How many reviews are in flight at once: a path needs a handful, and the client pools at most 8 connections.
 constexpr size_t kConcurrentReviews = 4;
 
-Result<bool> ask_access(kube::Client& client, const AccessCheck& c) {
+Result<bool> ask_access(kube::Api& client, const AccessCheck& c) {
   Json attrs = {{"verb", c.verb}, {"resource", c.resource}};
   if (!c.subresource.empty()) attrs["subresource"] = c.subresource;
   if (!c.group.empty()) attrs["group"] = c.group;
@@ -134,9 +134,9 @@ Result<bool> ask_access(kube::Client& client, const AccessCheck& c) {
 
 }  // namespace
 
-// The reviews are independent questions: they are asked concurrently (kube::Client is thread-safe), and the
+// The reviews are independent questions: they are asked concurrently (kube::Api is thread-safe), and the
 // answers are read in the order of `checks`, so the message is the same as if they were asked one by one.
-Status check_access(kube::Client& client, const std::vector<AccessCheck>& checks) {
+Status check_access(kube::Api& client, const std::vector<AccessCheck>& checks) {
   std::vector<std::optional<Result<bool>>> answers(checks.size());
   std::atomic<size_t> next{0};
   auto worker = [&] {

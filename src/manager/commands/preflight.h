@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/rules/settings.h"
 
 namespace dm::manager {
@@ -43,6 +43,6 @@ std::vector<AccessCheck> uninstall_access_checks(const Settings& s, bool dra_on)
 // Asks the API server about each check. Error naming every denied permission (and the rule to add); ok when
 // all are allowed. When the API server cannot answer (an old server, the review API forbidden), logs that
 // the check was skipped and returns ok: the requests themselves will say it.
-Status check_access(kube::Client& client, const std::vector<AccessCheck>& checks);
+Status check_access(kube::Api& client, const std::vector<AccessCheck>& checks);
 
 }  // namespace dm::manager

@@ -6,7 +6,7 @@
 
 namespace dm::manager {
 
-ProgressReporter::ProgressReporter(kube::Client& client, const Clock& clock, std::string node_name,
+ProgressReporter::ProgressReporter(kube::Api& client, const Clock& clock, std::string node_name,
                                    KnownNode& known)
     : client_(client),
       clock_(clock),

@@ -13,15 +13,15 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "kube/client.h"
-#include "manager/node/known_node.h"
+#include "kube/api.h"
 #include "manager/commands/progress.h"
+#include "manager/node/known_node.h"
 
 namespace dm::manager {
 
 class ProgressReporter {
  public:
-  ProgressReporter(kube::Client& client, const Clock& clock, std::string node_name, KnownNode& known);
+  ProgressReporter(kube::Api& client, const Clock& clock, std::string node_name, KnownNode& known);
   ~ProgressReporter();
   ProgressReporter(const ProgressReporter&) = delete;
   ProgressReporter& operator=(const ProgressReporter&) = delete;
@@ -48,7 +48,7 @@ class ProgressReporter {
   void write_loop();  // the writer thread
   void write();       // one merge patch of the annotation
 
-  kube::Client& client_;
+  kube::Api& client_;
   const Clock& clock_;
   std::string node_name_;
   KnownNode& known_;

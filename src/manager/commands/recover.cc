@@ -8,10 +8,10 @@
 #include "kube/config.h"
 #include "manager/commands/command.h"
 #include "manager/node/lease.h"
-#include "manager/rules/node_keys.h"
 #include "manager/node/node_ops.h"
-#include "manager/rules/paused_record.h"
 #include "manager/node/taint_ops.h"
+#include "manager/rules/node_keys.h"
+#include "manager/rules/paused_record.h"
 
 namespace dm::manager {
 
@@ -33,7 +33,7 @@ std::string join(const std::vector<std::string>& parts) {
 
 }  // namespace
 
-Result<RecoverReport> recover_node(kube::Client& client, const Clock& clock, const std::string& node_name,
+Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const std::string& node_name,
                                    bool force) {
   RecoverReport report;
   NodeOps node_ops(client, clock, CancelToken{}, node_name);

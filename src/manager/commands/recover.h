@@ -10,7 +10,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/rules/settings.h"
 
 namespace dm::manager {
@@ -22,7 +22,7 @@ struct RecoverReport {
 };
 
 // The recovery of `node`; `force` takes a live lease for a dead run's.
-Result<RecoverReport> recover_node(kube::Client& client, const Clock& clock, const std::string& node,
+Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const std::string& node,
                                    bool force);
 
 // The sub-command: settings.node_name / settings.kubeconfig as for uninstall_driver. Exit code 0 when the

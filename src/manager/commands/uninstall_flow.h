@@ -15,23 +15,23 @@
 
 #include "common/clock.h"
 #include "host/host.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "kube/config.h"
-#include "manager/pods/drain.h"
 #include "manager/commands/flow_plan.h"
-#include "manager/pods/gpu_clients.h"
+#include "manager/commands/own_pod.h"
+#include "manager/commands/progress_reporter.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
-#include "manager/rules/operands.h"
-#include "manager/commands/own_pod.h"
-#include "manager/rules/paused_record.h"
+#include "manager/node/undo.h"
+#include "manager/pods/drain.h"
+#include "manager/pods/gpu_clients.h"
 #include "manager/pods/pod_watch.h"
-#include "manager/commands/progress_reporter.h"
+#include "manager/pods/waits.h"
+#include "manager/rules/operands.h"
+#include "manager/rules/paused_record.h"
 #include "manager/rules/settings.h"
 #include "manager/rules/skip.h"
-#include "manager/node/undo.h"
-#include "manager/pods/waits.h"
 
 namespace dm::manager {
 
@@ -42,7 +42,7 @@ inline constexpr int kExitTerminated = 143;
 // One run of uninstall_driver on this node.
 class Uninstall {
  public:
-  Uninstall(const Settings& settings, kube::Client& client, host::Host& host, const Clock& clock,
+  Uninstall(const Settings& settings, kube::Api& client, host::Host& host, const Clock& clock,
             CancelToken cancel)
       : settings_(settings),
         client_(client),
@@ -107,7 +107,7 @@ class Uninstall {
   void count_phase();  // what left the node during the phase that ends now
 
   const Settings& settings_;
-  kube::Client& client_;
+  kube::Api& client_;
   host::Host& host_;
   const Clock& clock_;
   CancelToken cancel_;

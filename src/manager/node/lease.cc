@@ -73,7 +73,7 @@ std::string lease_holder_identity(const std::string& pod_ref, const std::string&
   return fmt::format("process {} on {}", getpid(), host.empty() ? std::string("?") : host);
 }
 
-NodeLease::NodeLease(kube::Client& client, const Clock& clock, std::string node, std::string holder,
+NodeLease::NodeLease(kube::Api& client, const Clock& clock, std::string node, std::string holder,
                      LeaseOptions options)
     : client_(client), clock_(clock), node_(std::move(node)), holder_(std::move(holder)), options_(options) {}
 

@@ -18,7 +18,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {
@@ -46,7 +46,7 @@ struct LeaseOptions {
 
 class NodeLease {
  public:
-  NodeLease(kube::Client& client, const Clock& clock, std::string node, std::string holder,
+  NodeLease(kube::Api& client, const Clock& clock, std::string node, std::string holder,
             LeaseOptions options = {});
   ~NodeLease();  // stops renewing (does not release: release() is an explicit step)
   NodeLease(const NodeLease&) = delete;
@@ -77,7 +77,7 @@ class NodeLease {
   void renew_loop();
   void stop_renewing();
 
-  kube::Client& client_;
+  kube::Api& client_;
   const Clock& clock_;
   std::string node_;
   std::string holder_;

@@ -31,7 +31,7 @@ std::mutex& node_update_lock() {
   return lock;
 }
 
-NodeOps::NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
+NodeOps::NodeOps(kube::Api& client, const Clock& clock, CancelToken cancel, std::string node,
                  RetryPolicy retry)
     : client_(client), clock_(clock), cancel_(std::move(cancel)), node_(std::move(node)), retry_(retry) {}
 

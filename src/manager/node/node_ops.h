@@ -11,7 +11,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/node/known_node.h"
 #include "manager/rules/node_keys.h"
 
@@ -42,7 +42,7 @@ std::mutex& node_update_lock();
 
 class NodeOps {
  public:
-  NodeOps(kube::Client& client, const Clock& clock, CancelToken cancel, std::string node,
+  NodeOps(kube::Api& client, const Clock& clock, CancelToken cancel, std::string node,
           RetryPolicy retry = {});
 
   [[nodiscard]] const std::string& node() const { return node_; }
@@ -91,7 +91,7 @@ class NodeOps {
     if (known_ != nullptr) known_->remember(node);
   }
 
-  kube::Client& client_;
+  kube::Api& client_;
   const Clock& clock_;
   CancelToken cancel_;
   std::string node_;

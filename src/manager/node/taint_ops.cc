@@ -94,7 +94,7 @@ TaintRemovePlan plan_taint_remove(const Json& node) {
   return plan;
 }
 
-TaintOps::TaintOps(kube::Client& client, const Clock& clock, std::string node, int max_attempts)
+TaintOps::TaintOps(kube::Api& client, const Clock& clock, std::string node, int max_attempts)
     : client_(client), clock_(clock), node_(std::move(node)), max_attempts_(max_attempts) {}
 
 // After the first conflict the node is read again at once: it is nearly always one other write (the cordon

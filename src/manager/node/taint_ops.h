@@ -11,7 +11,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/node/known_node.h"
 #include "manager/rules/node_keys.h"
 #include "manager/rules/taints.h"
@@ -62,7 +62,7 @@ TaintRemovePlan plan_taint_remove(const nlohmann::json& node);
 // must come off after SIGTERM too.
 class TaintOps {
  public:
-  TaintOps(kube::Client& client, const Clock& clock, std::string node, int max_attempts = 10);
+  TaintOps(kube::Api& client, const Clock& clock, std::string node, int max_attempts = 10);
 
   // GETs the node and adds `taint` (+ our annotation) unless a taint with its key and effect is there.
   // On 409 (the node changed since the GET) it reads the node again and retries.
@@ -81,7 +81,7 @@ class TaintOps {
   Result<nlohmann::json> get();
   void conflict_pause(int attempt) const;  // before re-reading the node after a conflicting write
 
-  kube::Client& client_;
+  kube::Api& client_;
   const Clock& clock_;
   std::string node_;
   int max_attempts_;

@@ -3,14 +3,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "manager/rules/claims.h"
 #include "manager/pods/eviction.h"
+#include "manager/rules/claims.h"
 
 namespace dm::manager {
 
 using Json = nlohmann::json;
 
-PodFacts api_pod_facts(kube::Client& client) {
+PodFacts api_pod_facts(kube::Api& client) {
   PodFacts facts;
   facts.daemonset_exists = [&client](const std::string& ns, const std::string& name) -> Result<bool> {
     auto r = client.get(kube::paths::daemonset(ns, name));

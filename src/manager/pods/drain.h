@@ -10,10 +10,10 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/node/node_ops.h"
-#include "manager/rules/pod_rules.h"
 #include "manager/pods/pod_watch.h"
+#include "manager/rules/pod_rules.h"
 #include "manager/rules/settings.h"
 
 namespace dm::manager {
@@ -22,7 +22,7 @@ namespace dm::manager {
 // and the token that stops them (SIGTERM, or a step beside them that failed).
 struct DrainContext {
   const Settings& settings;
-  kube::Client& client;
+  kube::Api& client;
   const Clock& clock;
   CancelToken cancel;
   NodeOps& node;
@@ -31,7 +31,7 @@ struct DrainContext {
 
 // PodFacts answered by the API: DaemonSet existence (GET apps/v1) and GPU ResourceClaims (GET
 // resource.k8s.io/v1; 404 - also on clusters without that API - means "no claim").
-PodFacts api_pod_facts(kube::Client& client);
+PodFacts api_pod_facts(kube::Api& client);
 
 // DRAIN_USE_FORCE and DRAIN_DELETE_EMPTYDIR_DATA as the pod filters take them.
 DrainOptions drain_options(const Settings& settings);

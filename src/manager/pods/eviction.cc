@@ -53,7 +53,7 @@ void set_state(Shared& shared, size_t i, State s, std::string message = {},
 
 // One eviction request for target `index`; the time of its next attempt, or nullopt when it is settled
 // (accepted, gone or failed).
-std::optional<TimePoint> attempt_eviction(kube::Client& client, const PodWatch& watch, const Clock& clock,
+std::optional<TimePoint> attempt_eviction(kube::Api& client, const PodWatch& watch, const Clock& clock,
                                           const EvictionTarget& t, size_t index, Shared& shared,
                                           TimePoint& next_blocked_log, const EvictionOptions& options) {
   if (!watch.has_uid(t.uid)) {
@@ -91,9 +91,9 @@ std::optional<TimePoint> attempt_eviction(kube::Client& client, const PodWatch& 
 // A worker evicts its share of the targets: every due one in turn, then sleeps until the next refusal's
 // retry is due. The client sends only so many evictions at once; more workers would only queue for a
 // connection, each with a thread stack of its own.
-constexpr size_t kEvictionWorkers = kube::Client::kParallelEvictions;
+constexpr size_t kEvictionWorkers = kube::Api::kParallelEvictions;
 
-void eviction_worker(kube::Client& client, const PodWatch& watch, const Clock& clock,
+void eviction_worker(kube::Api& client, const PodWatch& watch, const Clock& clock,
                      const std::vector<EvictionTarget>& targets, const std::vector<size_t>& mine,
                      Shared& shared, const CancelToken& stop, const EvictionOptions& options) {
   struct Pending {
@@ -151,7 +151,7 @@ std::vector<size_t> eviction_order(const std::vector<EvictionTarget>& targets,
   return order;
 }
 
-Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& clock,
+Status evict_pods(kube::Api& client, const PodWatch& watch, const Clock& clock,
                   const std::vector<EvictionTarget>& targets, Deadline deadline, const CancelToken& cancel,
                   const EvictionOptions& options) {
   if (targets.empty()) return ok_status();

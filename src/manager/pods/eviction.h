@@ -11,7 +11,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/pods/pod_watch.h"
 
 namespace dm::manager {
@@ -45,7 +45,7 @@ std::vector<size_t> eviction_order(const std::vector<EvictionTarget>& targets,
 // Logs "evicting pod ns/name" per pod and, at most every blocked_log_interval, the API server's refusal (it
 // names the disruption budget). Errors: `deadline` passed (naming the pods left and why), `cancel` fired, or
 // an eviction failed for a reason a retry cannot fix (e.g. 403).
-Status evict_pods(kube::Client& client, const PodWatch& watch, const Clock& clock,
+Status evict_pods(kube::Api& client, const PodWatch& watch, const Clock& clock,
                   const std::vector<EvictionTarget>& targets, Deadline deadline, const CancelToken& cancel,
                   const EvictionOptions& options = {});
 

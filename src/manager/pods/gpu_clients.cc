@@ -67,7 +67,7 @@ bool client_reset_needs_taint(const PodPlan& first_look) {
   return first_look.ok() && !(first_look.to_evict.empty() && first_look.to_wait.empty());
 }
 
-GpuClientReset::GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
+GpuClientReset::GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                                const Settings& settings, UndoList& undo,
                                std::vector<std::string> label_handled_keys)
     : client_(client),

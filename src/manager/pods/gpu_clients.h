@@ -11,14 +11,14 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
-#include "manager/pods/eviction.h"
-#include "manager/rules/operands.h"
-#include "manager/rules/pod_rules.h"
-#include "manager/pods/pod_watch.h"
-#include "manager/rules/settings.h"
+#include "kube/api.h"
 #include "manager/node/taint_ops.h"
 #include "manager/node/undo.h"
+#include "manager/pods/eviction.h"
+#include "manager/pods/pod_watch.h"
+#include "manager/rules/operands.h"
+#include "manager/rules/pod_rules.h"
+#include "manager/rules/settings.h"
 
 namespace dm::manager {
 
@@ -40,7 +40,7 @@ class GpuClientReset {
  public:
   // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
   // object adds or adopts registers its removal in `undo`.
-  GpuClientReset(kube::Client& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
+  GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                  const Settings& settings, UndoList& undo, std::vector<std::string> label_handled_keys = {});
 
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
@@ -80,7 +80,7 @@ class GpuClientReset {
   Result<PodSnapshot> relist(const CancelToken& cancel);
   void warn_about_replacements(const std::vector<EvictionTarget>& targets, const PodPipeline& pipeline) const;
 
-  kube::Client& client_;
+  kube::Api& client_;
   PodWatch& pods_;
   const Clock& clock_;
   CancelToken cancel_;

@@ -34,7 +34,7 @@ std::string format_duration(Duration d) {
   return fmt::format("{}s", s);
 }
 
-PodWatch::PodWatch(kube::Client& client, const Clock& clock, std::string node)
+PodWatch::PodWatch(kube::Api& client, const Clock& clock, std::string node)
     : client_(client), clock_(clock), node_(std::move(node)) {}
 
 PodWatch::~PodWatch() {

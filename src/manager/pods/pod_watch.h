@@ -17,9 +17,9 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "kube/client.h"
-#include "manager/rules/pod_rules.h"
+#include "kube/api.h"
 #include "manager/pods/wait_progress.h"
+#include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
 
@@ -31,7 +31,7 @@ using WaitCheck = std::function<Result<std::vector<std::string>>(const PodSnapsh
 
 class PodWatch {
  public:
-  PodWatch(kube::Client& client, const Clock& clock, std::string node);
+  PodWatch(kube::Api& client, const Clock& clock, std::string node);
   ~PodWatch();  // stops the watch thread
   PodWatch(const PodWatch&) = delete;
   PodWatch& operator=(const PodWatch&) = delete;
@@ -69,7 +69,7 @@ class PodWatch {
   // Replaces the cache with a full list of the node's pods (moved from).
   void replace_all(std::vector<nlohmann::json>& items);
 
-  kube::Client& client_;
+  kube::Api& client_;
   const Clock& clock_;
   std::string node_;
 

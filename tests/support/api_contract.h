@@ -1,0 +1,335 @@
+// The contract of kube::Api as the flow relies on it, one typed test suite run against the in-memory cluster
+// (tests/unit/api_contract_test.cc, label `unit`) and the real API server (tests/integration/
+// api_contract_real_test.cc, label `integration`): what the fake answers is what Kubernetes answers.
+//
+// A backend is a class with
+//   static void SetUpTestSuite() / TearDownTestSuite()   one cluster for the suite (or nothing)
+//   kube::Api& api()                                     a client as the cluster's admin
+//   void await_budget(ns, name)                          until the disruption controller has computed it
+#pragma once
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kube/api.h"
+#include "kube/objects.h"
+#include "support/cluster.h"
+
+namespace dm::test::contract {
+
+using Json = nlohmann::json;
+
+inline std::string unique(const std::string& prefix) {
+  static std::atomic<int> n{0};
+  return prefix + "-" + std::to_string(::getpid() % 100000) + "-" + std::to_string(++n);
+}
+
+template <class Backend>
+class ApiContract : public ::testing::Test {
+ public:
+  static void SetUpTestSuite() { Backend::SetUpTestSuite(); }
+  static void TearDownTestSuite() { Backend::TearDownTestSuite(); }
+
+ protected:
+  void SetUp() override {
+    ns_ = unique("contract");
+    node_ = unique("contract-node");
+    ASSERT_TRUE(api().create("/api/v1/namespaces",
+                             {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", {{"name", ns_}}}}));
+    ASSERT_TRUE(api().create(kube::paths::nodes(),
+                             {{"apiVersion", "v1"},
+                              {"kind", "Node"},
+                              {"metadata", {{"name", node_}, {"labels", {{"a", "1"}, {"b", "2"}}}}}}));
+  }
+  void TearDown() override { (void)api().remove(kube::paths::node(node_)); }
+
+  kube::Api& api() { return backend_.api(); }
+
+  // A pod (bound to `node`, "" = none, and left so); retried while the namespace's service account is not
+  // there yet.
+  Json make_pod(const std::string& name, const Json& labels, const std::string& node, int grace = 30) {
+    Json pod = {{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", ns_}, {"labels", labels}}},
+                {"spec",
+                 {{"terminationGracePeriodSeconds", grace},
+                  {"automountServiceAccountToken", false},
+                  {"containers", Json::array({{{"name", "main"}, {"image", "example.com/x:1"}}})}}}};
+    if (!node.empty()) pod["spec"]["nodeName"] = node;
+    // An unbound pod stays unbound: no scheduler answers to this name (the real one would write its
+    // PodScheduled condition, a change the in-memory cluster, which has no scheduler, never makes).
+    if (node.empty()) pod["spec"]["schedulerName"] = "contract-no-scheduler";
+    Json created;
+    eventually([&] {
+      auto r = api().create(kube::paths::pods(ns_), pod);
+      if (r) created = *r;
+      return r.ok();
+    });
+    EXPECT_FALSE(created.is_null()) << "cannot create pod " << name;
+    return created;
+  }
+  // Running and Ready, as a kubelet reports it.
+  void make_ready(const std::string& name) {
+    const Json status = {
+        {"status",
+         {{"phase", "Running"}, {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+    ASSERT_TRUE(
+        api().patch(kube::paths::pod(ns_, name) + "/status", kube::PatchType::kStrategicMerge, status));
+  }
+  std::vector<std::string> names(const std::vector<Json>& items) {
+    std::vector<std::string> out;
+    for (const auto& i : items) out.push_back(kube::name(i));
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  Backend backend_;
+  std::string ns_;
+  std::string node_;
+};
+
+TYPED_TEST_SUITE_P(ApiContract);
+
+TYPED_TEST_P(ApiContract, MergePatchSetsAndRemovesNodeLabels) {
+  auto before = this->api().get(kube::paths::node(this->node_));
+  ASSERT_TRUE(before);
+  auto r = this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
+                             {{"metadata", {{"labels", {{"a", nullptr}, {"c", "3"}}}}}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_FALSE(kube::label(*r, "a").has_value());
+  EXPECT_EQ(kube::label(*r, "b"), "2");
+  EXPECT_EQ(kube::label(*r, "c"), "3");
+  EXPECT_NE(kube::resource_version(*r), kube::resource_version(*before));
+}
+
+TYPED_TEST_P(ApiContract, StrategicMergePatchMergesLabelsAndSetsUnschedulable) {
+  auto r = this->api().patch(kube::paths::node(this->node_), kube::PatchType::kStrategicMerge,
+                             {{"metadata", {{"labels", {{"x", "y"}}}, {"annotations", {{"k", "v"}}}}},
+                              {"spec", {{"unschedulable", true}}}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(kube::label(*r, "a"), "1");
+  EXPECT_EQ(kube::label(*r, "x"), "y");
+  EXPECT_EQ(kube::annotation(*r, "k"), "v");
+  EXPECT_TRUE(kube::node_unschedulable(*r));
+}
+
+TYPED_TEST_P(ApiContract, AMergePatchReplacesTheTaintList) {
+  const Json one = Json::array({{{"key", "k1"}, {"effect", "NoSchedule"}}});
+  const Json two = Json::array({{{"key", "k2"}, {"value", "v"}, {"effect", "NoExecute"}}});
+  ASSERT_TRUE(this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
+                                {{"spec", {{"taints", one}}}}));
+  auto r = this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
+                             {{"spec", {{"taints", two}}}});
+  ASSERT_TRUE(r) << r.error().message;
+  std::vector<std::string> ours;
+  for (const auto& t : kube::node_taints(*r)) {
+    if (t.key == "k1" || t.key == "k2") ours.push_back(t.to_string());
+  }
+  EXPECT_THAT(ours, ::testing::ElementsAre("k2=v:NoExecute"));
+}
+
+TYPED_TEST_P(ApiContract, AWriteFromAStaleResourceVersionIsAConflict) {
+  auto node = this->api().get(kube::paths::node(this->node_));
+  ASSERT_TRUE(node);
+  const std::string rv = kube::resource_version(*node);
+  auto first = this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
+                                 {{"metadata", {{"resourceVersion", rv}, {"labels", {{"n", "1"}}}}}});
+  ASSERT_TRUE(first) << first.error().message;
+  auto second = this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
+                                  {{"metadata", {{"resourceVersion", rv}, {"labels", {{"n", "2"}}}}}});
+  ASSERT_FALSE(second);
+  EXPECT_TRUE(second.error().conflict()) << second.error().message;
+  EXPECT_EQ(second.error().reason, "Conflict");
+  EXPECT_EQ(kube::label(*this->api().get(kube::paths::node(this->node_)), "n"), "1");
+}
+
+TYPED_TEST_P(ApiContract, CreatingAnExistingNameIsAlreadyExists) {
+  auto again = this->api().create(
+      kube::paths::nodes(), {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", this->node_}}}});
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().http_status, 409);
+  EXPECT_EQ(again.error().reason, "AlreadyExists");
+}
+
+TYPED_TEST_P(ApiContract, LabelAndFieldSelectorsSelectPods) {
+  this->make_pod("p-a", {{"app", "a"}}, this->node_);
+  this->make_pod("p-b", {{"app", "b"}, {"x", "1"}}, this->node_);
+  this->make_pod("p-c", {{"app", "c"}}, "");
+  const auto list = [&](const std::string& labels, const std::string& fields) {
+    kube::ListOptions o;
+    o.label_selector = labels;
+    o.field_selector = fields;
+    auto r = this->api().list_all(kube::paths::pods(this->ns_), o);
+    EXPECT_TRUE(r) << r.error().message;
+    return r ? this->names(*r) : std::vector<std::string>{};
+  };
+  using ::testing::ElementsAre;
+  EXPECT_THAT(list("app=a", ""), ElementsAre("p-a"));
+  EXPECT_THAT(list("app in (a,b)", ""), ElementsAre("p-a", "p-b"));
+  EXPECT_THAT(list("!x", ""), ElementsAre("p-a", "p-c"));
+  EXPECT_THAT(list("app!=a", ""), ElementsAre("p-b", "p-c"));
+  EXPECT_THAT(list("", "spec.nodeName=" + this->node_), ElementsAre("p-a", "p-b"));
+  EXPECT_THAT(list("x", "spec.nodeName=" + this->node_), ElementsAre("p-b"));
+  // Across all namespaces, as the pod watch lists: items carry kind and apiVersion.
+  kube::ListOptions o;
+  o.field_selector = "spec.nodeName=" + this->node_;
+  auto all = this->api().list_all(kube::paths::pods(), o);
+  ASSERT_TRUE(all);
+  ASSERT_EQ(all->size(), 2U);
+  EXPECT_EQ(all->front().value("kind", ""), "Pod");
+  EXPECT_EQ(all->front().value("apiVersion", ""), "v1");
+}
+
+TYPED_TEST_P(ApiContract, AWatchAfterTheListSeesEveryChangeAndSelectorTransitions) {
+  this->make_pod("before", {{"app", "w"}}, this->node_);
+  kube::ListOptions o;
+  o.label_selector = "app=w";
+  std::vector<std::string> seen;
+  std::atomic<bool> synced{false};
+  kube::WatchHandlers h;
+  h.on_sync = [&](std::vector<Json>& items) {
+    for (const auto& i : items) seen.push_back("SYNC " + kube::name(i));
+    synced = true;
+  };
+  h.on_event = [&](kube::WatchEvent& e) { seen.push_back(e.type + " " + kube::name(e.object)); };
+  h.done = [&] { return !seen.empty() && seen.back() == "DELETED gone"; };
+  h.tick = std::chrono::milliseconds(50);
+  std::thread writer([&] {
+    eventually([&] { return synced.load(); });
+    this->make_pod("after", {{"app", "w"}}, this->node_);
+    (void)this->api().patch(kube::paths::pod(this->ns_, "after"), kube::PatchType::kMerge,
+                            {{"metadata", {{"annotations", {{"k", "v"}}}}}});
+    (void)this->api().patch(kube::paths::pod(this->ns_, "before"), kube::PatchType::kMerge,
+                            {{"metadata", {{"labels", {{"app", "other"}}}}}});
+    this->make_pod("gone", {{"app", "w"}}, "");
+    (void)this->api().remove(kube::paths::pod(this->ns_, "gone"));
+  });
+  SystemClock clock;
+  auto st = this->api().list_watch(kube::paths::pods(this->ns_), o, h,
+                                   Deadline::after(clock, std::chrono::seconds(30)));
+  writer.join();
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_THAT(seen, ::testing::ElementsAre("SYNC before", "ADDED after", "MODIFIED after", "DELETED before",
+                                           "ADDED gone", "DELETED gone"));
+}
+
+TYPED_TEST_P(ApiContract, APodOnANodeIsTerminatingUntilDeletedWithGraceZero) {
+  const Json pod = this->make_pod("graceful", {{"app", "g"}}, this->node_, 45);
+  const std::string path = kube::paths::pod(this->ns_, "graceful");
+  ASSERT_TRUE(this->api().remove(path));
+  auto still = this->api().get(path);
+  ASSERT_TRUE(still) << "a pod on a node stays until its kubelet is done";
+  EXPECT_TRUE(kube::terminating(*still));
+  EXPECT_EQ(still->at("metadata").value("deletionGracePeriodSeconds", 0), 45);
+  kube::DeleteOptions wrong;
+  wrong.grace_period_seconds = 0;
+  wrong.uid = "not-its-uid";
+  auto refused = this->api().remove(path, wrong);
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().conflict()) << refused.error().message;
+  kube::DeleteOptions now;
+  now.grace_period_seconds = 0;
+  now.uid = kube::uid(pod);
+  ASSERT_TRUE(this->api().remove(path, now));
+  auto gone = this->api().get(path);
+  ASSERT_FALSE(gone);
+  EXPECT_TRUE(gone.error().not_found());
+}
+
+TYPED_TEST_P(ApiContract, APodOnNoNodeIsDeletedAtOnce) {
+  this->make_pod("unbound", {{"app", "u"}}, "");
+  ASSERT_TRUE(this->api().remove(kube::paths::pod(this->ns_, "unbound")));
+  EXPECT_TRUE(this->api().get(kube::paths::pod(this->ns_, "unbound")).error().not_found());
+}
+
+TYPED_TEST_P(ApiContract, AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause) {
+  this->make_pod("guarded", {{"app", "guarded"}}, this->node_);
+  this->make_ready("guarded");
+  ASSERT_TRUE(this->api().create(
+      "/apis/policy/v1beta1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1beta1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "guard-budget"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "guarded"}}}}}}}}));
+  this->backend_.await_budget(this->ns_, "guard-budget");
+  auto refused = this->api().evict(this->ns_, "guarded");
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().too_many_requests()) << refused.error().message;
+  EXPECT_EQ(refused.error().reason, "TooManyRequests");
+  EXPECT_TRUE(refused.error().has_cause("DisruptionBudget")) << refused.error().message;
+  EXPECT_THAT(refused.error().message, ::testing::HasSubstr("disruption budget guard-budget"));
+  EXPECT_FALSE(kube::terminating(*this->api().get(kube::paths::pod(this->ns_, "guarded"))));
+
+  ASSERT_TRUE(this->api().remove("/apis/policy/v1beta1/namespaces/" + this->ns_ +
+                                 "/poddisruptionbudgets/guard-budget"));
+  auto evicted = this->api().evict(this->ns_, "guarded");
+  ASSERT_TRUE(evicted) << evicted.error().message;
+  auto after = this->api().get(kube::paths::pod(this->ns_, "guarded"));
+  ASSERT_TRUE(after);
+  EXPECT_TRUE(kube::terminating(*after)) << "an evicted pod on a node terminates gracefully";
+}
+
+// A pod that has not started yet is no disruption: the budget is not consulted.
+TYPED_TEST_P(ApiContract, APendingPodIsEvictedWhateverItsBudget) {
+  this->make_pod("pending", {{"app", "pending"}}, this->node_);
+  ASSERT_TRUE(this->api().create(
+      "/apis/policy/v1beta1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1beta1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "pending-budget"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "pending"}}}}}}}}));
+  this->backend_.await_budget(this->ns_, "pending-budget");
+  auto r = this->api().evict(this->ns_, "pending");
+  ASSERT_TRUE(r) << r.error().message;
+}
+
+TYPED_TEST_P(ApiContract, EvictingAPodThatIsGoneIs404) {
+  auto r = this->api().evict(this->ns_, "no-such-pod");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().not_found()) << r.error().message;
+}
+
+TYPED_TEST_P(ApiContract, AnEventAboutTheNodeIsRecordedInDefault) {
+  auto node = this->api().get(kube::paths::node(this->node_));
+  ASSERT_TRUE(node);
+  ASSERT_TRUE(this->api().create_event(*node, "ContractReason", "a message", "Warning"));
+  kube::ListOptions o;
+  // The node lifecycle controller records Events about a new node too: ours by its reason.
+  o.field_selector = "involvedObject.name=" + this->node_ + ",reason=ContractReason";
+  auto events = this->api().list_all("/api/v1/namespaces/default/events", o);
+  ASSERT_TRUE(events) << events.error().message;
+  ASSERT_EQ(events->size(), 1U);
+  EXPECT_EQ(events->front().value("reason", ""), "ContractReason");
+  EXPECT_EQ(events->front().value("type", ""), "Warning");
+  EXPECT_EQ(events->front().value("message", ""), "a message");
+}
+
+TYPED_TEST_P(ApiContract, AnAccessReviewIsAnsweredWithoutStoringAnything) {
+  auto r =
+      this->api().create("/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                         {{"apiVersion", "authorization.k8s.io/v1"},
+                          {"kind", "SelfSubjectAccessReview"},
+                          {"spec", {{"resourceAttributes", {{"verb", "patch"}, {"resource", "nodes"}}}}}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->at("status").value("allowed", false));
+}
+
+REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
+                            StrategicMergePatchMergesLabelsAndSetsUnschedulable,
+                            AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
+                            CreatingAnExistingNameIsAlreadyExists, LabelAndFieldSelectorsSelectPods,
+                            AWatchAfterTheListSeesEveryChangeAndSelectorTransitions,
+                            APodOnANodeIsTerminatingUntilDeletedWithGraceZero, APodOnNoNodeIsDeletedAtOnce,
+                            AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause,
+                            APendingPodIsEvictedWhateverItsBudget, EvictingAPodThatIsGoneIs404,
+                            AnEventAboutTheNodeIsRecordedInDefault,
+                            AnAccessReviewIsAnsweredWithoutStoringAnything);
+
+}  // namespace dm::test::contract

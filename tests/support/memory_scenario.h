@@ -1,0 +1,107 @@
+// One node of the in-memory tier: a MemoryCluster with its DaemonSet stand-in, node-sim's kubelet and kernel
+// (tools/node-sim's Simulator, run in-process against the cluster) on a simulated host in a temporary
+// directory, and the uninstall flow run in-process against both. The in-memory twin of
+// tests/fixtures/uninstall/fixture.h's Scenario: the same objects, seconds instead of a control plane.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "manager/rules/settings.h"
+#include "support/memory_cluster.h"
+
+namespace dm::test {
+
+inline constexpr const char* kMemPausedValue = "paused-for-driver-upgrade";
+
+// One operand of the GPU Operator: a DaemonSet selecting on nvidia.com/gpu.deploy.<label>.
+struct MemOperand {
+  std::string label;
+  std::string app;
+  bool holds_gpu = false;
+  bool stuck = false;  // never finishes terminating
+};
+std::vector<MemOperand>
+default_mem_operands();  // device-plugin, gpu-feature-discovery, dcgm-exporter (holds), validator
+
+// A pod bound to the node (its controller a ReplicaSet that the tier does not run: evicted pods stay gone).
+struct MemPod {
+  std::string name;
+  std::string ns = {};          // "" = the workload namespace
+  std::string gpu_client = {};  // value of nvidia.com/gpu.client; "" = none
+  bool request_gpu = false;     // a container limit nvidia.com/gpu: 1 (node-sim: holds the GPU)
+  bool holds_gpu = false;       // holds the GPU without requesting it
+  bool stuck = false;           // never finishes terminating
+  std::string terminate_after = "0.1";
+  int grace_period_seconds = 5;
+  std::map<std::string, std::string> labels = {};
+  std::string owner_kind = "ReplicaSet";  // "" = a bare pod
+};
+
+struct MemNodeState {
+  std::map<std::string, std::string> labels;
+  std::map<std::string, std::string> annotations;
+  Json taints = Json::array();
+  bool unschedulable = false;
+  bool operator==(const MemNodeState&) const = default;
+};
+
+struct MemRun {
+  int exit_code = -1;
+  std::string log;  // "<level> <message>" lines of the flow (and node-sim, which logs beside it)
+};
+
+class MemoryScenario {
+ public:
+  explicit MemoryScenario(std::string node = "node-a", bool driver = true);
+  ~MemoryScenario();
+  MemoryScenario(const MemoryScenario&) = delete;
+  MemoryScenario& operator=(const MemoryScenario&) = delete;
+
+  MemoryCluster& cluster() { return cluster_; }
+  [[nodiscard]] const std::string& node() const { return node_; }
+  [[nodiscard]] std::string operator_ns() const { return "gpu-operator"; }
+  [[nodiscard]] std::string workload_ns() const { return "workloads"; }
+  [[nodiscard]] std::string sim_path(const std::string& rel) const { return root_ + rel; }
+
+  void label_node(const std::map<std::string, std::string>& labels);
+  void annotate_node(const std::string& key, const std::string& value);
+  void cordon();
+  void deploy_operands(const std::vector<MemOperand>& operands);
+  void deploy_pod(const MemPod& pod);
+  // A budget that allows no disruption of app=<app> pods of the workload namespace (minAvailable 1).
+  void block_with_pdb(const std::string& name, const std::string& app);
+  // Waits until `n` pods of `ns` run on the node (throws when they do not within 30 s).
+  void wait_running(const std::string& ns, size_t n) const;
+  [[nodiscard]] size_t running(const std::string& ns) const;
+
+  [[nodiscard]] Json node_json() const;
+  [[nodiscard]] MemNodeState state() const;
+  [[nodiscard]] std::string label(const std::string& key) const;  // "<absent>" when absent
+  [[nodiscard]] bool driver_loaded() const;                       // the simulated nvidia module
+  // Requests of the flow whose "<VERB> <path>" contains `part`.
+  [[nodiscard]] size_t requests_with(const std::string& part) const;
+
+  // What the integration tests run driver-manager with, for this node.
+  [[nodiscard]] manager::Settings settings() const;
+  // Runs the flow to its end (or until `cancel` fires: SIGTERM).
+  MemRun run(const manager::Settings& settings, const CancelToken& cancel = CancelToken());
+
+ private:
+  // Captures the log from before node-sim's thread starts until after it ends: no thread logs through a
+  // logger that is being replaced.
+  class Log;
+  std::unique_ptr<Log> log_;
+  MemoryCluster cluster_;
+  std::string node_;
+  std::string root_;
+  SystemClock clock_;
+  CancelToken stop_sim_;
+  std::thread sim_;
+};
+
+}  // namespace dm::test
