@@ -104,6 +104,7 @@ void add_upstream_flags(std::vector<Flag>& f) {
       bool_flag("force-reinstall", "FORCE_REINSTALL",
                 "always reinstall the driver, even if the loaded one matches the desired configuration",
                 &Settings::force_reinstall));
+}
 
 void add_log_flags(std::vector<Flag>& f) {
   Flag log_format{

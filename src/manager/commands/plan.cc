@@ -90,7 +90,7 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
   for (const auto& pod : ledger_.remaining()) {
     for (const auto& w : waits) {
       if (!pod_matches_wait(pod, w, settings_.operator_namespace)) continue;
-      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}});
+      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}, {}});
       break;
     }
   }
@@ -199,6 +199,7 @@ void PlanBuilder::leave_gpu_workloads() {
                     plan_.upgrade_policy
                         ? "GPU pod: the GPU Operator's upgrade policy evicts workloads, not driver-manager"
                         : "GPU pod: ENABLE_GPU_POD_EVICTION and ENABLE_AUTO_DRAIN are off",
+                    {},
                     {}});
   }
 }
@@ -405,7 +406,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   plan_host(plan, in);
   plan_own_pod(plan, in, builder.configured_taint());
   if (in.own_pod)
-    builder.ledger().decide({in.own_pod->ref, PodAction::kIgnored, "", "this program's own pod", {}});
+    builder.ledger().decide({in.own_pod->ref, PodAction::kIgnored, "", "this program's own pod", {}, {}});
   plan.taint = settings.gpu_client_taint;
   plan.taint_reason = "this path resets no GPU client";
   plan.cordon_reason = "this path evicts no GPU pod";
