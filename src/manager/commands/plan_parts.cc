@@ -113,10 +113,8 @@ void plan_node_facts(Plan& plan, const PlanInputs& in, const std::optional<Taint
     }
   }
   plan.estimate = estimate_node(going, grace);
-  if (!in.claims) {
-    plan.dra_claims_note = in.claims_note;
-    return;
-  }
+  plan.dra_claims_note = in.claims_note;
+  if (!in.claims) return;
   for (const auto& pod : in.pods) {
     for (const Json* claim : gpu_claims_of(pod, *in.claims)) {
       plan.dra_claims.push_back({kube::ref_string(*claim), kube::ref_string(pod)});

@@ -119,10 +119,11 @@ WaveEstimate estimate_wave(const std::vector<milliseconds>& node_times, int64_t 
 std::string human_duration(milliseconds d) {
   const int64_t ms = d.count();
   if (ms < 1000) return fmt::format("{}ms", ms);
-  const int64_t h = ms / 3600000;
-  const int64_t m = (ms / 60000) % 60;
-  const int64_t s = (ms / 1000) % 60;
-  const int64_t frac = (ms % 1000) / 100;
+  const int64_t tenths = (ms + 50) / 100;  // rounded to a tenth of a second
+  const int64_t h = tenths / 36000;
+  const int64_t m = (tenths / 600) % 60;
+  const int64_t s = (tenths / 10) % 60;
+  const int64_t frac = tenths % 10;
   std::string out;
   if (h > 0) out += fmt::format("{}h", h);
   if (h > 0 || m > 0) out += fmt::format("{}m", m);
