@@ -47,7 +47,6 @@ Flag duration_flag(std::string name, std::string env, std::string usage, Duratio
   return f;
 }
 
-
 void add_upstream_flags(std::vector<Flag>& f) {
   // Upstream's flags, in upstream's order.
   f.push_back(

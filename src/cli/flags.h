@@ -31,7 +31,6 @@ struct Flag {
   bool bare_seconds = false;  // duration also accepts a bare number of seconds (beyond upstream)
 };
 
-
 // The global options, in the order they are applied (upstream's first, in upstream's order).
 const std::vector<Flag>& global_flags();
 

@@ -19,8 +19,8 @@ namespace {
 using ::testing::HasSubstr;
 
 constexpr const char* kOperatorNs = "gpu-operator";
-constexpr const char* kWaveLabel = "dm-test/wave";   // on all five nodes
-constexpr const char* kPairLabel = "dm-test/pair";   // on two of them
+constexpr const char* kWaveLabel = "dm-test/wave";  // on all five nodes
+constexpr const char* kPairLabel = "dm-test/pair";  // on two of them
 constexpr const char* kPlanner = "wave-planner";
 
 std::string operand_yaml(const std::string& app, const std::string& label) {
@@ -31,7 +31,8 @@ std::string operand_yaml(const std::string& app, const std::string& label) {
          "      terminationGracePeriodSeconds: 30\n      nodeSelector:\n        nvidia.com/gpu.deploy." +
          label +
          ": \"true\"\n      tolerations:\n      - key: nvidia.com/gpu\n        operator: Exists\n"
-         "        effect: NoSchedule\n      containers:\n      - name: main\n        image: example.com/op:1\n";
+         "        effect: NoSchedule\n      containers:\n      - name: main\n        image: "
+         "example.com/op:1\n";
 }
 
 // The driver DaemonSet as the operator deploys it: OnDelete, the digest in its init container.
@@ -57,7 +58,9 @@ class PlanWave : public UninstallSuite {
   }
 
  protected:
-  static std::string planner() { return std::string("system:serviceaccount:") + kSaNamespace + ":" + kPlanner; }
+  static std::string planner() {
+    return std::string("system:serviceaccount:") + kSaNamespace + ":" + kPlanner;
+  }
 
   static DmRun plan(const std::vector<std::string>& args) {
     std::vector<std::string> argv = {bin_path("driver-manager"), "plan"};
@@ -136,7 +139,8 @@ TEST_F(PlanWave, FiveNodesOneListPerKindNothingWritten) {
   Client tolerating;
   tolerating.name = "agent-tol";
   tolerating.grace_period_seconds = 45;
-  tolerating.tolerations = json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
+  tolerating.tolerations =
+      json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}, {"effect", "NoSchedule"}}});
   clients.deploy_client(tolerating);
   for (const char* n : {"w-clients", "w-idle", "w-pdb", "w-skip"}) nodes[n]->wait_running(kOperatorNs, 3);
   skip.wait_running(skip.workload_ns(), 1);
@@ -160,9 +164,12 @@ TEST_F(PlanWave, FiveNodesOneListPerKindNothingWritten) {
   const size_t from = cluster().audit_events().size();
   const auto text = plan({"--all-nodes"});
   ASSERT_EQ(text.exit_code, 0) << text.log << last_stderr_;
+  // DM_WAVE_EXAMPLE=file keeps the output as printed (docs/plan.md shows it).
+  if (const char* example = std::getenv("DM_WAVE_EXAMPLE")) write_file(example, text.log);
   const std::string golden = source_path("tests/fixtures/plan/wave.txt");
   if (std::getenv("DM_UPDATE_GOLDEN") != nullptr) write_file(golden, normalise(text.log));
-  EXPECT_EQ(normalise(text.log), read_file(golden)) << "golden " << golden << " (DM_UPDATE_GOLDEN=1 rewrites it)";
+  EXPECT_EQ(normalise(text.log), read_file(golden))
+      << "golden " << golden << " (DM_UPDATE_GOLDEN=1 rewrites it)";
 
   // All five, as JSON.
   const size_t from5 = cluster().audit_events().size();
@@ -216,7 +223,8 @@ TEST_F(PlanWave, FiveNodesOneListPerKindNothingWritten) {
   for (const auto& e : completed(from)) {
     EXPECT_TRUE(e.value("verb", "") == "list" || e.value("verb", "") == "get") << e.dump();
   }
-  for (const auto& e : write_requests(cluster(), planner(), from)) ADD_FAILURE() << "plan wrote: " << e.dump();
+  for (const auto& e : write_requests(cluster(), planner(), from))
+    ADD_FAILURE() << "plan wrote: " << e.dump();
   EXPECT_EQ(skip.node_json()["metadata"]["labels"], node_before["metadata"]["labels"]);
   EXPECT_EQ(skip.node_json()["spec"], node_before["spec"]);
 }

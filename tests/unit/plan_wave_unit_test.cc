@@ -38,11 +38,11 @@ TEST(PlanWaveTest, UpgradePolicyFromTheClusterPolicyOrTheChartsDefaults) {
   EXPECT_EQ(defaults->max_unavailable, "25%");
   EXPECT_THAT(defaults->source, HasSubstr("chart's defaults"));
 
-  const Json cp = {{"metadata", {{"name", "cluster-policy"}}},
-                   {"spec",
-                    {{"driver",
-                      {{"upgradePolicy",
-                        {{"autoUpgrade", false}, {"maxParallelUpgrades", 0}, {"maxUnavailable", 3}}}}}}}};
+  const Json cp = {
+      {"metadata", {{"name", "cluster-policy"}}},
+      {"spec",
+       {{"driver",
+         {{"upgradePolicy", {{"autoUpgrade", false}, {"maxParallelUpgrades", 0}, {"maxUnavailable", 3}}}}}}}};
   auto p = upgrade_policy_from({cp});
   ASSERT_TRUE(p) << p.error().message;
   EXPECT_FALSE(p->auto_upgrade);
@@ -111,23 +111,25 @@ Json node(const std::string& name, const Json& labels) {
 
 Json pod_on(const std::string& node_name, const std::string& ns, const std::string& name, const Json& labels,
             const std::string& owner_kind, const std::string& owner) {
-  return {{"metadata",
-           {{"namespace", ns},
-            {"name", name},
-            {"uid", "uid-" + name},
-            {"labels", labels},
-            {"ownerReferences", Json::array({{{"kind", owner_kind}, {"name", owner}, {"controller", true}}})}}},
-          {"spec", {{"nodeName", node_name}, {"containers", Json::array({{{"name", "c"}}})}}},
-          {"status",
-           {{"phase", "Running"}, {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+  return {
+      {"metadata",
+       {{"namespace", ns},
+        {"name", name},
+        {"uid", "uid-" + name},
+        {"labels", labels},
+        {"ownerReferences", Json::array({{{"kind", owner_kind}, {"name", owner}, {"controller", true}}})}}},
+      {"spec", {{"nodeName", node_name}, {"containers", Json::array({{{"name", "c"}}})}}},
+      {"status",
+       {{"phase", "Running"}, {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
 }
 
 // The driver pod of `node_name`, its init container carrying `digest`.
 Json driver_pod(const std::string& node_name, const std::string& digest) {
   Json p = pod_on(node_name, "gpu-operator", "nvidia-driver-daemonset-" + node_name,
                   {{"app", "nvidia-driver-daemonset"}}, "DaemonSet", "nvidia-driver-daemonset");
-  p["spec"]["initContainers"] = Json::array(
-      {{{"name", "k8s-driver-manager"}, {"env", Json::array({{{"name", "DRIVER_CONFIG_DIGEST"}, {"value", digest}}})}}});
+  p["spec"]["initContainers"] =
+      Json::array({{{"name", "k8s-driver-manager"},
+                    {"env", Json::array({{{"name", "DRIVER_CONFIG_DIGEST"}, {"value", digest}}})}}});
   p["spec"]["tolerations"] = Json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}});
   return p;
 }
@@ -215,7 +217,8 @@ TEST(PlanWaveTest, DraClaimsInUseAreNamedAndTheirPodsEvicted) {
   EXPECT_EQ(n1.dra_claims[0].claim, "ml/dra-trainer-gpu-x7k2p");
   EXPECT_EQ(n1.dra_claims[0].pod, "ml/dra-trainer");
   bool evicted = false;
-  for (const auto& p : n1.pods) evicted = evicted || (p.pod == "ml/dra-trainer" && p.action == PodAction::kEvict);
+  for (const auto& p : n1.pods)
+    evicted = evicted || (p.pod == "ml/dra-trainer" && p.action == PodAction::kEvict);
   EXPECT_TRUE(evicted) << "a pod holding a GPU claim is a GPU workload";
   EXPECT_EQ(n1.estimate.longest_grace_seconds, 40);
   EXPECT_EQ(w.nodes[1].flow.path, RunPath::kSkip);
@@ -256,7 +259,8 @@ TEST(PlanWaveTest, EachNodeOfTheJsonIsTheOneNodePlan) {
   EXPECT_EQ(j["summary"]["nodes"], 2);
   EXPECT_EQ(j["summary"]["estimate"]["nodesAtOnce"], 1);
   EXPECT_EQ(j["summary"]["upgradePolicy"]["maxUnavailable"], "25%");
-  for (const char* key : {"nodesByPath", "podsByStep", "blockingNodes", "clientsToleratingTaint", "draClaims"}) {
+  for (const char* key :
+       {"nodesByPath", "podsByStep", "blockingNodes", "clientsToleratingTaint", "draClaims"}) {
     EXPECT_TRUE(j["summary"].contains(key)) << key;
   }
   // The one-node plan of n1, decided from the same inputs, is that element.

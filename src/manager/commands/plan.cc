@@ -7,18 +7,18 @@
 #include <chrono>
 
 #include "kube/objects.h"
-#include "manager/pods/drain.h"
-#include "manager/pods/gpu_clients.h"
-#include "manager/pods/holders.h"
-#include "manager/node/lease.h"
-#include "manager/node/node_ops.h"
-#include "manager/rules/operands.h"
-#include "manager/rules/paused_record.h"
 #include "manager/commands/plan_ledger.h"
 #include "manager/commands/plan_parts.h"
 #include "manager/commands/preflight.h"
+#include "manager/node/lease.h"
+#include "manager/node/node_ops.h"
 #include "manager/node/taint_ops.h"
+#include "manager/pods/drain.h"
+#include "manager/pods/gpu_clients.h"
+#include "manager/pods/holders.h"
 #include "manager/pods/waits.h"
+#include "manager/rules/operands.h"
+#include "manager/rules/paused_record.h"
 
 namespace dm::manager {
 

@@ -46,7 +46,8 @@ bool has_manager_init_container(const Json& pod) {
 }
 
 // The digest the run would compare with: DRIVER_CONFIG_DIGEST, else the driver DaemonSet template's.
-std::pair<std::optional<std::string>, std::string> desired_digest(const Settings& settings, const Json& driver,
+std::pair<std::optional<std::string>, std::string> desired_digest(const Settings& settings,
+                                                                  const Json& driver,
                                                                   const DaemonSetLookup& daemonset) {
   if (settings.driver_config_digest && !settings.driver_config_digest->empty())
     return {*settings.driver_config_digest, "DRIVER_CONFIG_DIGEST"};
@@ -123,8 +124,8 @@ void infer_host_from_api(const Settings& settings, PlanInputs& in, const DaemonS
     in.nvidia_loaded = false;
     in.skip = SkipDecision{};
     in.skip.summary = "no driver pod on the node";
-    in.host_note = "no driver pod on the node (in " + settings.operator_namespace +
-                   "): no driver assumed loaded";
+    in.host_note =
+        "no driver pod on the node (in " + settings.operator_namespace + "): no driver assumed loaded";
     return;
   }
   const std::string ref = kube::ref_string(*driver);
@@ -139,7 +140,8 @@ void infer_host_from_api(const Settings& settings, PlanInputs& in, const DaemonS
     own.uid = kube::uid(*driver);
     own.grace_period = std::chrono::seconds(kube::pod_grace_period_seconds(*driver));
     in.own_pod = std::move(own);
-    in.own_pod_ref = OwnPodRef{kube::namespace_of(*driver), kube::name(*driver), "the driver pod on the node"};
+    in.own_pod_ref =
+        OwnPodRef{kube::namespace_of(*driver), kube::name(*driver), "the driver pod on the node"};
     in.own_pod_error.clear();
   }
 }

@@ -1,6 +1,5 @@
 // `plan`'s reads (the node, its pods, the own pod, PodDisruptionBudgets, the host) and the sub-command.
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,9 +11,9 @@
 #include "kube/config.h"
 #include "kube/objects.h"
 #include "manager/commands/command.h"
-#include "manager/pods/drain.h"
 #include "manager/commands/plan.h"
 #include "manager/commands/preflight.h"
+#include "manager/pods/drain.h"
 
 namespace dm::manager {
 
@@ -107,8 +106,8 @@ void read_claims(kube::Client& client, PlanInputs& in) {
     in.claims = std::vector<Json>{};
     in.claims_note = "this API server serves no resource.k8s.io/v1: no DRA claims";
   } else {
-    in.claims_note = read_error("cannot list ResourceClaims", claims.error()) +
-                     ": which pods hold GPU claims is unknown";
+    in.claims_note =
+        read_error("cannot list ResourceClaims", claims.error()) + ": which pods hold GPU claims is unknown";
   }
 }
 

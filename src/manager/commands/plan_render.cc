@@ -152,7 +152,8 @@ std::string render_plan_text(const Plan& p) {
   if (!p.clients_kept_off.empty())
     out += fmt::format("  kept off by it until the end: {}\n", fmt::join(p.clients_kept_off, ", "));
   if (!p.clients_tolerating.empty()) {
-    out += fmt::format("  tolerate it, so they come back at once: {}\n", fmt::join(p.clients_tolerating, ", "));
+    out +=
+        fmt::format("  tolerate it, so they come back at once: {}\n", fmt::join(p.clients_tolerating, ", "));
   }
   section(out, "Cordon:");
   out += "  " + std::string(action_name(p.cordon)) +

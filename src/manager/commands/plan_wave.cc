@@ -121,9 +121,10 @@ std::vector<std::string> blocking_reasons(const Plan& plan) {
   std::vector<std::string> out = plan.refusals;
   for (const auto& b : plan.pdbs) {
     if (!b.blocks) continue;
-    out.push_back(fmt::format("PodDisruptionBudget {} allows {} disruption(s) now and covers {} pod(s) to evict "
-                              "({})",
-                              b.pdb, b.disruptions_allowed, b.pods.size(), fmt::join(b.pods, ", ")));
+    out.push_back(
+        fmt::format("PodDisruptionBudget {} allows {} disruption(s) now and covers {} pod(s) to evict "
+                    "({})",
+                    b.pdb, b.disruptions_allowed, b.pods.size(), fmt::join(b.pods, ", ")));
   }
   return out;
 }
@@ -135,7 +136,8 @@ WaveSummary summarise_wave(const std::vector<Plan>& plans, const UpgradePolicy& 
   for (const auto& p : plans) {
     s.nodes_by_path[std::string(path_name(p.flow.path))].push_back(p.node);
     for (const auto& pod : p.pods) {
-      if (pod.action == PodAction::kWait || pod.action == PodAction::kReset || pod.action == PodAction::kEvict)
+      if (pod.action == PodAction::kWait || pod.action == PodAction::kReset ||
+          pod.action == PodAction::kEvict)
         ++s.pods_by_category[pod.step];
     }
     if (auto on = blocking_reasons(p); !on.empty()) s.blocking.push_back({p.node, std::move(on)});
@@ -156,8 +158,8 @@ WaveSummary summarise_wave(const std::vector<Plan>& plans, const UpgradePolicy& 
       "the driver's own install is not included",
       human_duration(kMeasuredOverhead));
   if (!s.blocking.empty()) {
-    s.estimate_note += fmt::format("; the {} blocking node(s) take longer (until unblocked, or their deadline)",
-                                   s.blocking.size());
+    s.estimate_note += fmt::format(
+        "; the {} blocking node(s) take longer (until unblocked, or their deadline)", s.blocking.size());
   }
   if (!policy.auto_upgrade) {
     s.estimate_note += "; autoUpgrade is off: the driver pods are restarted by hand, not by the operator";

@@ -33,7 +33,7 @@ struct WaveSelection {
 struct WaveInputs {
   std::vector<nlohmann::json> nodes;
   std::vector<nlohmann::json> pods;  // every pod of the cluster
-  PlanInputs shared;                 // the PDBs and ResourceClaims of the cluster, as a node's plan takes them
+  PlanInputs shared;  // the PDBs and ResourceClaims of the cluster, as a node's plan takes them
   std::shared_ptr<const std::vector<nlohmann::json>> daemonsets;  // nullptr: not readable
   std::string daemonsets_note;
   std::optional<std::vector<nlohmann::json>> cluster_policies;  // nullopt: not readable

@@ -51,10 +51,12 @@ void render_summary(std::string& out, const WaveSummary& s, uint64_t requests) {
   std::vector<std::string> paths;
   for (const auto& [path, nodes] : s.nodes_by_path)
     paths.push_back(fmt::format("{} {} ({})", path, nodes.size(), fmt::join(nodes, ", ")));
-  out += fmt::format("  nodes by path: {}\n", paths.empty() ? "none" : fmt::format("{}", fmt::join(paths, "; ")));
+  out += fmt::format("  nodes by path: {}\n",
+                     paths.empty() ? "none" : fmt::format("{}", fmt::join(paths, "; ")));
   std::vector<std::string> pods;
   for (const auto& [step, n] : s.pods_by_category) pods.push_back(fmt::format("{} {}", step, n));
-  out += fmt::format("  pods that go, by step: {}\n", pods.empty() ? "none" : fmt::format("{}", fmt::join(pods, ", ")));
+  out += fmt::format("  pods that go, by step: {}\n",
+                     pods.empty() ? "none" : fmt::format("{}", fmt::join(pods, ", ")));
   out += fmt::format("  DRA claims in use: {}\n", s.dra_claims);
   out += "  would block or fail:" + std::string(s.blocking.empty() ? " none\n" : "\n");
   for (const auto& b : s.blocking) {
@@ -69,11 +71,12 @@ void render_summary(std::string& out, const WaveSummary& s, uint64_t requests) {
                      s.policy.source);
   if (s.nodes_estimated > 0 && s.estimate.rounds > 0) {
     out += fmt::format("  nodes at once: {} ({})\n", s.parallelism.nodes_at_once, s.parallelism.note);
-    out += fmt::format("  wave estimate: about {} for {} node(s) in {} round(s) ({})\n",
-                       human_duration(s.estimate.total), s.nodes_estimated, s.estimate.rounds, s.estimate_note);
+    out +=
+        fmt::format("  wave estimate: about {} for {} node(s) in {} round(s) ({})\n",
+                    human_duration(s.estimate.total), s.nodes_estimated, s.estimate.rounds, s.estimate_note);
   } else {
-    out += "  wave estimate: " + (s.estimate_note.empty() ? std::string("no node to upgrade") : s.estimate_note) +
-           "\n";
+    out += "  wave estimate: " +
+           (s.estimate_note.empty() ? std::string("no node to upgrade") : s.estimate_note) + "\n";
   }
   out += fmt::format("  API requests: {} (one list per kind for the whole cluster)\n", requests);
 }

@@ -65,7 +65,8 @@ Result<UpgradePolicy> upgrade_policy_from(const std::vector<Json>& items) {
     if (!v) return v.error();
     p.max_unavailable = *v;
   }
-  p.source = where + (items.size() > 1 ? fmt::format(" (the first of {} ClusterPolicies)", items.size()) : "");
+  p.source =
+      where + (items.size() > 1 ? fmt::format(" (the first of {} ClusterPolicies)", items.size()) : "");
   return p;
 }
 
