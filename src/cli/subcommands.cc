@@ -11,13 +11,17 @@ namespace dm::cli {
 
 namespace {
 
-// "-o=json" is urfave/cli's (Go flag) spelling of a short option with a value; CLI11 wants "-o json".
+// "-o=json" is urfave/cli's (Go flag) spelling of a short option with a value, and "--selector=" that of an
+// empty one; CLI11 wants "-o json" and "--selector ''".
 std::vector<std::string> split_short_equals(const std::vector<std::string>& args) {
   std::vector<std::string> out;
   for (const auto& a : args) {
     if (a.size() > 3 && a[0] == '-' && a[1] != '-' && a[2] == '=') {
       out.push_back(a.substr(0, 2));
       out.push_back(a.substr(3));
+    } else if (a.size() > 3 && a.starts_with("--") && a.back() == '=') {
+      out.push_back(a.substr(0, a.size() - 1));  // "--selector=": an empty value
+      out.emplace_back();
     } else {
       out.push_back(a);
     }
