@@ -12,6 +12,7 @@
 #include "kube/client.h"
 #include "kube/config.h"
 #include "manager/commands/plan.h"
+#include "manager/commands/plan_wave.h"
 #include "manager/commands/recover.h"
 #include "manager/commands/uninstall.h"
 
@@ -78,6 +79,10 @@ int main(int argc, char** argv) {
     case dm::cli::Command::kRecover:
       return dm::manager::run_recover(parsed.settings, parsed.force);
     case dm::cli::Command::kPlan:
+      if (parsed.wave_selector) {
+        return dm::manager::run_plan_wave(parsed.settings, dm::manager::WaveSelection{*parsed.wave_selector},
+                                          parsed.output);
+      }
       return dm::manager::run_plan(parsed.settings, parsed.output);
     case dm::cli::Command::kNone:
       break;

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/go_values.h"
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/result.h"
@@ -38,6 +39,8 @@ struct ParseResult {
   std::vector<std::string> warnings;  // to log once logging is set up
   bool force = false;                 // recover --force: a live lease does not stop it
   std::string output = "text";        // plan -o/--output: text (a table) or json
+  // plan --all-nodes / --selector: the label selector of a wave's nodes ("": every node); unset: one node.
+  std::optional<std::string> wave_selector;
 
   // Print out_text to stdout, err_text to stderr, error (if any) as a fatal log line, then exit exit_code.
   bool exit_now = false;
@@ -67,17 +70,6 @@ struct VersionInfo {
 // Parses argv (args[0] = program name) and the environment. Never exits or prints.
 ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup& env,
                           const VersionInfo& version);
-
-// Go time.ParseDuration ("300s", "5m", "1h30m", "1.5h", "-2s", "0"); errors are Go's text
-// (`time: missing unit in duration "300"`, `time: invalid duration "x"`).
-Result<Duration> parse_go_duration(std::string_view s);
-// parse_go_duration, or a bare (non-negative) number of seconds ("300", "2.5") - beyond upstream.
-Result<Duration> parse_duration_or_seconds(std::string_view s);
-// Go strconv.ParseBool with Go's error text (`strconv.ParseBool: parsing "x": invalid syntax`).
-Result<bool> parse_bool_value(std::string_view s);
-
-// Go's time.Duration.String(): "0s", "1.5s", "5m0s", "1h0m0s", "250ms".
-std::string go_duration_string(Duration d);
 
 // The vfio-manage to run when neither --vfio-manage nor VFIO_MANAGE_PATH names one: the executable
 // vfio-manage beside `self_exe` (the image installs both in /usr/bin, a build tree puts both in bin/), else

@@ -644,3 +644,55 @@ TEST(OptionsTest, PlanTakesAnOutputFormatAndTheNode) {
 
 }  // namespace
 }  // namespace dm::cli
+
+namespace dm::cli {
+namespace {
+
+TEST(OptionsTest, PlanForAWaveNeedsNoNodeName) {
+  auto all = parse({}, {"plan", "--all-nodes"});
+  ASSERT_FALSE(all.exit_now) << all.error;
+  EXPECT_EQ(all.command, Command::kPlan);
+  EXPECT_EQ(all.wave_selector, std::optional<std::string>("nvidia.com/gpu.deploy.driver=true"));
+  auto sel = parse({}, {"plan", "--selector", "pool in (a,b)", "-o=json"});
+  ASSERT_FALSE(sel.exit_now) << sel.error;
+  EXPECT_EQ(sel.wave_selector, std::optional<std::string>("pool in (a,b)"));
+  EXPECT_EQ(sel.output, "json");
+  auto every = parse({}, {"plan", "--all-nodes", "--selector="});
+  ASSERT_FALSE(every.exit_now) << every.error;
+  EXPECT_EQ(every.wave_selector, std::optional<std::string>(""));
+  auto every2 = parse({}, {"plan", "--selector", ""});
+  ASSERT_FALSE(every2.exit_now) << every2.error;
+  EXPECT_EQ(every2.wave_selector, std::optional<std::string>(""));
+  // NODE_NAME in the environment (a pod's) does not turn a wave into one node.
+  auto in_pod = parse({{"NODE_NAME", "n1"}}, {"plan", "--all-nodes"});
+  EXPECT_TRUE(in_pod.wave_selector.has_value());
+  EXPECT_FALSE(parse({{"NODE_NAME", "n1"}}, {"plan"}).wave_selector.has_value());
+
+  auto both = parse({}, {"plan", "--all-nodes", "--node-name", "n1"});
+  EXPECT_TRUE(both.exit_now);
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_TRUE(contains(both.error, "give one or the other")) << both.error;
+  auto bad = parse({}, {"plan", "--selector", "a in (b"});
+  EXPECT_EQ(bad.exit_code, 1);
+  EXPECT_TRUE(contains(bad.error, "invalid value \"a in (b\" for flag --selector")) << bad.error;
+  auto none = parse({}, {"plan"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_EQ(none.error, "Required flag \"node-name\" not set");
+}
+
+TEST(OptionsTest, RecoverTakesItsNodeAndForce) {
+  auto r = parse({}, {"recover", "--node-name=gpu-3", "--force"});
+  ASSERT_FALSE(r.exit_now) << r.error;
+  EXPECT_EQ(r.command, Command::kRecover);
+  EXPECT_EQ(r.settings.node_name, "gpu-3");
+  EXPECT_TRUE(r.force);
+  auto unknown = parse({}, {"recover", "--node-name", "gpu-3", "--all-nodes"});
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_EQ(unknown.error, "flag provided but not defined: --all-nodes");
+  auto help = parse({}, {"recover", "-h"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(contains(help.out_text, "--selector value"));
+}
+
+}  // namespace
+}  // namespace dm::cli

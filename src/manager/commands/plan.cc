@@ -7,17 +7,18 @@
 #include <chrono>
 
 #include "kube/objects.h"
+#include "manager/commands/plan_ledger.h"
+#include "manager/commands/plan_parts.h"
+#include "manager/commands/preflight.h"
+#include "manager/node/lease.h"
+#include "manager/node/node_ops.h"
+#include "manager/node/taint_ops.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/gpu_clients.h"
 #include "manager/pods/holders.h"
-#include "manager/node/lease.h"
-#include "manager/node/node_ops.h"
+#include "manager/pods/waits.h"
 #include "manager/rules/operands.h"
 #include "manager/rules/paused_record.h"
-#include "manager/commands/plan_ledger.h"
-#include "manager/commands/preflight.h"
-#include "manager/node/taint_ops.h"
-#include "manager/pods/waits.h"
 
 namespace dm::manager {
 
@@ -89,7 +90,7 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
   for (const auto& pod : ledger_.remaining()) {
     for (const auto& w : waits) {
       if (!pod_matches_wait(pod, w, settings_.operator_namespace)) continue;
-      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}});
+      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}, {}});
       break;
     }
   }
@@ -107,14 +108,14 @@ PodPlan PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& s
         ledger_.decide(
             {d.pod, PodAction::kReset, step,
              d.reason.empty() ? "designated GPU client: evicted while the taint keeps it off" : d.reason,
-             d.warnings});
+             d.warnings, d.filter});
         to_evict_.push_back(pods[i]);
         break;
       case Verdict::kWaitOnly:
-        ledger_.decide({d.pod, PodAction::kWait, step, d.reason, d.warnings});
+        ledger_.decide({d.pod, PodAction::kWait, step, d.reason, d.warnings, d.filter});
         break;
       case Verdict::kError:
-        ledger_.decide({d.pod, PodAction::kRefused, step, d.reason, d.warnings});
+        ledger_.decide({d.pod, PodAction::kRefused, step, d.reason, d.warnings, d.filter});
         break;
       case Verdict::kSkip:
         if (d.notice != Notice::kQuiet) ledger_.note_skip(d.pod, "gpu-client: " + d.reason, true);
@@ -168,12 +169,12 @@ void PlanBuilder::take_gpu_workloads() {
   for (size_t i = 0; i < pods.size(); ++i) {
     const PodDecision& d = planned->plan.decisions[i];
     if (d.verdict == Verdict::kDelete) {
-      ledger_.decide(
-          {d.pod, PodAction::kEvict, "gpu-workloads", d.reason.empty() ? "GPU pod" : d.reason, d.warnings});
+      ledger_.decide({d.pod, PodAction::kEvict, "gpu-workloads", d.reason.empty() ? "GPU pod" : d.reason,
+                      d.warnings, d.filter});
       to_evict_.push_back(pods[i]);
     } else if (d.filter != "gpu") {
       ledger_.decide({d.pod, PodAction::kRefused, "gpu-workloads", "GPU pod cannot be evicted: " + d.reason,
-                      d.warnings});
+                      d.warnings, d.filter});
     } else {
       ledger_.note_skip(d.pod, d.reason, false);
     }
@@ -198,6 +199,7 @@ void PlanBuilder::leave_gpu_workloads() {
                     plan_.upgrade_policy
                         ? "GPU pod: the GPU Operator's upgrade policy evicts workloads, not driver-manager"
                         : "GPU pod: ENABLE_GPU_POD_EVICTION and ENABLE_AUTO_DRAIN are off",
+                    {},
                     {}});
   }
 }
@@ -351,6 +353,7 @@ std::string untaken_pod_reason(RunPath path) {
 void PlanBuilder::finish() {
   const RunPath path = plan_.flow.path;
   plan_.pods = ledger_.finish(untaken_pod_reason(path));
+  plan_node_facts(plan_, in_, needs_taint_ ? effective_ : std::nullopt);
   if (path != RunPath::kSkip && path != RunPath::kFull) return;
   plan_taint();
   plan_.pdbs = in_.pdbs ? pdb_impacts(*in_.pdbs, in_.pdb_version, to_evict_) : std::vector<PdbImpact>{};
@@ -372,73 +375,6 @@ std::string path_reason(RunPath path, const PlanInputs& in) {
       return "the loaded driver is uninstalled: " + in.skip.summary;
   }
   return "";
-}
-
-void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, bool will_unload) {
-  if (auto owned = taint_owner_annotation(node)) {
-    plan.leftovers.push_back(
-        "taint " + *owned + " of an earlier run: " +
-        (will_unload ? "kept on until the driver is unloaded, then removed" : "removed at the start"));
-  }
-  if (cordoned_by_us(node)) {
-    plan.leftovers.push_back(std::string("cordon of an earlier run: ") +
-                             (snapshot.policy_enabled()
-                                  ? "the upgrade policy owns the cordon, only our annotation is dropped"
-                                  : "uncordoned at the end"));
-  }
-  const PausedRecord record = paused_record_of(node);
-  for (const auto& [key, before] : record) {
-    plan.leftovers.push_back(fmt::format(
-        "label {} recorded as paused by a run (was \"{}\"): restored with the other labels", key, before));
-  }
-  if (auto lease = lease_of(node)) {
-    const auto now = std::chrono::system_clock::now();
-    if (!lease->expired(now)) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now).count();
-      plan.leftovers.push_back(fmt::format(
-          "a run holds the node's lease ({}, {} s left): a run now would wait for it (up to {} s) before "
-          "changing anything",
-          lease->holder, left, LeaseOptions{}.wait_at_most.count()));
-    } else {
-      plan.leftovers.push_back("a lapsed lease of an earlier run (" + lease->holder + "): taken over");
-    }
-  }
-}
-
-void plan_host(Plan& plan, const PlanInputs& in) {
-  plan.host_driver_version = in.host_driver_version.value_or("");
-  plan.nvidia_loaded = in.nvidia_loaded;
-  for (const auto& m : in.modules) plan.modules.push_back({m.name, m.refcount, m.holders, m.users});
-  plan.holders = describe_holders(in.holders, in.pods);
-  plan.mounts = in.mounts;
-  plan.mounts_note = in.mounts_error;
-  if (!in.can_unload) {
-    plan.unload = "never: " + in.can_unload.error().message;
-  } else if (!in.nvidia_loaded) {
-    plan.unload = "nothing to unload: nvidia is not loaded";
-  } else if (!in.holders.empty()) {
-    plan.unload = "busy now: held by the processes below (the run unloads only once they are gone)";
-  } else {
-    plan.unload = "possible now: no process holds the driver";
-  }
-}
-
-// The own pod, as the run's preflight finds it.
-void plan_own_pod(Plan& plan, const PlanInputs& in, const std::optional<Taint>& taint) {
-  if (in.own_pod) {
-    plan.own_pod = in.own_pod->ref;
-    plan.own_pod_note = in.own_pod_ref ? "found as " + in.own_pod_ref->source : "";
-    if (taint) plan.own_pod_tolerates = !check_tolerates_taint(*in.own_pod, *taint).has_value();
-  } else if (!in.own_pod_error.empty()) {
-    plan.own_pod_note = in.own_pod_error;
-  } else {
-    plan.own_pod_note =
-        "not found (" +
-        (in.own_pod_ref ? in.own_pod_ref->ns + "/" + in.own_pod_ref->name + " from " + in.own_pod_ref->source
-                        : std::string("no POD_NAME or HOSTNAME")) +
-        "): not running in a pod, no toleration check";
-  }
 }
 
 // What stops the run before any write, as its preflight would say it.
@@ -470,7 +406,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   plan_host(plan, in);
   plan_own_pod(plan, in, builder.configured_taint());
   if (in.own_pod)
-    builder.ledger().decide({in.own_pod->ref, PodAction::kIgnored, "", "this program's own pod", {}});
+    builder.ledger().decide({in.own_pod->ref, PodAction::kIgnored, "", "this program's own pod", {}, {}});
   plan.taint = settings.gpu_client_taint;
   plan.taint_reason = "this path resets no GPU client";
   plan.cordon_reason = "this path evicts no GPU pod";

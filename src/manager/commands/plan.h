@@ -7,6 +7,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -22,6 +24,7 @@
 #include "manager/rules/pod_rules.h"
 #include "manager/rules/settings.h"
 #include "manager/rules/skip.h"
+#include "manager/rules/upgrade_wave.h"
 
 namespace dm::manager {
 
@@ -51,6 +54,13 @@ struct PlanInputs {
   SkipDecision skip;
   std::optional<std::string> mellanox_device;  // only looked for with GPU_DIRECT_RDMA_ENABLED
   bool mofed_ready = false;
+  // Off the node (on_node false) the host is not read: the facts above are inferred from the API
+  // (infer_host_from_api) and the modules, holders and mounts are "on the node only".
+  bool on_node = true;
+  std::string host_note;  // off the node: where the inferred facts come from
+
+  std::optional<std::vector<nlohmann::json>> claims;  // the cluster's ResourceClaims; nullopt: not read
+  std::string claims_note;                            // why they were not read
 };
 
 // A node label the run would write.
@@ -79,6 +89,7 @@ struct PlanPod {
   std::string step;  // operands | gpu-clients | gpu-workloads | dra-plugin-clients | dra-plugin | ""
   std::string reason;
   std::vector<std::string> warnings;
+  std::string filter;  // the pod filter that decided it ("" = a step's own rule, e.g. an operand wait)
 };
 
 struct PlanModule {
@@ -86,6 +97,12 @@ struct PlanModule {
   int refcount = 0;
   std::vector<std::string> holders;  // modules using it
   std::vector<std::string> users;    // processes with its device files open
+};
+
+// A DRA ResourceClaim of the GPU driver that a pod on the node holds.
+struct PlanClaim {
+  std::string claim;  // namespace/name
+  std::string pod;    // namespace/name
 };
 
 struct Plan {
@@ -111,9 +128,18 @@ struct Plan {
   std::string cordon_reason;
 
   std::vector<PlanPod> pods;
+  // The GPU clients reset with the taint: those it keeps off the node until the end, and those that
+  // tolerate it (their controller recreates them at once, docs/gpu-clients.md).
+  std::vector<std::string> clients_kept_off;
+  std::vector<std::string> clients_tolerating;
+  std::vector<PlanClaim> dra_claims;  // GPU claims held by pods on the node
+  std::string dra_claims_note;        // "" or why the claims are unknown
+  NodeEstimate estimate;              // the node's time out (the pods that go, plus the overhead)
   std::vector<PdbImpact> pdbs;
   std::string pdb_note;  // "" or why the budgets are unknown
 
+  bool host_on_node = true;         // false: the host part was not read (plan run off the node)
+  std::string host_note;            // off the node: where the inferred host facts come from
   std::string host_driver_version;  // "" = none
   bool nvidia_loaded = false;
   std::string unload;  // can the kernel unload the stack now, and if not why
@@ -130,8 +156,45 @@ struct Plan {
 Plan build_plan(const Settings& settings, const PlanInputs& in);
 
 // Reads the inputs; an error (node or pods not readable) names what was refused and why. Reads that only
-// refine the plan (own pod, PDBs) go to the inputs' *_error fields instead.
+// refine the plan (own pod, PDBs) go to the inputs' *_error fields instead. The host is read only when
+// plan runs on the node (is_on_node); otherwise its facts are inferred from the API.
 Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client, host::Host& host);
+
+// The reads a node's plan and a wave's share: the cluster's PodDisruptionBudgets (policy/v1, else v1beta1)
+// and ResourceClaims (resource.k8s.io/v1; a server without it has none). A refusal goes to the *_error /
+// *_note fields.
+void read_pdbs(kube::Api& client, PlanInputs& in);
+void read_claims(kube::Api& client, PlanInputs& in);
+// "<what>: forbidden (<message>)" or "<what>: <message>".
+std::string read_error(const std::string& what, const Error& e);
+// This machine's hostname ("" when unknown).
+std::string machine_hostname();
+
+// Does plan run on the node it plans for: a simulated host (DRIVER_MANAGER_SIM_ROOT stands for the node), its
+// own pod bound to the node, or this machine's hostname equal to the node's name.
+bool is_on_node(const Settings& settings, const PlanInputs& in, const std::string& machine_hostname);
+
+// The pod of the driver DaemonSet on the node (the pod a run would be the init container of): a
+// DaemonSet pod in OPERATOR_NAMESPACE with an init container k8s-driver-manager or DRIVER_CONFIG_DIGEST in
+// a container's environment; nullptr when none.
+const nlohmann::json* find_driver_pod(const std::vector<nlohmann::json>& pods,
+                                      const std::string& operator_namespace);
+
+// A DaemonSet by namespace and name (nullopt: unknown or absent).
+using DaemonSetLookup =
+    std::function<std::optional<nlohmann::json>(const std::string& ns, const std::string& name)>;
+
+// Off the node: the host facts the run would read, inferred from the API (docs/plan.md, Off the node).
+// Pre-installed host driver: the node label nvidia.com/gpu.deploy.driver=pre-installed. Driver loaded: a
+// driver pod runs on the node. Skip decision: DRIVER_CONFIG_DIGEST (or, unset, that of the driver pod's
+// DaemonSet template) against the digest of the driver pod's spec, which is what its driver container wrote
+// to the state file. The own pod, when not found otherwise, is the driver pod. Sets on_node false.
+void infer_host_from_api(const Settings& settings, PlanInputs& in, const DaemonSetLookup& daemonset);
+
+// Pod facts answered from lists read once (the cluster's DaemonSets and ResourceClaims) instead of a GET
+// per pod; nullopt lists: the DaemonSet is assumed to exist, no pod holds a claim.
+PodFacts listed_pod_facts(std::shared_ptr<const std::vector<nlohmann::json>> daemonsets,
+                          std::shared_ptr<const std::vector<nlohmann::json>> claims);
 
 // The renderers: a table for people, JSON for tools.
 std::string render_plan_text(const Plan& plan);

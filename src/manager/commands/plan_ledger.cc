@@ -41,7 +41,8 @@ std::vector<PlanPod> PodLedger::finish(const std::string& default_reason) const 
       continue;
     }
     auto r = skip_reason_.find(ref);
-    out.push_back({ref, PodAction::kIgnored, "", r != skip_reason_.end() ? r->second : default_reason, {}});
+    out.push_back(
+        {ref, PodAction::kIgnored, "", r != skip_reason_.end() ? r->second : default_reason, {}, {}});
   }
   return out;
 }

@@ -1,7 +1,9 @@
 // `plan`'s reads (the node, its pods, the own pod, PodDisruptionBudgets, the host) and the sub-command.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 
@@ -19,12 +21,18 @@ using Json = nlohmann::json;
 
 namespace {
 
+constexpr const char* kResourceClaims = "/apis/resource.k8s.io/v1/resourceclaims";
+
+}  // namespace
+
 std::string read_error(const std::string& what, const Error& e) {
   if (e.forbidden()) {
     return what + ": forbidden (" + e.message + ")";
   }
   return what + ": " + e.message;
 }
+
+namespace {
 
 // Mount points under the driver root, shown as host paths (a simulated host's root prefix dropped).
 void read_mounts(host::Host& host, PlanInputs& in) {
@@ -44,7 +52,64 @@ void read_mounts(host::Host& host, PlanInputs& in) {
   std::reverse(in.mounts.begin(), in.mounts.end());  // outermost first, as they were mounted
 }
 
+void read_host(const Settings& settings, host::Host& host, PlanInputs& in) {
+  in.host_driver_version = host.host_driver_version();
+  in.can_unload = host.can_unload_nvidia();
+  in.nvidia_loaded = host.module_loaded("nvidia");
+  in.nouveau_loaded = host.module_loaded("nouveau");
+  for (const auto name : host::kNvidiaModules) {
+    if (!host.module_loaded(name)) continue;
+    if (auto st = host.module_state(name)) in.modules.push_back(std::move(*st));
+  }
+  in.holders = host.nvidia_holder_processes();
+  read_mounts(host, in);
+  in.skip = decide_skip_uninstall(settings, host);
+  if (settings.gpu_direct_rdma_enabled) {
+    in.mellanox_device = host.first_mellanox_device();
+    in.mofed_ready = host.mofed_ready(settings.use_host_mofed);
+  }
+}
+
 }  // namespace
+
+std::string machine_hostname() {
+  std::array<char, 256> name{};
+  if (::gethostname(name.data(), name.size() - 1) != 0) return "";
+  return name.data();
+}
+
+void read_pdbs(kube::Api& client, PlanInputs& in) {
+  // policy/v1 since Kubernetes 1.21; older API servers serve only v1beta1.
+  for (const std::string version : {"v1", "v1beta1"}) {
+    auto pdbs = client.list_all(kube::paths::pod_disruption_budgets(version));
+    if (pdbs) {
+      in.pdbs = std::move(*pdbs);
+      in.pdb_version = version;
+      in.pdb_error.clear();
+      break;
+    }
+    in.pdb_error =
+        read_error("cannot list PodDisruptionBudgets", pdbs.error()) +
+        (pdbs.error().forbidden() ? ": which budgets would block the evictions is unknown (allow list on "
+                                    "policy/poddisruptionbudgets to see them)"
+                                  : "");
+    if (!pdbs.error().not_found()) break;
+  }
+}
+
+void read_claims(kube::Api& client, PlanInputs& in) {
+  auto claims = client.list_all(kResourceClaims);
+  if (claims) {
+    in.claims = std::move(*claims);
+    in.claims_note.clear();
+  } else if (claims.error().not_found()) {
+    in.claims = std::vector<Json>{};
+    in.claims_note = "this API server serves no resource.k8s.io/v1: no DRA claims";
+  } else {
+    in.claims_note =
+        read_error("cannot list ResourceClaims", claims.error()) + ": which pods hold GPU claims is unknown";
+  }
+}
 
 Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client, host::Host& host) {
   PlanInputs in;
@@ -74,39 +139,16 @@ Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client,
   } else if (own->has_value()) {
     in.own_pod = std::move(**own);
   }
-
-  // policy/v1 since Kubernetes 1.21; older API servers serve only v1beta1.
-  for (const std::string version : {"v1", "v1beta1"}) {
-    auto pdbs = client.list_all(kube::paths::pod_disruption_budgets(version));
-    if (pdbs) {
-      in.pdbs = std::move(*pdbs);
-      in.pdb_version = version;
-      in.pdb_error.clear();
-      break;
-    }
-    in.pdb_error =
-        read_error("cannot list PodDisruptionBudgets", pdbs.error()) +
-        (pdbs.error().forbidden() ? ": which budgets would block the evictions is unknown (allow list on "
-                                    "policy/poddisruptionbudgets to see them)"
-                                  : "");
-    if (!pdbs.error().not_found()) break;
+  read_pdbs(client, in);
+  read_claims(client, in);
+  if (!is_on_node(settings, in, machine_hostname())) {
+    infer_host_from_api(settings, in, [&client](const std::string& ns, const std::string& name) {
+      auto ds = client.get(kube::paths::daemonset(ns, name));
+      return ds ? std::optional<Json>(std::move(*ds)) : std::nullopt;
+    });
+    return in;
   }
-
-  in.host_driver_version = host.host_driver_version();
-  in.can_unload = host.can_unload_nvidia();
-  in.nvidia_loaded = host.module_loaded("nvidia");
-  in.nouveau_loaded = host.module_loaded("nouveau");
-  for (const auto name : host::kNvidiaModules) {
-    if (!host.module_loaded(name)) continue;
-    if (auto st = host.module_state(name)) in.modules.push_back(std::move(*st));
-  }
-  in.holders = host.nvidia_holder_processes();
-  read_mounts(host, in);
-  in.skip = decide_skip_uninstall(settings, host);
-  if (settings.gpu_direct_rdma_enabled) {
-    in.mellanox_device = host.first_mellanox_device();
-    in.mofed_ready = host.mofed_ready(settings.use_host_mofed);
-  }
+  read_host(settings, host, in);
   return in;
 }
 

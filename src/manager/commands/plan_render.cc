@@ -66,12 +66,48 @@ void render_pods(std::string& out, const std::vector<PlanPod>& pods) {
   out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", "POD", w_pod, "ACTION", w_action, "STEP", w_step,
                      "REASON");
   for (const auto& pod : pods) {
-    out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}\n", pod.pod, w_pod, action_name(pod.action), w_action,
-                       pod.step.empty() ? "-" : pod.step, w_step, pod.reason);
+    out += fmt::format("  {:<{}}  {:<{}}  {:<{}}  {}{}\n", pod.pod, w_pod, action_name(pod.action), w_action,
+                       pod.step.empty() ? "-" : pod.step, w_step,
+                       pod.filter.empty() ? "" : "[" + pod.filter + "] ", pod.reason);
     for (const auto& w : pod.warnings)
       out += fmt::format("  {:<{}}  warning: {}\n", "", w_pod + w_action + w_step + 4, w);
   }
   if (pods.empty()) out += "  (no pods on the node)\n";
+}
+
+void render_claims_and_time(std::string& out, const Plan& p) {
+  section(out, "DRA claims in use:");
+  if (!p.dra_claims_note.empty()) out += "  " + p.dra_claims_note + "\n";
+  for (const auto& c : p.dra_claims) out += "  " + c.claim + " (held by " + c.pod + ")\n";
+  if (p.dra_claims_note.empty() && p.dra_claims.empty()) out += "  none\n";
+  section(out, "Time out:");
+  out += "  about " + human_duration(p.estimate.total) + ": " +
+         (p.estimate.longest_grace_pod.empty()
+              ? std::string("no pod goes")
+              : fmt::format("the longest grace period among the pods that go, {}s ({})",
+                            p.estimate.longest_grace_seconds, p.estimate.longest_grace_pod)) +
+         ", plus " + human_duration(kMeasuredOverhead) + " measured overhead\n";
+}
+
+void render_host(std::string& out, const Plan& p) {
+  section(out, "Host:");
+  if (!p.host_on_node) {
+    out += "  on the node only: kernel modules, their holders, mounts (plan runs off the node)\n";
+    out += "  inferred from the API: " + p.host_note + "\n";
+  }
+  out += "  host driver: " + (p.host_driver_version.empty() ? std::string("none") : p.host_driver_version) +
+         "\n";
+  out += "  nvidia loaded: " + std::string(p.nvidia_loaded ? "yes" : "no") + "; unload: " + p.unload + "\n";
+  for (const auto& m : p.modules) {
+    out += fmt::format("  module {}: refcount {}{}{}\n", m.name, m.refcount,
+                       m.holders.empty() ? "" : fmt::format(", used by {}", fmt::join(m.holders, ",")),
+                       m.users.empty() ? "" : fmt::format(", open by {}", fmt::join(m.users, ", ")));
+  }
+  for (const auto& h : p.holders) out += "  " + h + "\n";
+  out += "  mounts under " + std::string(host::kDriverRoot) + ": " +
+         (p.mounts.empty() ? (p.mounts_note.empty() ? std::string("none") : p.mounts_note)
+                           : fmt::format("{}", fmt::join(p.mounts, ", "))) +
+         "\n";
 }
 
 }  // namespace
@@ -113,6 +149,12 @@ std::string render_plan_text(const Plan& p) {
                                   (p.own_pod_tolerates.value_or(false) ? "tolerates the taint"
                                                                        : "does NOT tolerate the taint")) +
          "\n";
+  if (!p.clients_kept_off.empty())
+    out += fmt::format("  kept off by it until the end: {}\n", fmt::join(p.clients_kept_off, ", "));
+  if (!p.clients_tolerating.empty()) {
+    out +=
+        fmt::format("  tolerate it, so they come back at once: {}\n", fmt::join(p.clients_tolerating, ", "));
+  }
   section(out, "Cordon:");
   out += "  " + std::string(action_name(p.cordon)) +
          (p.cordon_reason.empty() ? "" : " - " + p.cordon_reason) + "\n";
@@ -126,21 +168,8 @@ std::string render_plan_text(const Plan& p) {
                        b.why);
   }
   if (p.pdb_note.empty() && p.pdbs.empty()) out += "  none covers a pod to evict\n";
-
-  section(out, "Host:");
-  out += "  host driver: " + (p.host_driver_version.empty() ? std::string("none") : p.host_driver_version) +
-         "\n";
-  out += "  nvidia loaded: " + std::string(p.nvidia_loaded ? "yes" : "no") + "; unload: " + p.unload + "\n";
-  for (const auto& m : p.modules) {
-    out += fmt::format("  module {}: refcount {}{}{}\n", m.name, m.refcount,
-                       m.holders.empty() ? "" : fmt::format(", used by {}", fmt::join(m.holders, ",")),
-                       m.users.empty() ? "" : fmt::format(", open by {}", fmt::join(m.users, ", ")));
-  }
-  for (const auto& h : p.holders) out += "  " + h + "\n";
-  out += "  mounts under " + std::string(host::kDriverRoot) + ": " +
-         (p.mounts.empty() ? (p.mounts_note.empty() ? std::string("none") : p.mounts_note)
-                           : fmt::format("{}", fmt::join(p.mounts, ", "))) +
-         "\n";
+  render_claims_and_time(out, p);
+  render_host(out, p);
   if (!p.leftovers.empty()) {
     section(out, "Left by earlier runs:");
     for (const auto& l : p.leftovers) out += "  " + l + "\n";
@@ -177,6 +206,7 @@ Json plan_to_json(const Plan& p) {
                          {"action", action_name(pod.action)},
                          {"step", pod.step},
                          {"reason", pod.reason},
+                         {"filter", pod.filter},
                          {"warnings", pod.warnings}});
   }
   j["podDisruptionBudgets"] = Json::array();
@@ -188,7 +218,18 @@ Json plan_to_json(const Plan& p) {
                                          {"reason", b.why}});
   }
   j["podDisruptionBudgetsNote"] = p.pdb_note;
+  j["clientsKeptOffByTaint"] = p.clients_kept_off;
+  j["clientsToleratingTaint"] = p.clients_tolerating;
+  j["draClaims"] = Json::array();
+  for (const auto& c : p.dra_claims) j["draClaims"].push_back({{"claim", c.claim}, {"pod", c.pod}});
+  j["draClaimsNote"] = p.dra_claims_note;
+  j["estimate"] = {{"seconds", static_cast<double>(p.estimate.total.count()) / 1000.0},
+                   {"longestGracePeriodSeconds", p.estimate.longest_grace_seconds},
+                   {"longestGracePeriodPod", p.estimate.longest_grace_pod},
+                   {"overheadSeconds", static_cast<double>(kMeasuredOverhead.count()) / 1000.0}};
   Json host;
+  host["onNode"] = p.host_on_node;
+  host["inferredFrom"] = p.host_note;
   host["hostDriverVersion"] = p.host_driver_version;
   host["nvidiaLoaded"] = p.nvidia_loaded;
   host["unload"] = p.unload;

@@ -22,4 +22,17 @@ bool is_allocated_gpu_claim(const Json& claim) {
   return false;
 }
 
+std::vector<const Json*> gpu_claims_of(const Json& pod, const std::vector<Json>& claims) {
+  std::vector<const Json*> out;
+  const std::string ns = kube::namespace_of(pod);
+  for (const auto& name : claim_names(pod)) {
+    for (const auto& claim : claims) {
+      if (kube::namespace_of(claim) == ns && kube::name(claim) == name && is_allocated_gpu_claim(claim)) {
+        out.push_back(&claim);
+      }
+    }
+  }
+  return out;
+}
+
 }  // namespace dm::manager

@@ -22,4 +22,8 @@ std::vector<std::string> claim_names(const Json& pod);
 // gpu.nvidia.com (admin-access claims included).
 bool is_allocated_gpu_claim(const Json& claim);
 
+// The allocated GPU claims (is_allocated_gpu_claim) among `claims` (a list's items, any namespace) that
+// `pod` references.
+std::vector<const Json*> gpu_claims_of(const Json& pod, const std::vector<Json>& claims);
+
 }  // namespace dm::manager

@@ -1,0 +1,24 @@
+// Values with Go's syntax and Go's error texts, as urfave/cli reads flags and environment variables:
+// time.ParseDuration, strconv.ParseBool and time.Duration.String().
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/result.h"
+
+namespace dm::cli {
+
+// Go time.ParseDuration ("300s", "5m", "1h30m", "1.5h", "-2s", "0"); errors are Go's text
+// (`time: missing unit in duration "300"`, `time: invalid duration "x"`).
+Result<Duration> parse_go_duration(std::string_view s);
+// parse_go_duration, or a bare (non-negative) number of seconds ("300", "2.5") - beyond upstream.
+Result<Duration> parse_duration_or_seconds(std::string_view s);
+// Go strconv.ParseBool with Go's error text (`strconv.ParseBool: parsing "x": invalid syntax`).
+Result<bool> parse_bool_value(std::string_view s);
+
+// Go's time.Duration.String(): "0s", "1.5s", "5m0s", "1h0m0s", "250ms".
+std::string go_duration_string(Duration d);
+
+}  // namespace dm::cli
