@@ -133,6 +133,10 @@ Plan build_plan(const Settings& settings, const PlanInputs& in);
 // refine the plan (own pod, PDBs) go to the inputs' *_error fields instead.
 Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Client& client, host::Host& host);
 
+// The step that looks for GPU users once more before the unload, in words (`workloads`: GPU workloads are
+// evicted too, not only annotated clients).
+std::string late_arrivals_line(bool workloads);
+
 // The renderers: a table for people, JSON for tools.
 std::string render_plan_text(const Plan& plan);
 nlohmann::json plan_to_json(const Plan& plan);
