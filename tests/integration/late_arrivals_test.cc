@@ -65,10 +65,11 @@ void release_held_operand(const TestCluster& c, const Scenario& s) {
                  "node-sim/stuck-terminating-"});
 }
 
-// The run has cordoned and tainted the node and waits for the held operand.
-void await_first_phase(const Scenario& s, BackgroundProcess& dm) {
+// The run has cordoned the node (and tainted it, when it had annotated clients to reset) and waits for the
+// held operand.
+void await_first_phase(const Scenario& s, BackgroundProcess& dm, bool tainted) {
   ASSERT_TRUE(wait_for_log(dm, "Still waiting for GPU operand pods to shut down")) << dm.log();
-  ASSERT_TRUE(eventually([&] { return s.unschedulable() && !s.taints().empty(); })) << dm.log();
+  ASSERT_TRUE(eventually([&] { return s.unschedulable() && (!tainted || !s.taints().empty()); })) << dm.log();
 }
 
 TEST_F(LateArrivals, AWorkloadAndAClientBoundAfterTheCordonAndTaintAreEvictedBeforeTheUnload) {
@@ -76,11 +77,12 @@ TEST_F(LateArrivals, AWorkloadAndAClientBoundAfterTheCordonAndTaintAreEvictedBef
   const auto ops = operands_with_a_held_one();
   s.deploy_operands(ops);
   s.deploy_gpu_workload("trainer");
+  s.deploy_client({.name = "agent"});
   s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 1);
+  s.wait_running(s.workload_ns(), 2);
 
   auto dm = s.start(sa_kubeconfig(), make_temp_dir("late") + "/dm.log", {{"DRAIN_USE_FORCE", "true"}});
-  await_first_phase(s, *dm);
+  await_first_phase(s, *dm, /*tainted=*/true);
   bind_late_pod(cluster(), s, "late-trainer", /*client=*/false);
   bind_late_pod(cluster(), s, "late-agent", /*client=*/true);
   ASSERT_TRUE(eventually([&] { return holds(s, "late-trainer") && holds(s, "late-agent"); }, 60))
@@ -98,7 +100,7 @@ TEST_F(LateArrivals, AWorkloadAndAClientBoundAfterTheCordonAndTaintAreEvictedBef
   EXPECT_LT(log.find("arrived late on node late"), log.find("Unloading NVIDIA driver kernel modules"));
   EXPECT_FALSE(s.sim().refcnt().has_value()) << "unloaded";
   for (const auto& p : s.pods_in(s.workload_ns())) {
-    EXPECT_EQ(p["metadata"].value("name", "").rfind("late-", 0), std::string::npos) << "evicted: " << p.dump();
+    EXPECT_NE(p["metadata"].value("name", "").rfind("late-", 0), 0U) << "evicted: " << p.dump();
   }
   expect_restored(s, ops);
 }
@@ -110,15 +112,15 @@ TEST_F(LateArrivals, AControllerThatKeepsPlacingPodsEndsInAClearErrorWithTheNode
   s.wait_running(s.operator_ns(), ops.size());
 
   auto dm = s.start(sa_kubeconfig(), make_temp_dir("late-loop") + "/dm.log", {{"DRAIN_USE_FORCE", "true"}});
-  await_first_phase(s, *dm);
-  // Something binds a new GPU pod to the node as soon as its last one is going (it takes 2 s to terminate),
-  // as a controller that sets spec.nodeName itself would, while the run lasts.
+  await_first_phase(s, *dm, /*tainted=*/false);
+  // Something keeps two GPU pods bound to the node, binding a new one as soon as one is going (each takes
+  // 2 s to terminate), as a controller that sets spec.nodeName itself would, while the run lasts.
   std::atomic<bool> stop{false};
   std::thread placer([&] {
     for (int i = 0; !stop;) {
-      bool live = false;
-      for (const auto& p : s.pods_in(s.workload_ns())) live = live || !p["metadata"].contains("deletionTimestamp");
-      if (!live) bind_late_pod(cluster(), s, "placed-" + std::to_string(i++), false, "2");
+      size_t live = 0;
+      for (const auto& p : s.pods_in(s.workload_ns())) live += p["metadata"].contains("deletionTimestamp") ? 0 : 1;
+      for (; live < 2; ++live) bind_late_pod(cluster(), s, "placed-" + std::to_string(i++), false, "2");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
   });
