@@ -27,12 +27,13 @@ void bind_late_pod(const TestCluster& c, const Scenario& s, const std::string& n
   if (!client) container["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
   json ann = {{"node-sim/terminate-after-seconds", terminate_after}};
   if (client) ann[kClientAnnotation] = "true";
-  const json pod = {
-      {"apiVersion", "v1"},
-      {"kind", "Pod"},
-      {"metadata", {{"name", name}, {"namespace", s.workload_ns()}, {"annotations", ann}}},
-      {"spec",
-       {{"nodeName", s.node()}, {"terminationGracePeriodSeconds", 5}, {"containers", json::array({container})}}}};
+  const json pod = {{"apiVersion", "v1"},
+                    {"kind", "Pod"},
+                    {"metadata", {{"name", name}, {"namespace", s.workload_ns()}, {"annotations", ann}}},
+                    {"spec",
+                     {{"nodeName", s.node()},
+                      {"terminationGracePeriodSeconds", 5},
+                      {"containers", json::array({container})}}}};
   c.apply(pod.dump());
 }
 
@@ -61,8 +62,8 @@ std::vector<Operand> operands_with_a_held_one() {
 }
 
 void release_held_operand(const TestCluster& c, const Scenario& s) {
-  kubectl_ok(c, {"-n", s.operator_ns(), "annotate", "pods", "-l", "app=nvidia-dcgm",
-                 "node-sim/stuck-terminating-"});
+  kubectl_ok(
+      c, {"-n", s.operator_ns(), "annotate", "pods", "-l", "app=nvidia-dcgm", "node-sim/stuck-terminating-"});
 }
 
 // The run has cordoned the node (and tainted it, when it had annotated clients to reset) and waits for the
@@ -91,7 +92,8 @@ TEST_F(LateArrivals, AWorkloadAndAClientBoundAfterTheCordonAndTaintAreEvictedBef
 
   ASSERT_EQ(dm->wait(120), 0) << dm->log();
   const std::string log = dm->log();
-  EXPECT_THAT(log, ::testing::ContainsRegex("level=warning msg=2 GPU pod\\(s\\) arrived late on node late: "));
+  EXPECT_THAT(log,
+              ::testing::ContainsRegex("level=warning msg=2 GPU pod\\(s\\) arrived late on node late: "));
   EXPECT_THAT(log, HasSubstr(s.workload_ns() + "/late-trainer (GPU workload)"));
   EXPECT_THAT(log, HasSubstr(s.workload_ns() + "/late-agent (GPU client)"));
   EXPECT_THAT(log, HasSubstr("the scheduler's caches lag behind"));
@@ -119,7 +121,8 @@ TEST_F(LateArrivals, AControllerThatKeepsPlacingPodsEndsInAClearErrorWithTheNode
   std::thread placer([&] {
     for (int i = 0; !stop;) {
       size_t live = 0;
-      for (const auto& p : s.pods_in(s.workload_ns())) live += p["metadata"].contains("deletionTimestamp") ? 0 : 1;
+      for (const auto& p : s.pods_in(s.workload_ns()))
+        live += p["metadata"].contains("deletionTimestamp") ? 0 : 1;
       for (; live < 2; ++live) bind_late_pod(cluster(), s, "placed-" + std::to_string(i++), false, "2");
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
@@ -133,8 +136,9 @@ TEST_F(LateArrivals, AControllerThatKeepsPlacingPodsEndsInAClearErrorWithTheNode
   ASSERT_EQ(code, 1) << dm->log();
   const std::string log = dm->log();
   EXPECT_THAT(log, HasSubstr("(round 3 of 3)"));
-  EXPECT_THAT(log, ::testing::ContainsRegex("level=fatal msg=GPU pods keep arriving on node late-loop after it "
-                                            "was cordoned and tainted: evicted late arrivals 3 times"));
+  EXPECT_THAT(log,
+              ::testing::ContainsRegex("level=fatal msg=GPU pods keep arriving on node late-loop after it "
+                                       "was cordoned and tainted: evicted late arrivals 3 times"));
   EXPECT_THAT(log, HasSubstr("Something keeps placing GPU pods on the node"));
   EXPECT_THAT(log, Not(HasSubstr("Unloading NVIDIA driver kernel modules")));
   EXPECT_TRUE(s.sim().refcnt().has_value()) << "nothing was unloaded";
@@ -154,16 +158,18 @@ TEST_F(LateArrivals, ARefusedUnloadWhoseHoldersArrivedLateEvictsThemAndUnloadsOn
   ASSERT_TRUE(wait_for_log(*dm, "Draining the DRA kubelet-plugin")) << dm->log();
   bind_late_pod(cluster(), s, "after-look", /*client=*/false);
   ASSERT_TRUE(eventually([&] { return holds(s, "after-look"); }, 60)) << s.sim().log();
-  kubectl_ok(cluster(), {"-n", s.operator_ns(), "annotate", "pods", "-l", "app=nvidia-dra-driver-kubelet-plugin",
-                         "node-sim/stuck-terminating-"});
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "annotate", "pods", "-l",
+                         "app=nvidia-dra-driver-kubelet-plugin", "node-sim/stuck-terminating-"});
 
   ASSERT_EQ(dm->wait(120), 0) << dm->log();
   const std::string log = dm->log();
   EXPECT_THAT(log, HasSubstr("Could not unload NVIDIA driver kernel modules, driver is in use"));
-  EXPECT_THAT(log, HasSubstr("The NVIDIA driver is held by pods that arrived on node late-holder after the last "
-                             "look: " +
-                             s.workload_ns() + "/after-look (GPU workload); evicting them and trying the unload "
-                                               "once more"));
+  EXPECT_THAT(log,
+              HasSubstr("The NVIDIA driver is held by pods that arrived on node late-holder after the last "
+                        "look: " +
+                        s.workload_ns() +
+                        "/after-look (GPU workload); evicting them and trying the unload "
+                        "once more"));
   EXPECT_THAT(log, HasSubstr("Successfully uninstalled nvidia driver components"));
   EXPECT_FALSE(s.sim().refcnt().has_value()) << "unloaded";
   EXPECT_TRUE(s.pods_in(s.workload_ns(), "").empty()) << "the late pod was evicted";
@@ -189,8 +195,9 @@ TEST_F(LateArrivals, WithEvictionOffALateWorkloadIsLeftAndTheUnloadIsRefusedNami
   const std::string log = dm->log();
   EXPECT_THAT(log, HasSubstr("No GPU pods arrived late on node late-off"));
   EXPECT_THAT(log, Not(HasSubstr("evicting pod " + s.workload_ns() + "/late-kept")));
-  EXPECT_THAT(log, ::testing::ContainsRegex("level=fatal msg=failed to unload NVIDIA driver kernel modules: .*in pod " +
-                                            s.workload_ns() + "/late-kept"));
+  EXPECT_THAT(log, ::testing::ContainsRegex(
+                       "level=fatal msg=failed to unload NVIDIA driver kernel modules: .*in pod " +
+                       s.workload_ns() + "/late-kept"));
   EXPECT_EQ(s.running_uids(s.workload_ns()).size(), 1U);
   expect_restored(s, ops);
 }

@@ -2,10 +2,9 @@
 #include "manager/commands/flow_plan.h"
 
 #include <gmock/gmock.h>
-
-#include <algorithm>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace dm::manager {

@@ -91,13 +91,15 @@ class ScriptedServer {
       }
       ++requests_;
       if (reply != 0) {
-        const std::string body = reply == 200 ? "{}"
-                                              : R"({"kind":"Status","status":"Failure","message":"forbidden",)"
-                                                R"("reason":"Forbidden","code":)" +
-                                                    std::to_string(reply) + "}";
-        const std::string out = "HTTP/1.1 " + std::to_string(reply) +
-                                " X\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body;
+        const std::string body = reply == 200
+                                     ? "{}"
+                                     : R"({"kind":"Status","status":"Failure","message":"forbidden",)"
+                                       R"("reason":"Forbidden","code":)" +
+                                           std::to_string(reply) + "}";
+        const std::string out =
+            "HTTP/1.1 " + std::to_string(reply) +
+            " X\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body;
         (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
       }
       ::close(c);

@@ -18,7 +18,8 @@ namespace {
 
 // The operand pods: their paused labels keep them off the node, and their wait is the operands' step.
 TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
-  return [waits = std::move(waits), ns = std::move(ns)](const nlohmann::json& pod) -> std::optional<std::string> {
+  return [waits = std::move(waits),
+          ns = std::move(ns)](const nlohmann::json& pod) -> std::optional<std::string> {
     for (const auto& w : waits) {
       if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
     }

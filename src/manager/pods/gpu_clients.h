@@ -78,7 +78,8 @@ class GpuClientReset {
 
  private:
   Status reset(GpuClientPhase phase, const CancelToken& cancel);
-  Status evict(const std::vector<EvictionTarget>& targets, const std::string& what, const CancelToken& cancel);
+  Status evict(const std::vector<EvictionTarget>& targets, const std::string& what,
+               const CancelToken& cancel);
   Status ensure_taint();
   void register_undo();
   [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;

@@ -67,7 +67,8 @@ Status LateArrivals::evict(const LateLook& found) {
   EvictionOptions o;
   o.what = "GPU pods that arrived late";
   o.retry_interval = ctx_.settings.eviction_retry_interval;
-  auto s = evict_pods(ctx_.client, ctx_.pods, ctx_.clock, found.workloads, drain_deadline(ctx_), ctx_.cancel, o);
+  auto s =
+      evict_pods(ctx_.client, ctx_.pods, ctx_.clock, found.workloads, drain_deadline(ctx_), ctx_.cancel, o);
   if (!s) return s.error().wrap("failed to evict the GPU pods that arrived late on node " + ctx_.node.node());
   return ok_status();
 }
@@ -93,13 +94,15 @@ Status LateArrivals::evict_until_none() {
     const std::string names = join_names(found->names, kMaxNamed);
     if (round == kLateArrivalRounds) {
       return Error(fmt::format(
-          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} times, "
+          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} "
+          "times, "
           "and still {}. Something keeps placing GPU pods on the node (a controller that sets spec.nodeName "
           "itself, or pods that tolerate the cordon and the taint): stop it, then run driver-manager again",
           node, kLateArrivalRounds, names));
     }
     spdlog::warn(
-        "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon or "
+        "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon "
+        "or "
         "the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all after "
         "an API server restart), and it would hold the GPU at the unload: evicting them too (round {} of {})",
         found->names.size(), node, names, round + 1, kLateArrivalRounds);

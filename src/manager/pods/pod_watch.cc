@@ -138,8 +138,8 @@ void PodWatch::run() {
   std::optional<TimePoint> retried_at;  // the watch, tried again, is back once it lasted kWatchSettles
   const auto announce_watch_back = [&] {
     if (!retried_at || clock_.now() - *retried_at < kWatchSettles) return;
-    spdlog::info("Watching the pods of node {} again: the watch is allowed now (no more listing every second)",
-                 node_);
+    spdlog::info(
+        "Watching the pods of node {} again: the watch is allowed now (no more listing every second)", node_);
     retried_at.reset();
   };
   kube::WatchHandlers h;
@@ -285,8 +285,9 @@ Result<PodSnapshot> list_pods_fresh(kube::Client& client, const PodWatch& watch,
   opts.resource_version = not_older_than;
   auto listed = client.list_identities(kube::paths::pods(), opts);
   if (!listed && !opts.resource_version.empty() && !cancel.cancelled()) {
-    spdlog::debug("Listing the pods of node {} as of resourceVersion {} failed ({}); listing them as they are now",
-                  node, opts.resource_version, listed.error().message);
+    spdlog::debug(
+        "Listing the pods of node {} as of resourceVersion {} failed ({}); listing them as they are now",
+        node, opts.resource_version, listed.error().message);
     opts.resource_version.clear();
     listed = client.list_identities(kube::paths::pods(), opts);
   }
@@ -309,8 +310,8 @@ Result<PodSnapshot> list_pods_fresh(kube::Client& client, const PodWatch& watch,
     if (missing.empty()) found = std::move(pods);
     return missing;
   };
-  if (watch.wait_until("the pod watch to show the listed pods", caught_up, Deadline::after(clock, kWatchCatchUp),
-                       cancel)) {
+  if (watch.wait_until("the pod watch to show the listed pods", caught_up,
+                       Deadline::after(clock, kWatchCatchUp), cancel)) {
     return found;
   }
   if (cancel.cancelled()) return Error("terminated by SIGTERM");
@@ -323,7 +324,8 @@ Result<PodSnapshot> list_pods_fresh(kube::Client& client, const PodWatch& watch,
       out.push_back(it->second);
       continue;
     }
-    auto g = client.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
+    auto g =
+        client.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
     if (!g && g.error().not_found()) continue;
     if (g && kube::uid(*g) != kube::uid(p)) continue;
     return Error("the watch of the pods of node " + node + " does not show pod " + kube::ref_string(p) +
