@@ -138,6 +138,8 @@ Result<Json> Client::Impl::send(const Call& call) {
   };
 
   bool renewed_token = false;  // one repeat after a 401 per token change is enough
+  OutageWindow own_outage;     // this request's, never another's
+  OutageWindow& outage = call.outage != nullptr ? *call.outage : own_outage;
   for (int attempt = 0;; ++attempt) {
     if (cancel.cancelled()) return Error::cancellation(what + ": cancelled");
     req.bearer_token = tokens->current();
@@ -185,10 +187,9 @@ Result<Json> Client::Impl::send(const Call& call) {
       --attempt;
       continue;
     }
-    // An API server that has just come back answers Forbidden until its authorizer has loaded the RBAC
-    // rules: shortly after the server was unreachable, a 403 is retried like the outage itself.
-    if (!resp.transport_error.empty()) note_unreachable();
-    const bool starting_up = err.forbidden() && unreachable_recently();
+    // A 403 shortly after this request found the server unreachable is the restart (OutageWindow).
+    if (!resp.transport_error.empty()) outage.unreachable(clock->now());
+    const bool starting_up = err.forbidden() && outage.forbidden_is_restart(clock->now());
     if (!may_send_again(call.method, resp.status, resp.request_sent, call.replay_harmless, call.retry_429) &&
         !starting_up) {
       return err;
@@ -207,14 +208,16 @@ Result<Json> Client::Impl::send(const Call& call) {
 }
 
 Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
-    const std::string& path, const ListOptions& list_options, bool identities_only) {
+    const std::string& path, const ListOptions& list_options, bool identities_only, OutageWindow* outage) {
   std::vector<Json> items;
   std::string resource_version;
   ListOptions page = list_options;
   bool restarted = false;
   while (true) {
     const std::function<void(Json&)>* reduce = list_options.reduce ? &list_options.reduce : nullptr;
-    auto list = send(Call{"GET", list_path(path, page), {}, {}, true, true, identities_only, reduce});
+    Call call{"GET", list_path(path, page), {}, {}, true, true, identities_only, reduce};
+    call.outage = outage;
+    auto list = send(call);
     if (!list) {
       // An expired continue token: like client-go's pager, fall back to one unpaged list.
       if (list.error().gone() && !page.continue_token.empty() && !restarted) {

@@ -52,15 +52,6 @@ struct Client::Impl {
   void release(std::unique_ptr<HttpConnection> c, bool bulk);
   std::atomic<uint64_t> requests{0};
 
-  // When a request last failed to reach the API server (clock ticks since the epoch; 0 = never).
-  std::atomic<int64_t> last_unreachable{0};
-  static constexpr std::chrono::seconds kStartupWindow{30};
-  void note_unreachable() { last_unreachable.store(clock->now().time_since_epoch().count()); }
-  [[nodiscard]] bool unreachable_recently() const {
-    const auto t = last_unreachable.load();
-    return t != 0 && clock->now() - TimePoint(TimePoint::duration(t)) < kStartupWindow;
-  }
-
   std::mutex eviction_mu;
   std::string eviction_group_version;  // "policy/v1" or "policy/v1beta1" once discovered
 
@@ -81,6 +72,9 @@ struct Client::Impl {
     bool bulk = false;  // one of many alike (evictions): may not take the reserved connections
     // A write that a second attempt cannot repeat by accident (see may_send_again in kube/retry.h).
     bool replay_harmless = false;
+    // Where the request remembers meeting the server unreachable (a watch's relist shares the watch's);
+    // null: a window of the request's own.
+    OutageWindow* outage = nullptr;
   };
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors: for a write only as
@@ -90,7 +84,8 @@ struct Client::Impl {
   // resourceVersion.
   Result<std::pair<std::vector<Json>, std::string>> list_everything(const std::string& path,
                                                                     const ListOptions& list_options,
-                                                                    bool identities_only = false);
+                                                                    bool identities_only = false,
+                                                                    OutageWindow* outage = nullptr);
   Result<std::string> discover_eviction_version();
 
   // A uniform random number in [0, 1).

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string_view>
 
+#include "common/clock.h"
+
 namespace dm::kube {
 
 struct RetryPolicy {
@@ -26,6 +28,20 @@ bool retryable_status(long http_status, bool retry_429 = true);
 //    after sending and a 5xx answer are retried too.
 bool may_send_again(std::string_view method, long http_status, bool request_sent, bool replay_harmless,
                     bool retry_429 = true);
+
+// An API server that has just come back answers 403 Forbidden until its authorizer has loaded the RBAC
+// rules. One request's (or one watch's) memory of meeting the server unreachable: a 403 within kAfter of
+// that is the restart and is retried like the outage itself. A request that never met the outage takes a
+// 403 as the answer, whatever other requests of the client met (a missing permission is found at once).
+class OutageWindow {
+ public:
+  static constexpr std::chrono::seconds kAfter{30};
+  void unreachable(TimePoint now) { last_ = now; }
+  [[nodiscard]] bool forbidden_is_restart(TimePoint now) const { return last_ && now - *last_ < kAfter; }
+
+ private:
+  std::optional<TimePoint> last_;
+};
 
 // Retry-After in seconds (the API server never sends an HTTP-date); nullopt when absent or unparsable.
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value);

@@ -94,7 +94,7 @@ class ListWatch {
     lo.resource_version.clear();
     lo.timeout_seconds = 0;
     if (lo.limit <= 0) lo.limit = 500;
-    auto listed = im_.list_everything(path_, lo);
+    auto listed = im_.list_everything(path_, lo, false, &outage_);
     if (!listed) return listed.error().wrap("watch " + path_);
     if (handlers_.on_sync) handlers_.on_sync(listed->first);
     resource_version_ = listed->second;
@@ -198,6 +198,7 @@ class ListWatch {
         break;
     }
     if (!resp.transport_error.empty()) {
+      outage_.unreachable(clock_.now());
       r.error = transport_error("GET", wpath, im_.config.server, resp.transport_error);
     } else if (resp.status == 410) {
       r.end = StreamEnd::kGone;
@@ -205,7 +206,9 @@ class ListWatch {
       r.end = StreamEnd::kUnauthorized;
     } else if (!is_2xx(resp.status)) {
       r.error = api_error("GET", wpath, resp.status, resp.body);
-      r.permanent = !retryable_status(resp.status);  // e.g. 403: retrying will not help
+      // e.g. 403: retrying will not help, unless this watch just met the server restarting (OutageWindow)
+      r.permanent = !retryable_status(resp.status) &&
+                    !(resp.status == 403 && outage_.forbidden_is_restart(clock_.now()));
       if (resp.status == 429) r.retry_after = parse_retry_after(resp.retry_after);
     }
     // Otherwise the server ended the stream normally (timeoutSeconds): kClosed, resume at once.
@@ -265,6 +268,7 @@ class ListWatch {
   const std::chrono::milliseconds tick_;
   std::unique_ptr<HttpConnection> conn_;  // a connection of its own: a watch holds it for minutes
   std::string resource_version_;
+  OutageWindow outage_;  // when this watch (its lists and streams) last met the server unreachable
 };
 
 }  // namespace

@@ -255,5 +255,33 @@ TEST_F(StockOperator, TheStockDriverRoleMayNotWatchPodsSoTheRunListsThemInstead)
   EXPECT_EQ(pod_watches, 1U) << "the refused watch is not asked again";
 }
 
+// A watch refused once is tried again every 30 s while the run lists instead: granted meanwhile (a role fixed
+// mid-run, or a refusal by an API server still loading its RBAC rules), the run watches again and says so.
+TEST_F(StockOperator, AWatchGrantedDuringTheRunIsTakenBackFromListing) {
+  cluster().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
+  const std::string kubeconfig =
+      cluster().service_account_kubeconfig(kSaNamespace, "stock-rewatch", "e2e-nvidia-driver");
+  Scenario s(cluster(), "stock-rewatch");
+  auto ops = default_operands();
+  ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});  // keeps the run waiting until released
+  s.deploy_operands(ops);
+  s.wait_running(s.operator_ns(), ops.size());
+
+  auto dm = s.start(kubeconfig, make_temp_dir("stock-rewatch") + "/dm.log");
+  ASSERT_TRUE(wait_for_log(*dm, "may list but not watch the pods of node stock-rewatch")) << dm->log();
+  cluster().apply(std::string("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n") +
+                  "  name: stock-rewatch-pods-watch\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n" +
+                  "  verbs: [watch]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n" +
+                  "metadata:\n  name: stock-rewatch-pods-watch\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n" +
+                  "  kind: ClusterRole\n  name: stock-rewatch-pods-watch\nsubjects:\n- kind: ServiceAccount\n" +
+                  "  name: stock-rewatch\n  namespace: " + kSaNamespace + "\n");
+  EXPECT_TRUE(wait_for_log(*dm, "Watching the pods of node stock-rewatch again: the watch is allowed now", 90))
+      << dm->log();
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "annotate", "pods", "-l", "app=nvidia-dcgm",
+                         "node-sim/stuck-terminating-"});
+  ASSERT_EQ(dm->wait(120), 0) << dm->log();
+  EXPECT_EQ(s.label(deploy_label("dcgm")), "true");
+}
+
 }  // namespace
 }  // namespace dm::test::uninstall

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 namespace dm::manager {
@@ -54,11 +55,31 @@ TEST(FlowPlan, FullPathStepsAndPhases) {
   EXPECT_TRUE(p.evict_workloads);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
-                          Step::kResetDraPluginClients, Step::kUnloadDriver, Step::kUnbindVfio,
-                          Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
+                          Step::kEvictLateArrivals, Step::kResetDraPluginClients, Step::kUnloadDriver,
+                          Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
                                       Phase::kRestore));
   EXPECT_EQ(phase_of(p, Step::kWaitMofed), Phase::kUnloadDriver) << "without RDMA it opens no phase";
+}
+
+// Pods bound after the cordon or the taint are looked for once more before anything is unloaded, on the
+// full path only: the skip and no-driver paths unload nothing a late pod could hold.
+TEST(FlowPlan, OnlyThePathThatUnloadsLooksForLateArrivalsBeforeTheUnload) {
+  FlowFacts f = loaded();
+  const auto has = [](const FlowPlan& p) {
+    const auto s = steps_of(p);
+    const auto late = std::find(s.begin(), s.end(), Step::kEvictLateArrivals);
+    return late != s.end() && std::find(late, s.end(), Step::kUnloadDriver) != s.end();
+  };
+  EXPECT_TRUE(has(plan_flow(f)));
+  f.gpu_pod_eviction = false;  // the clients still arrive late; the workloads are left to the unload
+  EXPECT_TRUE(has(plan_flow(f)));
+  f.skip = true;
+  EXPECT_FALSE(has(plan_flow(f)));
+  f.skip = false;
+  f.nvidia_loaded = false;
+  EXPECT_FALSE(has(plan_flow(f)));
+  EXPECT_EQ(step_name(Step::kEvictLateArrivals), "evict-late-arrivals");
 }
 
 TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
@@ -69,7 +90,7 @@ TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
   const FlowPlan p = plan_flow(f);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
-                          Step::kDrainAfterFailedEviction, Step::kCheckDraClaims,
+                          Step::kDrainAfterFailedEviction, Step::kEvictLateArrivals, Step::kCheckDraClaims,
                           Step::kResetDraPluginClients, Step::kDrainDraPlugin, Step::kUnloadDriver,
                           Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,

@@ -20,6 +20,7 @@ constexpr std::array kSteps{
     StepInfo{Step::kTakeGpuUsersOff, "take-gpu-users-off", false},
     StepInfo{Step::kReportSkipDecision, "report-skip-decision", true},
     StepInfo{Step::kDrainAfterFailedEviction, "drain-after-failed-eviction", false},
+    StepInfo{Step::kEvictLateArrivals, "evict-late-arrivals", false},
     StepInfo{Step::kCheckDraClaims, "check-dra-claims", false},
     StepInfo{Step::kResetDraPluginClients, "reset-dra-plugin-clients", false},
     StepInfo{Step::kDrainDraPlugin, "drain-dra-plugin", false},
@@ -62,6 +63,7 @@ void full_path(const FlowFacts& f, bool evict, PathBuilder& b) {
       .add(Step::kReportSkipDecision)
       .phase(Phase::kEvictWorkloads)
       .add(Step::kDrainAfterFailedEviction, evict && f.auto_drain)
+      .add(Step::kEvictLateArrivals)  // bound after the cordon or the taint (the scheduler lags behind)
       .add(Step::kCheckDraClaims, f.dra_on)
       .add(Step::kResetDraPluginClients)  // third-party DRA plugins go last, like ours
       .add(Step::kDrainDraPlugin, f.dra_on)

@@ -299,17 +299,18 @@ void PlanBuilder::render(Step step) {
     case Step::kDrainDraPlugin:
       drain_dra_plugin();
       return;
+    case Step::kEvictLateArrivals:
+      line(late_arrivals_line(plan_.flow.evict_workloads));
+      return;
     case Step::kUnloadDriver:
       line("unload the NVIDIA kernel modules (all or nothing), unmount " + root +
-           ", remove the driver's pid file");
+           ", remove the driver's pid file; if pods that arrived late hold them: evict those, try once more");
       if (plan_.auto_drain)
         line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
       return;
     case Step::kRemoveStaleDriverRoot:
-      line("unmount a stale " + root);
-      return;
     case Step::kCleanStaleMounts:
-      line("unmount a stale " + root + ", remove stale state files");
+      line("unmount a stale " + root + (step == Step::kCleanStaleMounts ? ", remove stale state files" : ""));
       return;
     case Step::kUnloadNouveau:
       if (in_.nouveau_loaded) line("unload nouveau");

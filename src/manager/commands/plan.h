@@ -196,6 +196,10 @@ void infer_host_from_api(const Settings& settings, PlanInputs& in, const DaemonS
 PodFacts listed_pod_facts(std::shared_ptr<const std::vector<nlohmann::json>> daemonsets,
                           std::shared_ptr<const std::vector<nlohmann::json>> claims);
 
+// The step that looks for GPU users once more before the unload, in words (`workloads`: GPU workloads are
+// evicted too, not only annotated clients).
+std::string late_arrivals_line(bool workloads);
+
 // The renderers: a table for people, JSON for tools.
 std::string render_plan_text(const Plan& plan);
 nlohmann::json plan_to_json(const Plan& plan);

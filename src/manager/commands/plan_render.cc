@@ -6,6 +6,7 @@
 
 #include "host/host.h"
 #include "manager/commands/plan.h"
+#include "manager/pods/late_arrivals.h"
 
 namespace dm::manager {
 
@@ -120,6 +121,13 @@ std::string_view action_name(TaintAction a) {
 }
 std::string_view action_name(CordonAction a) {
   return word_of(kCordonActions, a);
+}
+
+std::string late_arrivals_line(bool workloads) {
+  return fmt::format(
+      "look once more (a fresh list) for {} bound after the {}; evict them and look again, at most {} times",
+      workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
+      workloads ? "cordon and the taint" : "taint", kLateArrivalRounds);
 }
 
 std::string render_plan_text(const Plan& p) {

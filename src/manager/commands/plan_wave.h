@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/result.h"
-#include "kube/client.h"
+#include "kube/api.h"
 #include "manager/commands/plan.h"
 #include "manager/rules/settings.h"
 #include "manager/rules/upgrade_wave.h"

@@ -182,9 +182,9 @@ void Uninstall::count_phase() {
       // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
       // operand wait: each is counted as what it is.
       const bool beside = *phase == Phase::kPauseOperands;
-      if (beside && client) {
+      if ((beside && client) || late_client_uids_.contains(uid)) {
         ++clients;
-      } else if (beside && workload_uids_.contains(uid)) {
+      } else if (workload_uids_.contains(uid)) {
         ++workloads;
       } else {
         ++gone;
@@ -351,7 +351,9 @@ Status Uninstall::execute() {
 }
 
 // The DRA plugin clients' step opens the phase of what is left before the unload only when there are some.
+// The look for late arrivals opens it itself, when something arrived.
 bool Uninstall::opens_phase(Step step) const {
+  if (step == Step::kEvictLateArrivals) return false;
   return step != Step::kResetDraPluginClients || gpu_clients_->dra_plugin_clients_present();
 }
 
@@ -377,6 +379,8 @@ Status Uninstall::run_step(Step step) {
       return ok_status();
     case Step::kDrainAfterFailedEviction:
       return drain_after_failed_eviction();
+    case Step::kEvictLateArrivals:
+      return evict_late_arrivals();
     case Step::kCheckDraClaims:
       return check_dra_claim_holders(ctx_);
     case Step::kResetDraPluginClients:

@@ -20,6 +20,8 @@
 #include "manager/commands/flow_plan.h"
 #include "manager/commands/own_pod.h"
 #include "manager/commands/progress_reporter.h"
+#include "manager/pods/gpu_clients.h"
+#include "manager/pods/late_arrivals.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
@@ -77,6 +79,9 @@ class Uninstall {
   void report_skip_decision() const;
   Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside);
   Status drain_after_failed_eviction();
+  Status evict_late_arrivals();
+  LateArrivals& late_arrivals();
+  Status evict_late_holders_and_unload(Status& unloaded);
   Status drain_dra_plugin();
   Status uninstall_driver_components();
   Status cleanup_driver();
@@ -129,11 +134,13 @@ class Uninstall {
   std::optional<GpuClientReset> gpu_clients_;           // annotated third-party GPU clients and their taint
   std::optional<OwnPod> own_pod_;                       // the pod this program runs in, when found
   std::optional<NodeLease> lease_;                      // held from the first write to the end of the run
+  std::optional<LateArrivals> late_;                    // GPU users bound after the cordon or the taint
 
   ProgressReporter reporter_;
   std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended
   std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
-  std::set<std::string> workload_uids_;     // GPU workloads evicted beside the operand wait
+  std::set<std::string> workload_uids_;     // GPU workloads evicted beside the operand wait, or late
+  std::set<std::string> late_client_uids_;  // annotated GPU clients evicted late
   bool drain_pending_ = false;              // the GPU-workload eviction failed: the full drain follows
   size_t phase_modules_ = 0;                // NVIDIA (and nouveau) modules loaded then
 };

@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <atomic>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -12,6 +13,21 @@
 #include "manager/commands/uninstall_flow.h"
 
 namespace dm::manager {
+
+namespace {
+
+// The operand pods: their paused labels keep them off the node, and their wait is the operands' step.
+TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
+  return [waits = std::move(waits),
+          ns = std::move(ns)](const nlohmann::json& pod) -> std::optional<std::string> {
+    for (const auto& w : waits) {
+      if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
+    }
+    return std::nullopt;
+  };
+}
+
+}  // namespace
 
 int Uninstall::pre_installed_path(const std::string& version) {
   spdlog::info("Host driver detected: {}", version);
@@ -201,11 +217,9 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   if (stop.cancelled())
     return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
   const DrainContext ctx{settings_, client_, clock_, stop, node_, pods_};
-  const auto& ns = settings_.operator_namespace;
+  const TakenBeside operands = operand_pods(beside, settings_.operator_namespace);
   const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
-    for (const auto& w : beside) {
-      if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
-    }
+    if (auto why = operands(pod)) return why;
     if (gpu_client_designation(pod) == ClientDesignation::kClient && !is_dra_plugin_client(pod))
       return "an annotated GPU client, reset beside";
     return std::nullopt;
@@ -228,6 +242,43 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
 Status Uninstall::drain_after_failed_eviction() {
   spdlog::info("Attempting node drain");
   return drain_node(ctx_);
+}
+
+LateArrivals& Uninstall::late_arrivals() {
+  if (!late_) {
+    late_.emplace(ctx_, *gpu_clients_, flow_.evict_workloads,
+                  operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
+  }
+  return *late_;
+}
+
+// See docs/behaviour.md, Late arrivals. The evict-workloads phase opens only when something did arrive.
+Status Uninstall::evict_late_arrivals() {
+  auto& late = late_arrivals();
+  late.on_first_eviction([this] {
+    if (reporter_.progress().current() != Phase::kEvictWorkloads) enter(Phase::kEvictWorkloads);
+  });
+  auto s = late.evict_until_none();
+  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
+  late_client_uids_.insert(late.client_uids().begin(), late.client_uids().end());
+  return s;
+}
+
+// A refused unload whose holders are all pods this run may evict (bound after the last look): they are
+// evicted and the unload tried once more; `unloaded` becomes that attempt's outcome. Otherwise the
+// refusal stands.
+Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
+  std::set<std::string> uids;
+  for (const auto& h : host_.nvidia_holder_processes()) uids.insert(h.pod_uid);
+  auto& late = late_arrivals();
+  auto evicted = late.evict_holders(uids);
+  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
+  late_client_uids_.insert(late.client_uids().begin(), late.client_uids().end());
+  if (!evicted) return evicted.error();
+  if (!*evicted) return ok_status();
+  if (auto k = check_cancelled(); !k) return k;
+  unloaded = cleanup_driver();
+  return ok_status();
 }
 
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
@@ -257,6 +308,9 @@ Status Uninstall::cleanup_driver() {
 Status Uninstall::uninstall_driver_components() {
   if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
   auto s = cleanup_driver();
+  if (!s && !cancel_.cancelled()) {
+    if (auto e = evict_late_holders_and_unload(s); !e) return e;
+  }
   if (!s && auto_drain_enabled_ && !cancel_.cancelled()) {
     spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
     if (auto c = cordon(); !c) return c;

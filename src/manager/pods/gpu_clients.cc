@@ -15,9 +15,6 @@ using Json = nlohmann::json;
 
 namespace {
 
-// How long the pod watch gets to show the pods a fresh LIST found (it is normally milliseconds behind).
-constexpr auto kWatchCatchUp = std::chrono::seconds(10);
-
 std::string phase_name(GpuClientPhase phase) {
   return phase == GpuClientPhase::kDraPlugin ? "GPU client DRA plugin pods" : "GPU client pods";
 }
@@ -149,62 +146,10 @@ Status GpuClientReset::ensure_taint() {
   return ok_status();
 }
 
-// The list names what exists (identities only, never every pod whole); the pods themselves are the watch
-// cache's once it has shown every listed one (or seen it go).
+// Not older than the taint: the API server answers from its cache once that holds the taint, instead of
+// reading every pod of the cluster from etcd, and no pod bound before the taint can be missing.
 Result<PodSnapshot> GpuClientReset::relist(const CancelToken& cancel) {
-  kube::ListOptions opts;
-  opts.field_selector = "spec.nodeName=" + settings_.node_name;
-  // Not older than the taint: the API server answers from its cache once that holds the taint, instead of
-  // reading every pod of the cluster from etcd, and no pod bound before the taint can be missing.
-  opts.resource_version = taint_in_place_at_;
-  auto listed = client_.list_identities(kube::paths::pods(), opts);
-  if (!listed && !opts.resource_version.empty() && !cancel.cancelled()) {
-    spdlog::debug("Listing the pods of node {} as of the taint failed ({}); listing them as they are now",
-                  settings_.node_name, listed.error().message);
-    opts.resource_version.clear();
-    listed = client_.list_identities(kube::paths::pods(), opts);
-  }
-  if (!listed) return listed.error().wrap("failed to list the pods of node " + settings_.node_name);
-
-  PodSnapshot found;
-  WaitCheck caught_up = [&](const PodSnapshot& cached) -> Result<std::vector<std::string>> {
-    std::map<std::string, const std::shared_ptr<const Json>*> have;
-    for (const auto& p : cached) have.emplace(kube::uid(*p), &p);
-    std::vector<std::string> missing;
-    PodSnapshot pods;
-    for (const auto& p : *listed) {
-      const auto it = have.find(kube::uid(p));
-      if (it != have.end()) {
-        pods.push_back(*it->second);
-      } else if (!pods_.saw_leave(kube::uid(p))) {  // a pod the watch saw go needs no reset
-        missing.push_back(kube::ref_string(p));
-      }
-    }
-    if (missing.empty()) found = std::move(pods);
-    return missing;
-  };
-  if (pods_.wait_until("the pod watch to show the listed pods", caught_up,
-                       Deadline::after(clock_, kWatchCatchUp), cancel)) {
-    return found;
-  }
-  if (cancel.cancelled()) return Error("terminated by SIGTERM");
-  // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
-  std::map<std::string, std::shared_ptr<const Json>> cached;
-  for (auto& p : pods_.snapshot()) cached.emplace(kube::uid(*p), std::move(p));
-  PodSnapshot out;
-  for (const auto& p : *listed) {
-    if (const auto it = cached.find(kube::uid(p)); it != cached.end()) {
-      out.push_back(it->second);
-      continue;
-    }
-    auto g =
-        client_.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
-    if (!g && g.error().not_found()) continue;
-    if (g && kube::uid(*g) != kube::uid(p)) continue;
-    return Error("the watch of the pods of node " + settings_.node_name + " does not show pod " +
-                 kube::ref_string(p) + " that a LIST returned; retry the run");
-  }
-  return out;
+  return list_pods_fresh(client_, pods_, clock_, settings_.node_name, taint_in_place_at_, cancel);
 }
 
 void GpuClientReset::warn_about_replacements(const std::vector<EvictionTarget>& targets,
@@ -270,9 +215,18 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
     return ok_status();
   }
 
-  const Duration timeout = settings_.gpu_client_eviction_timeout;
   spdlog::info("Resetting {} {} on node {} (deadline {})", targets.size(), what, settings_.node_name,
-               timeout == Duration::zero() ? std::string("none") : format_duration(timeout));
+               settings_.gpu_client_eviction_timeout == Duration::zero()
+                   ? std::string("none")
+                   : format_duration(settings_.gpu_client_eviction_timeout));
+  if (auto s = evict(targets, what, cancel); !s) return s;
+  warn_about_replacements(targets, pl);
+  return ok_status();
+}
+
+Status GpuClientReset::evict(const std::vector<EvictionTarget>& targets, const std::string& what,
+                             const CancelToken& cancel) {
+  const Duration timeout = settings_.gpu_client_eviction_timeout;
   EvictionOptions eo;
   eo.what = what;
   eo.retry_interval = settings_.eviction_retry_interval;
@@ -291,8 +245,24 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
                  hint + " (GPU_CLIENT_EVICTION_TIMEOUT=" +
                  (timeout == Duration::zero() ? std::string("0, no limit") : format_duration(timeout)) + ")");
   }
-  warn_about_replacements(targets, pl);
   return ok_status();
+}
+
+PodPlan GpuClientReset::plan_clients(const PodSnapshot& pods) const {
+  if (!taint_) {
+    PodPlan refused;
+    refused.errors.push_back("GPU_CLIENT_TAINT: " + taint_.error().message);
+    return refused;
+  }
+  return plan_pods(pipeline(GpuClientPhase::kWithOperands, effective_taint_.value_or(*taint_)), pods);
+}
+
+Status GpuClientReset::evict_clients(const std::vector<EvictionTarget>& targets, const CancelToken& cancel) {
+  if (targets.empty()) return ok_status();
+  if (!taint_) return taint_.error().wrap("GPU_CLIENT_TAINT");
+  if (auto t = ensure_taint(); !t) return t;
+  if (cancel.cancelled()) return Error("terminated by SIGTERM");
+  return evict(targets, phase_name(GpuClientPhase::kWithOperands), cancel);
 }
 
 Status GpuClientReset::remove_taint() {

@@ -65,6 +65,12 @@ class GpuClientReset {
   // There are DRA-plugin clients on the node for reset_dra_plugin_clients() to reset (or refuse): a look at
   // the pod watch, no request.
   [[nodiscard]] bool dra_plugin_clients_present() const;
+  // A later look (manager/pods/late_arrivals): the annotated clients that are not DRA plugins among `pods`,
+  // decided as the reset decides them, under the taint in place (or the configured one).
+  [[nodiscard]] PodPlan plan_clients(const PodSnapshot& pods) const;
+  // Taints the node if the reset did not (its removal registered), then evicts `targets` and waits for
+  // them like the reset (GPU_CLIENT_EVICTION_TIMEOUT, PDBs respected).
+  Status evict_clients(const std::vector<EvictionTarget>& targets, const CancelToken& cancel);
   // Removes the taint if this run (or a crashed earlier one) added it; idempotent; safe after SIGTERM.
   Status remove_taint();
   // The node carries a taint of ours that remove_taint() has yet to remove.
@@ -72,6 +78,8 @@ class GpuClientReset {
 
  private:
   Status reset(GpuClientPhase phase, const CancelToken& cancel);
+  Status evict(const std::vector<EvictionTarget>& targets, const std::string& what,
+               const CancelToken& cancel);
   Status ensure_taint();
   void register_undo();
   [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;

@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "kube/objects.h"
@@ -15,6 +17,11 @@ namespace {
 
 constexpr auto kSlice = std::chrono::milliseconds(200);
 constexpr size_t kMaxListed = 10;
+// How long the pod watch gets to show the pods a fresh LIST found (it is normally milliseconds behind).
+constexpr auto kWatchCatchUp = std::chrono::seconds(10);
+// While polling, how often the watch is tried again, and how long it must last to count as back.
+constexpr auto kWatchRetryEvery = std::chrono::seconds(30);
+constexpr auto kWatchSettles = std::chrono::seconds(2);
 
 // A pod moved into the cache, never to be changed there (snapshots share it).
 std::shared_ptr<const Json> cached_pod(Json&& pod) {
@@ -119,24 +126,44 @@ void PodWatch::record_failure(const Error& error, bool polling, TimePoint& next_
   }
 }
 
+// The GPU Operator's stock driver role may list pods but not watch them: once the list worked and the
+// watch was refused, the cache is refreshed by a list every second instead, and the watch is tried again
+// every 30 s (a role fixed meanwhile, or a refusal by an API server still loading its RBAC rules after a
+// restart) (docs/behaviour.md, The pod watch). Nothing else changes; waits see changes up to a second later.
 void PodWatch::run() {
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + node_;
   // Every pod of the node stays in memory for the whole run: only with what the rules read.
   opts.reduce = kube::drop_unread_pod_fields;
+  std::optional<TimePoint> retried_at;  // the watch, tried again, is back once it lasted kWatchSettles
+  const auto announce_watch_back = [&] {
+    if (!retried_at || clock_.now() - *retried_at < kWatchSettles) return;
+    spdlog::info(
+        "Watching the pods of node {} again: the watch is allowed now (no more listing every second)", node_);
+    retried_at.reset();
+  };
   kube::WatchHandlers h;
-  h.on_sync = [this](std::vector<Json>& items) { replace_all(items); };
+  h.on_sync = [&](std::vector<Json>& items) {
+    replace_all(items);
+    if (retried_at) retried_at = clock_.now();  // the watch request goes out now
+  };
   h.on_event = [this](kube::WatchEvent& ev) { apply(ev); };
-  h.done = [this] { return stop_.load(); };
+  h.done = [&] {
+    announce_watch_back();
+    return stop_.load();
+  };
   h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
 
-  // The GPU Operator's stock driver role may list pods but not watch them: once the list worked and the
-  // watch was refused, the cache is refreshed by a list every second instead (docs/behaviour.md, The pod
-  // watch). Nothing else changes; waits see changes up to a second later.
   bool polling = false;
+  TimePoint try_watch_at{};
   TimePoint next_warning{};
   while (!stop_) {
     Status s = ok_status();
+    if (polling && clock_.now() >= try_watch_at) {
+      polling = false;
+      retried_at = clock_.now();
+      spdlog::debug("Trying to watch the pods of node {} again", node_);
+    }
     if (polling) {
       auto items = client_.list_all(kube::paths::pods(), opts);
       if (items) {
@@ -154,14 +181,19 @@ void PodWatch::run() {
         listed = synced_;
       }
       if (listed && s.error().http_status == 403) {
-        spdlog::info(
-            "This service account may list but not watch the pods of node {}: listing them every second "
-            "instead",
-            node_);
+        if (!retried_at) {
+          spdlog::info(
+              "This service account may list but not watch the pods of node {}: listing them every second "
+              "instead, and trying the watch again every {}",
+              node_, format_duration(kWatchRetryEvery));
+        }
         spdlog::debug("The watch was refused: {}", s.error().message);
+        retried_at.reset();
         polling = true;
+        try_watch_at = clock_.now() + kWatchRetryEvery;
         continue;
       }
+      retried_at.reset();  // failed otherwise: the usual retry below, with a watch
     }
     if (stop_) break;
     if (s.error().cancelled()) {
@@ -243,6 +275,63 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
     std::unique_lock lk(mu_);
     changed_.wait_for(lk, kSlice, [&] { return generation_ != seen; });
   }
+}
+
+Result<PodSnapshot> list_pods_fresh(kube::Api& client, const PodWatch& watch, const Clock& clock,
+                                    const std::string& node, const std::string& not_older_than,
+                                    const CancelToken& cancel) {
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + node;
+  opts.resource_version = not_older_than;
+  auto listed = client.list_identities(kube::paths::pods(), opts);
+  if (!listed && !opts.resource_version.empty() && !cancel.cancelled()) {
+    spdlog::debug(
+        "Listing the pods of node {} as of resourceVersion {} failed ({}); listing them as they are now",
+        node, opts.resource_version, listed.error().message);
+    opts.resource_version.clear();
+    listed = client.list_identities(kube::paths::pods(), opts);
+  }
+  if (!listed) return listed.error().wrap("failed to list the pods of node " + node);
+
+  PodSnapshot found;
+  const WaitCheck caught_up = [&](const PodSnapshot& cached) -> Result<std::vector<std::string>> {
+    std::map<std::string, const std::shared_ptr<const Json>*> have;
+    for (const auto& p : cached) have.emplace(kube::uid(*p), &p);
+    std::vector<std::string> missing;
+    PodSnapshot pods;
+    for (const auto& p : *listed) {
+      const auto it = have.find(kube::uid(p));
+      if (it != have.end()) {
+        pods.push_back(*it->second);
+      } else if (!watch.saw_leave(kube::uid(p))) {  // a pod the watch saw go needs nothing more
+        missing.push_back(kube::ref_string(p));
+      }
+    }
+    if (missing.empty()) found = std::move(pods);
+    return missing;
+  };
+  if (watch.wait_until("the pod watch to show the listed pods", caught_up,
+                       Deadline::after(clock, kWatchCatchUp), cancel)) {
+    return found;
+  }
+  if (cancel.cancelled()) return Error("terminated by SIGTERM");
+  // A pod the watch never showed may have come and gone between two looks at the cache: ask the API.
+  std::map<std::string, std::shared_ptr<const Json>> cached;
+  for (auto& p : watch.snapshot()) cached.emplace(kube::uid(*p), std::move(p));
+  PodSnapshot out;
+  for (const auto& p : *listed) {
+    if (const auto it = cached.find(kube::uid(p)); it != cached.end()) {
+      out.push_back(it->second);
+      continue;
+    }
+    auto g =
+        client.get(kube::paths::pod(p["metadata"].value("namespace", ""), p["metadata"].value("name", "")));
+    if (!g && g.error().not_found()) continue;
+    if (g && kube::uid(*g) != kube::uid(p)) continue;
+    return Error("the watch of the pods of node " + node + " does not show pod " + kube::ref_string(p) +
+                 " that a LIST returned; retry the run");
+  }
+  return out;
 }
 
 }  // namespace dm::manager

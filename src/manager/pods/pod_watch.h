@@ -88,6 +88,14 @@ class PodWatch {
   std::thread thread_;
 };
 
+// A fresh look at the pods on `node`: a LIST from the API server (no older than `not_older_than`, a
+// resourceVersion; empty: as they are now), whose pods are then taken from `watch` once it has shown every
+// listed one (or seen it go). Identities only travel in the LIST; the pods themselves are the watch
+// cache's. A pod the watch never shows within 10 s is looked up by GET; one that exists is an error.
+Result<PodSnapshot> list_pods_fresh(kube::Api& client, const PodWatch& watch, const Clock& clock,
+                                    const std::string& node, const std::string& not_older_than,
+                                    const CancelToken& cancel);
+
 // "1m5s"-style rendering of a duration (whole seconds), for wait logs.
 std::string format_duration(Duration d);
 

@@ -1,0 +1,134 @@
+#include "manager/pods/late_arrivals.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <utility>
+
+#include "kube/objects.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxNamed = 10;
+
+void add_targets(const PodPlan& plan, std::vector<EvictionTarget>& out) {
+  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p, true));
+  for (const auto& p : plan.to_wait) out.push_back(eviction_target(p, false));
+}
+
+void add_names(const PodPlan& plan, const std::string& what, std::vector<std::string>& out) {
+  for (const auto* list : {&plan.to_evict, &plan.to_wait}) {
+    for (const auto& p : *list) out.push_back(kube::ref_string(p) + " (" + what + ")");
+  }
+}
+
+}  // namespace
+
+LateArrivals::LateArrivals(const DrainContext& ctx, GpuClientReset& clients, bool workloads,
+                           TakenBeside beside)
+    : ctx_(ctx), clients_(clients), workloads_(workloads), beside_(std::move(beside)) {}
+
+Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
+  LateLook found;
+  const PodPlan clients = clients_.plan_clients(pods);
+  add_targets(clients, found.clients);
+  add_names(clients, "GPU client", found.names);
+  found.refused = clients.errors;
+  if (!workloads_) return found;
+  // Annotated clients are the reset's (DRA plugin clients included: their own step), operands their
+  // labels'.
+  PodSnapshot rest;
+  for (const auto& p : pods) {
+    if (gpu_client_designation(*p) == ClientDesignation::kClient) continue;
+    if (beside_ && beside_(*p)) continue;
+    rest.push_back(p);
+  }
+  auto planned = plan_gpu_workload_eviction(rest, drain_options(ctx_.settings), api_pod_facts(ctx_.client));
+  if (!planned) return planned.error().wrap("failed to identify GPU pods");
+  add_targets(planned->plan, found.workloads);
+  add_names(planned->plan, "GPU workload", found.names);
+  found.refused.insert(found.refused.end(), planned->plan.errors.begin(), planned->plan.errors.end());
+  return found;
+}
+
+Status LateArrivals::evict(const LateLook& found) {
+  if (on_first_eviction_) {
+    on_first_eviction_();
+    on_first_eviction_ = nullptr;
+  }
+  for (const auto& t : found.clients) client_uids_.push_back(t.uid);
+  for (const auto& t : found.workloads) workload_uids_.push_back(t.uid);
+  if (auto c = clients_.evict_clients(found.clients, ctx_.cancel); !c) return c;
+  if (found.workloads.empty()) return ok_status();
+  EvictionOptions o;
+  o.what = "GPU pods that arrived late";
+  o.retry_interval = ctx_.settings.eviction_retry_interval;
+  auto s =
+      evict_pods(ctx_.client, ctx_.pods, ctx_.clock, found.workloads, drain_deadline(ctx_), ctx_.cancel, o);
+  if (!s) return s.error().wrap("failed to evict the GPU pods that arrived late on node " + ctx_.node.node());
+  return ok_status();
+}
+
+Status LateArrivals::evict_until_none() {
+  const std::string& node = ctx_.node.node();
+  spdlog::info("Looking once more for GPU pods on node {} before the unload (a fresh list)", node);
+  for (int round = 0;; ++round) {
+    auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, node, "", ctx_.cancel);
+    if (!pods) return pods.error();
+    auto found = look(*pods);
+    if (!found) return found.error();
+    if (!found->refused.empty()) {
+      for (const auto& e : found->refused) spdlog::error("error reported by drain helper: {}", e);
+      return Error(fmt::format(
+          "GPU pods arrived on node {} after it was cordoned and tainted and cannot be evicted: {}", node,
+          fmt::join(found->refused, "; ")));
+    }
+    if (found->empty()) {
+      spdlog::info("No {}GPU pods arrived late on node {}", round == 0 ? "" : "more ", node);
+      return ok_status();
+    }
+    const std::string names = join_names(found->names, kMaxNamed);
+    if (round == kLateArrivalRounds) {
+      return Error(fmt::format(
+          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} "
+          "times, "
+          "and still {}. Something keeps placing GPU pods on the node (a controller that sets spec.nodeName "
+          "itself, or pods that tolerate the cordon and the taint): stop it, then run driver-manager again",
+          node, kLateArrivalRounds, names));
+    }
+    spdlog::warn(
+        "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon "
+        "or "
+        "the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all after "
+        "an API server restart), and it would hold the GPU at the unload: evicting them too (round {} of {})",
+        found->names.size(), node, names, round + 1, kLateArrivalRounds);
+    if (auto s = evict(*found); !s) return s;
+  }
+}
+
+Result<bool> LateArrivals::evict_holders(const std::set<std::string>& holder_uids) {
+  if (holder_uids.empty() || holder_uids.contains("")) return false;  // a host process is no pod to evict
+  auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, ctx_.node.node(), "", ctx_.cancel);
+  if (!pods) return pods.error();
+  PodSnapshot holders;
+  for (const auto& p : *pods) {
+    if (holder_uids.contains(kube::uid(*p))) holders.push_back(p);
+  }
+  if (holders.size() != holder_uids.size()) return false;  // some holder is not a pod of this node
+  auto found = look(holders);
+  if (!found) return found.error();
+  if (!found->refused.empty() || found->clients.size() + found->workloads.size() != holders.size())
+    return false;
+  spdlog::warn(
+      "The NVIDIA driver is held by pods that arrived on node {} after the last look: {}; evicting them and "
+      "trying the unload once more",
+      ctx_.node.node(), join_names(found->names, kMaxNamed));
+  if (auto s = evict(*found); !s) return s.error();
+  return true;
+}
+
+}  // namespace dm::manager

@@ -1,0 +1,71 @@
+// GPU users that arrive late (docs/behaviour.md, Late arrivals): the waits of the first evictions track the
+// pods they evicted, not what is bound to the node afterwards. A pod the scheduler placed before the cordon
+// or the taint can still be bound after it (its caches lag behind, most of all after an API server
+// restart), and then holds the GPU at the unload. Before the unload one fresh look (a LIST, not the pod
+// watch's cache) finds them, and they are evicted and waited for like the first ones; after a refused
+// unload the pods holding the driver are evicted when they are pods this run may evict.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "manager/pods/drain.h"
+#include "manager/pods/eviction.h"
+#include "manager/pods/gpu_clients.h"
+
+namespace dm::manager {
+
+// How many times late arrivals are evicted before the run gives up (something keeps placing pods).
+inline constexpr int kLateArrivalRounds = 3;
+
+// What one look found, by who takes it: the client reset (annotated clients, under the taint) or the
+// GPU-workload eviction (only when this run evicts workloads).
+struct LateLook {
+  std::vector<EvictionTarget> clients;
+  std::vector<EvictionTarget> workloads;
+  std::vector<std::string> names;    // "ns/name (GPU workload)", "ns/name (GPU client)"
+  std::vector<std::string> refused;  // "ns/name: why" for a late pod that may not be evicted
+  [[nodiscard]] bool empty() const { return clients.empty() && workloads.empty() && refused.empty(); }
+};
+
+class LateArrivals {
+ public:
+  // `workloads`: GPU workloads are this run's to evict (the eviction switches); `beside`: pods other steps
+  // own (the operand pods, which their labels keep off the node).
+  LateArrivals(const DrainContext& ctx, GpuClientReset& clients, bool workloads, TakenBeside beside);
+
+  // Told once, before the first late pod is evicted (the run's phase).
+  void on_first_eviction(std::function<void()> f) { on_first_eviction_ = std::move(f); }
+
+  // Looks (fresh LIST) until nothing arrived late; evicts what did and waits for it, at most
+  // kLateArrivalRounds times; then a pod still arriving is an error naming it. A late pod that may not be
+  // evicted (no controller without DRAIN_USE_FORCE, ...) is an error at once.
+  Status evict_until_none();
+
+  // After a refused unload: when every pod among `holder_uids` (the pods whose processes hold the driver)
+  // is a pod this run may evict, evicts them and returns true; false (nothing done) otherwise.
+  Result<bool> evict_holders(const std::set<std::string>& holder_uids);
+
+  // The UIDs evicted or waited for so far (for the run's counts).
+  [[nodiscard]] const std::vector<std::string>& workload_uids() const { return workload_uids_; }
+  [[nodiscard]] const std::vector<std::string>& client_uids() const { return client_uids_; }
+
+  // Sorts `pods` into a LateLook (no request but the DaemonSet and claim lookups of the drain filters).
+  [[nodiscard]] Result<LateLook> look(const PodSnapshot& pods) const;
+
+ private:
+  Status evict(const LateLook& found);
+
+  DrainContext ctx_;
+  GpuClientReset& clients_;
+  bool workloads_;
+  TakenBeside beside_;
+  std::function<void()> on_first_eviction_;
+  std::vector<std::string> workload_uids_;
+  std::vector<std::string> client_uids_;
+};
+
+}  // namespace dm::manager
