@@ -6,9 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <chrono>
 #include <sstream>
-#include <thread>
 
 #include "fixtures/uninstall/fixture.h"
 
@@ -147,50 +145,6 @@ TEST_F(Reliability, AMalformedClientAnnotationIsAWarning) {
   EXPECT_THAT(line, HasSubstr("level=warning")) << r.log;
   EXPECT_THAT(line, HasSubstr("typo-agent"));
   EXPECT_THAT(line, HasSubstr("accepted: true, false"));
-}
-
-// A control-plane restart in the middle of a step (the API server down for about 10 s): the step's
-// requests ride it out and the run completes.
-TEST_F(Reliability, EveryStepSurvivesAnApiServerRestart) {
-  struct Point {
-    std::string name;
-    std::string log_line;  // the API server is stopped when this line appears
-    bool hold_in_mofed_wait;
-  };
-  const std::vector<Point> points = {
-      {"taint-add", "Checking for GPU client pods to reset", false},
-      {"cordon", "Cordoning node", false},
-      {"taint-removal", "Waiting for MOFED to be installed", true},
-  };
-  for (const auto& p : points) {
-    SCOPED_TRACE(p.name);
-    Scenario s(cluster(), "restart-" + p.name);
-    s.deploy_operands(default_operands());
-    deploy_daemonset_client(s, "node-agent");
-    s.deploy_gpu_workload("train");
-    s.wait_running(s.operator_ns(), default_operands().size());
-    s.wait_running(s.workload_ns(), 2);
-    std::map<std::string, std::string> env;
-    if (p.hold_in_mofed_wait) {
-      run_command({"mkdir", "-p", s.sim_path("/sys/bus/pci/devices/0000:3b:00.0")});
-      run_command({"sh", "-c", "echo 0x15b3 > " + s.sim_path("/sys/bus/pci/devices/0000:3b:00.0/vendor")});
-      env["GPU_DIRECT_RDMA_ENABLED"] = "true";
-    }
-    auto dm = start(s, "restart-" + p.name, env);
-    ASSERT_TRUE(wait_log(*dm, p.log_line)) << dm->log();
-    cluster().stop_apiserver();
-    if (p.hold_in_mofed_wait) {
-      run_command({"mkdir", "-p", s.sim_path("/run/mellanox/drivers")});
-      run_command({"touch", s.sim_path("/run/mellanox/drivers/.driver-ready")});
-    }
-    std::this_thread::sleep_for(std::chrono::seconds(10));
-    cluster().start_apiserver();
-    EXPECT_EQ(dm->wait(180), 0) << dm->log();
-    EXPECT_FALSE(s.has_annotation(kTaintedAnnotation));
-    EXPECT_FALSE(s.unschedulable());
-    EXPECT_EQ(s.label(deploy_label("device-plugin")), "true");
-    if (HasFailure()) break;
-  }
 }
 
 }  // namespace

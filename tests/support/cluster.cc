@@ -40,6 +40,16 @@ void TestCluster::start_apiserver() const {
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-start failed:\n" + out.err);
 }
 
+void TestCluster::freeze_apiserver() const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-freeze", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-freeze failed:\n" + out.err);
+}
+
+void TestCluster::thaw_apiserver() const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-thaw", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-thaw failed:\n" + out.err);
+}
+
 CommandOutput TestCluster::kubectl(const std::vector<std::string>& args,
                                    const std::string& stdin_data) const {
   std::vector<std::string> argv = {"kubectl", "--kubeconfig", kubeconfig_};

@@ -38,6 +38,9 @@ class TestCluster {
   // etcd, the controller-manager and the scheduler keep running, as in a control-plane restart.
   void stop_apiserver() const;
   void start_apiserver() const;
+  // SIGSTOP / SIGCONT to kube-apiserver: it keeps its sockets, so requests hang instead of being refused.
+  void freeze_apiserver() const;
+  void thaw_apiserver() const;
 
   // Creates ServiceAccount `name` in `ns`, binds it to ClusterRole `cluster_role` (and, if non-empty, the
   // namespaced Role `role` in `ns`), and writes a kubeconfig using its token. Returns the kubeconfig path.

@@ -104,6 +104,10 @@ Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
   if (!r) {
     // The node changed since the GET (maybe another run took the lease): look again.
     if (r.error().conflict()) return Attempt{std::nullopt, {}, true};
+    if (r.error().http_status == 0 || r.error().http_status >= 500) {
+      const std::lock_guard<std::mutex> lock(mu_);
+      maybe_taken_ = true;
+    }
     return r.error().wrap("failed to take the lease on node " + node_);
   }
   return Attempt{std::nullopt, std::move(*r)};
@@ -210,8 +214,9 @@ Status NodeLease::release(const std::vector<std::string>& also_remove) {
   stop_renewing();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!held_) return ok_status();
+    if (!held_ && !maybe_taken_) return ok_status();
     held_ = false;
+    maybe_taken_ = false;
   }
   for (int attempt = 0; attempt < 3; ++attempt) {
     auto node = client_.get(kube::paths::node(node_));

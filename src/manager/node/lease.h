@@ -88,6 +88,9 @@ class NodeLease {
   bool stop_ = false;
   bool held_ = false;
   bool lost_ = false;
+  // A taking write failed without an answer that says it did not happen (cut short by SIGTERM, a
+  // transport error): it may have been applied, so release() looks.
+  bool maybe_taken_ = false;
   std::thread renewer_;
 };
 

@@ -1,0 +1,610 @@
+// The fault sweep: uninstall_driver on a real control plane + node-sim, stopped at every boundary it reports,
+// on every path, by every fault, from tables.
+//
+// The boundaries of a path are generated from the program's own plan: `plan_flow(facts).phases()` for the
+// facts the path's scenario gives the run (a phase added to the plan is swept without editing this file; the
+// run logs "Phase <name>" at debug level when it enters one), plus the writes named below (the first write,
+// the lease, the taint, the cordon, the label restore, the taint removal), each found by the line the run
+// logs there. No hooks in the program: the test reads the run's log every 10 ms and stops the run (SIGSTOP)
+// the moment the line is there, so the fault meets it at the boundary however quickly it would move on.
+// Where the table knows how, the boundary's work is kept going meanwhile: a pod of the phase made slow to
+// terminate (node-sim's node-sim/terminate-after-seconds), another run's lease, the MOFED wait.
+//
+// The faults:
+//  * SIGKILL, then an immediate rerun of the same pod: the rerun completes; no GPU holder (client, workload,
+//    operand) came back before the unload (node-sim's refcount never rises after the kill); the node is as
+//    it was (labels, annotations, taints, schedulability, an admin's changes untouched).
+//  * SIGTERM: exit 143 within the pod's grace period, the node as it was.
+//  * The API server stopped for 15 s then started again, or frozen (SIGSTOP) for 15 s then let go: the run,
+//    let go at its boundary as the outage begins, completes and leaves the node as it was. One outage per
+//    fault serves every case of a path: all runs are brought to their boundaries (and stopped there) first.
+//  * SIGKILL, then `driver-manager recover`: the node as it was, the driver as the kill left it.
+//
+// Each path prints a table boundary x fault -> outcome. By default the full path gets SIGKILL, SIGTERM and
+// the API-server stop at every boundary (plus one freeze and two recovers) and the other paths SIGKILL;
+// DM_SWEEP_ALL=1 (bench/sweep) runs every fault on every path; DM_SWEEP_ONLY=a,b only those boundaries.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "fixtures/uninstall/fixture.h"
+#include "manager/commands/flow_plan.h"
+#include "manager/commands/progress.h"
+
+namespace dm::test::uninstall {
+namespace {
+
+using manager::FlowFacts;
+using manager::Phase;
+
+enum class PathKind { kFull, kNoDriver, kSkip, kPolicy };
+
+// A path of the run and the facts its scenario gives the run (prepare() builds the node to match).
+struct PathSpec {
+  std::string name;
+  PathKind kind;
+  FlowFacts facts;
+  [[nodiscard]] bool unloads() const { return kind == PathKind::kFull || kind == PathKind::kPolicy; }
+};
+
+std::vector<PathSpec> sweep_paths() {
+  // DRA on and GPUDirect RDMA on everywhere: every phase of the plan has something to do.
+  return {
+      {"full", PathKind::kFull,
+       FlowFacts{.nvidia_loaded = true, .dra_on = true, .gpu_pod_eviction = true, .gpu_direct_rdma = true}},
+      {"no-driver", PathKind::kNoDriver,
+       FlowFacts{.dra_on = true, .gpu_pod_eviction = true, .gpu_direct_rdma = true}},
+      {"skip", PathKind::kSkip,
+       FlowFacts{.nvidia_loaded = true,
+                 .skip = true,
+                 .dra_on = true,
+                 .gpu_pod_eviction = true,
+                 .gpu_direct_rdma = true}},
+      // The upgrade policy supersedes the eviction switches.
+      {"policy-on", PathKind::kPolicy,
+       FlowFacts{.nvidia_loaded = true, .dra_on = true, .gpu_direct_rdma = true}},
+  };
+}
+
+enum class Hold {
+  kNone,          // the fault goes out when the line is logged
+  kSlowPod,       // a pod of the phase takes kHoldSeconds to terminate
+  kForeignLease,  // another run holds the node
+  kMofed,         // the run waits for MOFED (released for the rerun / when the outage begins)
+};
+
+struct Boundary {
+  std::string name{};  // "pause-operands" (a phase), "cordon" (a write)
+  std::string line{};  // what the run logs there ({node}: the node's name)
+  Hold hold = Hold::kNone;
+  std::string slow{};  // kSlowPod: "op/<app>" or "wl/<app>"
+  bool tail = false;   // at or after the unload
+};
+
+constexpr double kHoldSeconds = 8;
+constexpr int kLeaseSeconds = 20;
+constexpr int kGraceSeconds = 60;  // the driver pod's terminationGracePeriodSeconds
+constexpr auto kOutage = std::chrono::seconds(15);
+
+// How the run is held inside a phase, by phase; a phase not listed here (a new one) is swept unheld.
+Boundary phase_boundary(Phase p) {
+  Boundary b{.name = std::string(manager::phase_name(p)),
+             .line = "Phase " + std::string(manager::phase_name(p))};
+  switch (p) {
+    case Phase::kPauseOperands:
+      b.hold = Hold::kSlowPod;
+      b.slow = "op/nvidia-dcgm-exporter";
+      break;
+    case Phase::kEvictWorkloads:
+    case Phase::kCleanDriverRoot:  // both end with the DRA kubelet plugin's drain
+      b.hold = Hold::kSlowPod;
+      b.slow = "op/nvidia-dra-driver-kubelet-plugin";
+      break;
+    case Phase::kWaitMofed:
+      b.hold = Hold::kMofed;
+      b.tail = true;
+      break;
+    case Phase::kRestore:
+      b.tail = true;
+      break;
+    default:
+      b.tail = true;  // unheld: the run may be past it before the fault lands
+      break;
+  }
+  return b;
+}
+
+// The boundaries of a path: the writes that precede the phases, the phases of the plan, the writes inside.
+std::vector<Boundary> boundaries(const PathSpec& path) {
+  std::vector<Boundary> out = {
+      {.name = "first-write", .line = "Running in pod "},  // preflight's last line: the lease write is next
+      {.name = "lease",
+       .line = "Waiting for the run of driver-manager that holds node {node}",
+       .hold = Hold::kForeignLease},
+  };
+  const auto phases = manager::plan_flow(path.facts).phases();
+  for (Phase p : phases) out.push_back(phase_boundary(p));
+  if (path.kind != PathKind::kNoDriver) {
+    out.push_back({.name = "taint",
+                   .line = "Tainting node {node} with",
+                   .hold = Hold::kSlowPod,
+                   .slow = "wl/node-agent"});
+  }
+  if (path.kind == PathKind::kFull) {
+    out.push_back(
+        {.name = "cordon", .line = "Cordoning node {node}", .hold = Hold::kSlowPod, .slow = "wl/train"});
+  }
+  out.push_back(
+      {.name = "label-restore", .line = "Rescheduling all GPU clients on the current node", .tail = true});
+  if (path.kind != PathKind::kNoDriver) {
+    out.push_back({.name = "taint-removal", .line = "Removing taint", .tail = true});
+  }
+  return out;
+}
+
+enum class Fault { kSigkill, kSigterm, kApiStop, kApiFreeze, kRecover };
+constexpr std::array kAllFaults = {Fault::kSigkill, Fault::kSigterm, Fault::kApiStop, Fault::kApiFreeze,
+                                   Fault::kRecover};
+
+const char* fault_name(Fault f) {
+  switch (f) {
+    case Fault::kSigkill:
+      return "SIGKILL+rerun";
+    case Fault::kSigterm:
+      return "SIGTERM";
+    case Fault::kApiStop:
+      return "API stop 15s";
+    case Fault::kApiFreeze:
+      return "API freeze 15s";
+    case Fault::kRecover:
+      return "SIGKILL+recover";
+  }
+  return "?";
+}
+
+bool sweep_all() {
+  const char* v = std::getenv("DM_SWEEP_ALL");
+  return v != nullptr && std::string(v) == "1";
+}
+
+// DM_SWEEP_ONLY=cordon,restore: only those boundaries (to look at one closely).
+bool selected(const std::string& boundary) {
+  const char* v = std::getenv("DM_SWEEP_ONLY");
+  if (v == nullptr || *v == '\0') return true;
+  return ("," + std::string(v) + ",").find("," + boundary + ",") != std::string::npos;
+}
+
+// ./scripts/test: the full path with SIGKILL, SIGTERM and the API-server stop at every boundary, one freeze
+// (at the cordon) and a recover where the old phase tests had one; the other paths SIGKILL.
+std::vector<Fault> faults_for(const PathSpec& path, const Boundary& b) {
+  if (sweep_all()) return {kAllFaults.begin(), kAllFaults.end()};
+  if (path.kind != PathKind::kFull) return {Fault::kSigkill};
+  std::vector<Fault> f = {Fault::kSigkill, Fault::kSigterm, Fault::kApiStop};
+  if (b.name == "cordon") f.push_back(Fault::kApiFreeze);
+  if (b.name == "evict-workloads" || b.name == "wait-mofed") f.push_back(Fault::kRecover);
+  return f;
+}
+
+struct Outcome {
+  bool ok = true;
+  std::string text;
+};
+
+std::string rfc3339_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string tail_lines(const std::string& log, size_t n) {
+  size_t at = log.size();
+  for (size_t i = 0; i < n && at > 0; ++i) at = log.rfind('\n', at - 1);
+  return at == std::string::npos ? log : log.substr(at);
+}
+
+// The first `level=fatal` (critical) line of a run's log: what it was doing when it gave up.
+std::string gave_up_line(const std::string& log) {
+  const auto at = log.find("level=fatal");
+  if (at == std::string::npos) return {};
+  const auto end = log.find('\n', at);
+  return log.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
+// Polls the log every 10 ms (the fault should land close to the line) until it holds `text`.
+bool wait_line(const BackgroundProcess& p, const std::string& text, double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < until) {
+    if (p.log().find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+// A rise of node-sim's refcount after `from` in its log: a GPU holder came back (node-sim stops logging
+// the refcount once the module is unloaded, so any rise is before the unload).
+std::string holder_came_back(const std::string& sim_log, size_t from) {
+  static const std::regex kLine(R"(refcnt (\d+) -> (\d+) \(holders: ([^)]*)\))");
+  const std::string rest = sim_log.substr(std::min(from, sim_log.size()));
+  for (std::sregex_iterator it(rest.begin(), rest.end(), kLine), end; it != end; ++it) {
+    if (std::stoi((*it)[2]) > std::stoi((*it)[1])) return (*it)[0];
+  }
+  return {};
+}
+
+class FaultSweep : public UninstallSuite {
+ protected:
+  static std::vector<Operand> operands() {
+    auto ops = default_operands();
+    ops.push_back({"dra-driver", "nvidia-dra-driver-kubelet-plugin", true, false});
+    return ops;
+  }
+
+  // The node for one case: operands (the DRA plugin included), an annotated DaemonSet client, an annotated
+  // DRA-plugin client, a GPU workload (not under the policy: the upgrade controller evicts those), an
+  // admin's label, operand label at "false", annotation and taint that no run may touch; the path's facts;
+  // the boundary's hold.
+  static std::unique_ptr<Scenario> prepare(const PathSpec& path, const Boundary& b, const std::string& node) {
+    NodeSimOptions sim;
+    sim.no_driver = path.kind == PathKind::kNoDriver;
+    auto s = std::make_unique<Scenario>(cluster(), node, sim);
+    s->label_node({{"example.com/team", "ml"}, {deploy_label("sandbox-validator"), "false"}});
+    s->annotate_node("example.com/maintenance-window", "sunday");
+    kubectl_ok(cluster(), {"taint", "node", node, "example.com/maintenance=planned:PreferNoSchedule"});
+    if (path.kind == PathKind::kPolicy) s->annotate_node("nvidia.com/gpu-driver-upgrade-enabled", "true");
+    if (path.kind == PathKind::kSkip)
+      write_file(s->sim_path("/run/nvidia/nvidia-driver.state"), "digest-new\n");
+    const auto ops = operands();
+    s->deploy_operands(ops);
+    s->deploy_client(
+        {.name = "node-agent", .kind = "DaemonSet", .terminate_after = "0.3", .grace_period_seconds = 5});
+    s->deploy_client({.name = "dra-agent",
+                      .kind = "DaemonSet",
+                      .dra_plugin = true,
+                      .terminate_after = "0.3",
+                      .grace_period_seconds = 5});
+    size_t workload_pods = 2;
+    if (path.kind != PathKind::kPolicy) {
+      s->deploy_gpu_workload("train");
+      ++workload_pods;
+    }
+    // The driver pod the run is in (bound to no real node): its grace period is the SIGTERM cleanup's
+    // budget, and the rerun, being the same pod, takes its lease over at once.
+    cluster().apply("apiVersion: v1\nkind: Pod\nmetadata:\n  name: driver-" + node +
+                    "\n  namespace: " + s->operator_ns() + "\nspec:\n  nodeName: no-such-node-" + node +
+                    "\n  terminationGracePeriodSeconds: " + std::to_string(kGraceSeconds) +
+                    "\n  tolerations:\n  - operator: Exists\n"
+                    "  containers:\n  - name: k8s-driver-manager\n    image: example.com/driver-manager:1\n");
+    s->wait_running(s->operator_ns(), ops.size());
+    s->wait_running(s->workload_ns(), workload_pods);
+    if (b.hold == Hold::kSlowPod) {
+      const auto slash = b.slow.find('/');
+      const std::string ns = b.slow.substr(0, slash) == "op" ? s->operator_ns() : s->workload_ns();
+      kubectl_ok(cluster(),
+                 {"-n", ns, "annotate", "pods", "-l", "app=" + b.slow.substr(slash + 1), "--overwrite",
+                  "node-sim/terminate-after-seconds=" + std::to_string(kHoldSeconds)});
+    }
+    // A Mellanox NIC: the MOFED wait holds the run until the ready file exists.
+    const std::string dev = s->sim_path("/sys/bus/pci/devices/0000:3b:00.0");
+    std::filesystem::create_directories(dev);
+    write_file(dev + "/vendor", "0x15b3\n");
+    write_file(dev + "/device", "0x101b\n");
+    write_file(dev + "/class", "0x020000\n");
+    if (b.hold != Hold::kMofed) release_mofed(*s);
+    if (b.hold == Hold::kForeignLease) {
+      const json lease = {{"holder", "pod gpu-operator/nvidia-driver-daemonset-other"},
+                          {"renewTime", rfc3339_now()},
+                          {"leaseDurationSeconds", kLeaseSeconds}};
+      s->annotate_node(kLeaseAnnotation, lease.dump());
+    }
+    return s;
+  }
+
+  static void release_mofed(const Scenario& s) {
+    std::filesystem::create_directories(s.sim_path("/run/mellanox/drivers"));
+    write_file(s.sim_path("/run/mellanox/drivers/.driver-ready"), "");
+  }
+
+  static std::map<std::string, std::string> run_env(const Scenario& s) {
+    return {{"POD_NAME", "driver-" + s.node()},
+            {"POD_NAMESPACE", s.operator_ns()},
+            {"GPU_DIRECT_RDMA_ENABLED", "true"},
+            {"LOG_LEVEL", "debug"}};  // the phase lines
+  }
+
+  // What one case checks; the first difference is the outcome's text, every one a test failure.
+  struct Checks {
+    std::vector<std::string> failed;
+    void expect(bool ok, const std::string& what) {
+      if (!ok) failed.push_back(what);
+    }
+    // The keys whose values differ between the two maps ("key" present in one only included).
+    static std::string differing(const std::map<std::string, std::string>& a,
+                                 const std::map<std::string, std::string>& b) {
+      std::string out;
+      for (const auto& [k, v] : a) {
+        if (!b.contains(k) || b.at(k) != v) out += " " + k;
+      }
+      for (const auto& [k, v] : b) {
+        if (!a.contains(k)) out += " " + k;
+      }
+      return out;
+    }
+    void same_node(const NodeState& got, const NodeState& want) {
+      expect(got.labels == want.labels,
+             "labels differ from before the run:" + differing(got.labels, want.labels));
+      expect(got.annotations == want.annotations,
+             "annotations differ from before the run:" + differing(got.annotations, want.annotations));
+      expect(got.taints == want.taints, "taints differ from before the run");
+      expect(got.unschedulable == want.unschedulable, "schedulability differs from before the run");
+    }
+  };
+
+  // A killed run's leftovers healed by an immediate rerun of the same pod.
+  static void rerun_heals(Scenario& s, const PathSpec& path, size_t sim_from, Checks& c, std::string& log) {
+    auto r = s.run(sa_kubeconfig(), run_env(s));
+    log += "\n--- rerun ---\n" + r.log;
+    c.expect(r.exit_code == 0,
+             "the rerun exited " + std::to_string(r.exit_code) + ": " + gave_up_line(r.log));
+    if (!path.unloads()) return;  // the kept driver's holders come back with the restore
+    c.expect(!s.sim().refcnt().has_value(), "the rerun did not unload the driver");
+    const std::string back = holder_came_back(s.sim().log(), sim_from);
+    c.expect(back.empty(), "a GPU holder came back before the unload: " + back);
+  }
+
+  // One case under way: its node, the run, what it checks.
+  struct Case {
+    const PathSpec& path;
+    Boundary b;
+    Fault f;
+    std::string node;
+    std::unique_ptr<Scenario> s{};
+    std::unique_ptr<BackgroundProcess> dm{};
+    NodeState before{};
+    size_t sim_from = 0;  // node-sim's log up to the fault
+    bool reached = false;
+    Checks c{};
+    std::string text{};
+    std::string extra_log{};
+  };
+
+  // The node, the run, and the run stopped (SIGSTOP) the moment it logs the boundary's line: every fault
+  // then meets it there, however quickly the run would have moved on.
+  static void reach(Case& k) {
+    k.s = prepare(k.path, k.b, k.node);
+    k.before = k.s->state();
+    k.dm = k.s->start(sa_kubeconfig(), cluster().state_dir() + "/" + k.node + ".log", run_env(*k.s));
+    std::string line = k.b.line;
+    if (const auto at = line.find("{node}"); at != std::string::npos) line.replace(at, 6, k.node);
+    if (!wait_line(*k.dm, line, 180)) {
+      k.c.expect(false, "boundary not reached: no \"" + line + "\" in the log");
+      return;
+    }
+    k.dm->signal(SIGSTOP);
+    k.reached = true;
+    k.sim_from = k.s->sim().log().size();
+    // A killed or restarted run outlives the foreign lease, which the run then takes over.
+    if (k.b.hold == Hold::kForeignLease && k.f != Fault::kSigterm)
+      k.before.annotations.erase(kLeaseAnnotation);
+  }
+
+  static void kill_fault(Case& k) {
+    k.dm->signal(SIGKILL);
+    k.c.expect(k.dm->wait(30) == 128 + SIGKILL, "the run did not die of SIGKILL");
+    if (k.b.hold == Hold::kMofed) release_mofed(*k.s);
+    if (k.f == Fault::kSigkill) {
+      rerun_heals(*k.s, k.path, k.sim_from, k.c, k.extra_log);
+      k.text = "healed by the rerun";
+      return;
+    }
+    const bool loaded = k.s->sim().refcnt().has_value();
+    auto r = k.s->recover(sa_kubeconfig(), /*force=*/true);
+    k.extra_log = "\n--- recover ---\n" + r.log;
+    k.c.expect(r.exit_code == 0, "recover exited " + std::to_string(r.exit_code));
+    k.c.expect(k.s->sim().refcnt().has_value() == loaded, "recover changed the driver");
+    k.text = "recovered";
+  }
+
+  static void term_fault(Case& k) {
+    const bool loaded = k.s->sim().refcnt().has_value();
+    k.dm->signal(SIGTERM);
+    k.dm->signal(SIGCONT);
+    const int code = k.dm->wait(kGraceSeconds);
+    k.c.expect(code == 143, "exit " + std::to_string(code) + " within the grace period (want 143)");
+    k.text = "143, restored";
+    if (!k.b.tail && k.path.unloads())
+      k.c.expect(k.s->sim().refcnt().has_value() == loaded, "the driver changed under SIGTERM");
+  }
+
+  // After the outage (the run was let go at its boundary when it began).
+  static void after_outage(Case& k) {
+    const int code = k.dm->wait(300);
+    const std::string log = k.dm->log();
+    k.c.expect(code == 0, "exit " + std::to_string(code) + ": " + gave_up_line(log));
+    if (k.path.unloads()) {
+      k.c.expect(!k.s->sim().refcnt().has_value(), "the driver was not unloaded");
+      const std::string back = holder_came_back(k.s->sim().log(), k.sim_from);
+      k.c.expect(back.empty(), "a GPU holder came back before the unload: " + back);
+    }
+    k.text = "completed";
+    if (log.find(" 403") != std::string::npos || log.find("orbidden") != std::string::npos)
+      k.text += " (met 403)";
+  }
+
+  static Outcome conclude(Case& k) {
+    if (k.reached) k.c.same_node(k.s->state(), k.before);
+    if (k.c.failed.empty()) return {true, k.text};
+    std::string all;
+    for (const auto& e : k.c.failed) all += "\n  " + e;
+    ADD_FAILURE() << k.path.name << " / " << k.b.name << " / " << fault_name(k.f) << ":" << all << "\n"
+                  << (k.dm ? tail_lines(k.dm->log() + k.extra_log, 60) : std::string());
+    return {false, "FAIL: " + k.c.failed.front()};
+  }
+
+  // A signal case from start to end.
+  static Outcome signal_case(Case& k) {
+    reach(k);
+    if (k.reached) (k.f == Fault::kSigterm ? term_fault : kill_fault)(k);
+    return conclude(k);
+  }
+
+  // The API-server cases of one fault, one outage for all (every run already stopped at its boundary):
+  // the API server goes away, the runs are let go into the outage, the server comes back.
+  static void outage(std::vector<std::unique_ptr<Case>>& cases, Fault f) {
+    if (cases.empty()) return;
+    if (f == Fault::kApiStop) {
+      cluster().stop_apiserver();
+    } else {
+      cluster().freeze_apiserver();
+    }
+    for (auto& k : cases) {
+      if (!k->reached) continue;
+      k->dm->signal(SIGCONT);
+      if (k->b.hold == Hold::kMofed) release_mofed(*k->s);
+    }
+    std::this_thread::sleep_for(kOutage);
+    if (f == Fault::kApiStop) {
+      cluster().start_apiserver();
+    } else {
+      cluster().thaw_apiserver();
+    }
+    std::vector<std::function<void()>> jobs;
+    for (auto& k : cases) {
+      jobs.emplace_back([&k] {
+        if (k->reached) after_outage(*k);
+      });
+    }
+    run_parallel(jobs, cases.size());
+    for (auto& k : cases) k->text = conclude(*k).text;
+  }
+
+  static constexpr size_t kThreads = 3;
+
+  // Runs `jobs` on `threads` threads; an exception fails the test.
+  static void run_parallel(const std::vector<std::function<void()>>& jobs, size_t threads) {
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    std::vector<std::string> errors;
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < std::min(threads, jobs.size()); ++t) {
+      pool.emplace_back([&] {
+        for (size_t i = next++; i < jobs.size(); i = next++) {
+          try {
+            jobs[i]();
+          } catch (const std::exception& e) {
+            const std::lock_guard lock(mu);
+            errors.emplace_back(e.what());
+          }
+        }
+      });
+    }
+    for (auto& t : pool) t.join();
+    for (const auto& e : errors) ADD_FAILURE() << e;
+  }
+
+  // Every case of one path, then its table: the signal cases a few at a time, then one outage per
+  // API-server fault for all of its cases.
+  static void sweep(const PathSpec& path) {
+    const auto bs = boundaries(path);
+    std::map<Fault, std::vector<std::unique_ptr<Case>>> by_fault;
+    std::map<Case*, size_t> row;
+    for (size_t i = 0; i < bs.size(); ++i) {
+      if (!selected(bs[i].name)) continue;
+      for (Fault f : faults_for(path, bs[i])) {
+        auto k = std::make_unique<Case>(Case{
+            .path = path,
+            .b = bs[i],
+            .f = f,
+            .node = "fs-" + path.name + "-" + std::to_string(i) + "-" + std::to_string(static_cast<int>(f))});
+        row[k.get()] = i;
+        by_fault[f].push_back(std::move(k));
+      }
+    }
+    std::vector<std::function<void()>> jobs;
+    for (Fault f : {Fault::kSigkill, Fault::kSigterm, Fault::kRecover}) {
+      for (auto& k : by_fault[f]) jobs.emplace_back([&k] { k->text = signal_case(*k).text; });
+    }
+    run_parallel(jobs, kThreads);
+    // Every API-server case is brought to its boundary first (the runs wait there, stopped), then one
+    // outage per fault.
+    jobs.clear();
+    for (Fault f : {Fault::kApiStop, Fault::kApiFreeze}) {
+      for (auto& k : by_fault[f]) jobs.emplace_back([&k] { reach(*k); });
+    }
+    run_parallel(jobs, kThreads);
+    for (Fault f : {Fault::kApiStop, Fault::kApiFreeze}) outage(by_fault[f], f);
+    std::map<std::pair<size_t, Fault>, std::string> results;
+    for (auto& [f, cases] : by_fault) {
+      for (auto& k : cases) results[{row[k.get()], f}] = k->text;
+      cases.clear();  // the nodes go
+    }
+    print_table(path, bs, results);
+  }
+
+  static void print_table(const PathSpec& path, const std::vector<Boundary>& bs,
+                          const std::map<std::pair<size_t, Fault>, std::string>& results) {
+    std::ostringstream out;
+    out << "\nFault sweep, path " << path.name << " (boundary x fault -> outcome)\n";
+    out << "| boundary | hold |";
+    for (Fault f : kAllFaults) out << " " << fault_name(f) << " |";
+    out << "\n|---|---|" << std::string(kAllFaults.size() * 4, '-') << "\n";
+    static const std::map<Hold, const char*> kHold = {{Hold::kNone, "at the line"},
+                                                      {Hold::kSlowPod, "slow pod"},
+                                                      {Hold::kForeignLease, "foreign lease"},
+                                                      {Hold::kMofed, "MOFED wait"}};
+    for (size_t i = 0; i < bs.size(); ++i) {
+      out << "| " << bs[i].name << " | " << kHold.at(bs[i].hold) << " |";
+      for (Fault f : kAllFaults) {
+        const auto it = results.find({i, f});
+        out << " " << (it == results.end() ? "-" : it->second) << " |";
+      }
+      out << "\n";
+    }
+    std::cout << out.str() << std::flush;
+  }
+};
+
+TEST_F(FaultSweep, FullPath) {
+  sweep(sweep_paths()[0]);
+}
+TEST_F(FaultSweep, NoDriverPath) {
+  sweep(sweep_paths()[1]);
+}
+TEST_F(FaultSweep, SkipPath) {
+  sweep(sweep_paths()[2]);
+}
+TEST_F(FaultSweep, PolicyOnPath) {
+  sweep(sweep_paths()[3]);
+}
+
+// The plan the sweep generates its boundaries from is the one each path's scenario makes the run take.
+TEST(FaultSweepPlan, EachScenarioTakesItsPath) {
+  const std::map<PathKind, manager::RunPath> want = {{PathKind::kFull, manager::RunPath::kFull},
+                                                     {PathKind::kNoDriver, manager::RunPath::kNoDriver},
+                                                     {PathKind::kSkip, manager::RunPath::kSkip},
+                                                     {PathKind::kPolicy, manager::RunPath::kFull}};
+  for (const auto& p : sweep_paths()) {
+    EXPECT_EQ(manager::plan_flow(p.facts).path, want.at(p.kind)) << p.name;
+    EXPECT_FALSE(manager::plan_flow(p.facts).phases().empty()) << p.name;
+  }
+}
+
+}  // namespace
+}  // namespace dm::test::uninstall
