@@ -142,10 +142,11 @@ for attempt in 1 2; do
     check_has "blocked: failed attempt $attempt ends with its summary" "level=error msg=Summary: failed" \
       "$(tail -n 1 <<<"$log")"
     # Between two attempts (the kubelet's back-off): the node as before the attempt, but for the
-    # controller's cordon. The same phase read after the node shows no attempt ran in between.
+    # controller's cordon. The same restart count, still not running, read after the node shows that no
+    # attempt ran in between (terminated turning into waiting is the back-off, not a new attempt).
     left=$(op_leftovers cordon-ok)
-    phase_before=$PHASE
-    if failed_and_waiting "$blocked_pod" 0 && [[ $PHASE == "$phase_before" ]]; then
+    restarts_before=$RESTARTS
+    if failed_and_waiting "$blocked_pod" 0 && [[ $RESTARTS == "$restarts_before" ]]; then
       check_eq "blocked: after failed attempt $attempt the node is restored (no taint, paused label, record)" "" "$left"
     else
       fail "blocked: after failed attempt $attempt the node is restored" "the next attempt started while the node was read"
