@@ -12,6 +12,7 @@
 # Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
 # saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
 # Set-up and test choices: tests/operator/lib.bash and docs/gpu-operator.md, "Under the stock operator".
+# shellcheck disable=SC2016,SC2034  # op_wait's conditions are single-quoted: evaluated on each try
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 # shellcheck source=tests/operator/lib.bash
@@ -163,7 +164,7 @@ check_eq "blocked: the controller waits in pod-restart-required" pod-restart-req
 k -n gpu-apps patch pdb gpu-metrics-budget --type merge -p '{"spec":{"minAvailable":0}}' >/dev/null
 if op_wait_upgrade_done 300 "$v"; then
   check_eq "blocked: the same pod's next attempt completed" "$first_pod" "$(op_driver_pod)"
-  read -r r s e <<<"$(init_phase "$first_pod")"
+  read -r _ s e <<<"$(init_phase "$first_pod")"
   check_eq "blocked: ... exit 0 after the failed attempts" "terminated 0" "$s $e"
   op_wait 120 "the clients and the workload to be back" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
     fail_debug "blocked: the clients and the workload did not come back"
