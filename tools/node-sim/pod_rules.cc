@@ -36,7 +36,9 @@ bool holds_gpu(const Json& pod) {
 }
 
 bool loads_driver(const Json& pod) {
-  return go_true(annotation(pod, kLoadsDriverAnnotation));
+  if (go_true(annotation(pod, kLoadsDriverAnnotation))) return true;
+  const Json& labels = pod.value("metadata", Json::object()).value("labels", Json::object());
+  return labels.is_object() && labels.value(kDriverComponentLabel, "") == kDriverComponentValue;
 }
 
 namespace {

@@ -22,6 +22,9 @@ inline constexpr const char* kStuckAnnotation = "node-sim/stuck-terminating";
 inline constexpr const char* kHoldsGpuAnnotation = "node-sim/holds-gpu";
 // Annotation: "true" => once the pod runs, the simulated kernel "loads the driver" (kernel-only mode).
 inline constexpr const char* kLoadsDriverAnnotation = "node-sim/loads-driver";
+// Label (and value) of the GPU Operator's driver pods: they load the driver as the annotation above says.
+inline constexpr const char* kDriverComponentLabel = "app.kubernetes.io/component";
+inline constexpr const char* kDriverComponentValue = "nvidia-driver";
 // Annotation of third-party GPU clients (driver-manager's own contract).
 inline constexpr const char* kGpuClientAnnotation = "nvidia.com/gpu.client";
 
@@ -36,7 +39,8 @@ bool holds_gpu(const Json& pod);
 // status.phase == "Running".
 bool is_running(const Json& pod);
 
-// The pod is annotated node-sim/loads-driver with a true value.
+// The pod is annotated node-sim/loads-driver with a true value, or is a GPU Operator driver pod (labelled
+// app.kubernetes.io/component=nvidia-driver, as the operator's driver DaemonSet labels its pods).
 bool loads_driver(const Json& pod);
 
 // Some container of the pod is running, as a kubelet reports it (status.containerStatuses[].state.running),

@@ -1,0 +1,309 @@
+# shellcheck shell=bash disable=SC2034,SC2016,SC2046  # variables read by the test and bench; single-quoted conditions and scripts are evaluated later; image names are words
+# The stock GPU Operator on a test cluster and a real node, shared by tests/operator/operator_test.sh and
+# bench/operator-upgrade (docs/gpu-operator.md, "Under the stock operator"). Sourced; expects SRC (the source
+# tree). Every process and directory it starts or makes is recorded for op_down.
+#
+# Set-up (each test choice is written down in docs/gpu-operator.md):
+# * scripts/cluster up; scripts/node up with NODE_OPERATOR=1 (a private /run in the node with the simulated
+#   host root at /run/nvidia, the bridge as the pods' gateway, kube-proxy for the `kubernetes` Service);
+# * the stand-in images (tests/operator/standin-images.sh) under the operator's image names;
+# * the operator's CRDs, its namespace, the NFD labels it reads on the node;
+# * the operator binary (unpacked from $DM_SHARED/peers/gpu-operator) run out of cluster in a private mount
+#   namespace whose /opt is a tmpfs with the operator's assets and manifests at /opt/gpu-operator;
+# * a ClusterPolicy made from the chart's values (the peers' clusterpolicy-from-values.py) with the changes
+#   op_policy lists.
+
+OP_NS=gpu-operator
+OP_NODE=gpu-node-1
+OP_DRIVER_DS=nvidia-driver-daemonset
+OP_UPGRADE_LABEL=nvidia.com/gpu-driver-upgrade-state
+OP_CACHE=${OP_CACHE:-/var/cache/driver-manager-peers/gpu-operator}
+# Driver versions the scenarios install, in order (the first is the chart's default).
+OP_VERSIONS=(595.91.07 595.99.01 595.99.02 595.99.03 595.99.04 595.99.05)
+OP_OS_TAG=ubuntu22.04
+# The driver pods: the ClusterPolicy's DaemonSet; op_use_crd switches to every driver DaemonSet's pods (the
+# NVIDIADriver controller's are named after the NVIDIADriver).
+OP_DRIVER_SELECTOR=app=nvidia-driver-daemonset
+
+op_log() { printf '[operator] %s\n' "$*" >&2; }
+op_die() { op_log "ERROR: $*"; exit 1; }
+
+# The peers present, or one line saying why not and exit 77 (skipped).
+op_check_peers() {
+  OP_SHARED=$(realpath -m "${DM_SHARED:-$SRC/../shared}")
+  OP_PEERS="$OP_SHARED/peers/gpu-operator"
+  local f
+  for f in gpu-operator.xz clusterpolicy-from-values.py values.yaml crds assets manifests; do
+    if [[ ! -e "$OP_PEERS/$f" ]]; then
+      echo "SKIP: no stock GPU Operator at $OP_PEERS ($f missing; set DM_SHARED to the folder holding peers/)"
+      exit 77
+    fi
+  done
+  [[ $EUID -eq 0 ]] || op_die "needs root (containerd, kubelet, mount namespaces)"
+  python3 -c 'import yaml' 2>/dev/null || op_die "python3-yaml is missing (scripts/install-deps installs it)"
+}
+
+# The operator binary and its /opt/gpu-operator tree, unpacked once into $OP_CACHE (checked against
+# SHA256SUMS).
+op_unpack() {
+  mkdir -p "$OP_CACHE"
+  exec 8>"$OP_CACHE/.lock"
+  flock 8
+  local sum; sum=$(awk '$2 == "gpu-operator/gpu-operator" {print $1}' "$OP_SHARED/peers/SHA256SUMS" 2>/dev/null)
+  if [[ ! -x "$OP_CACHE/gpu-operator" ]] ||
+     [[ -n "$sum" && "$(sha256sum <"$OP_CACHE/gpu-operator" | cut -d' ' -f1)" != "$sum" ]]; then
+    op_log "unpacking the operator into $OP_CACHE"
+    xz -dc "$OP_PEERS/gpu-operator.xz" >"$OP_CACHE/gpu-operator.tmp"
+    chmod +x "$OP_CACHE/gpu-operator.tmp" && mv "$OP_CACHE/gpu-operator.tmp" "$OP_CACHE/gpu-operator"
+  fi
+  rm -rf "$OP_CACHE/opt.new"
+  mkdir -p "$OP_CACHE/opt.new"
+  cp -r "$OP_PEERS"/assets/. "$OP_CACHE/opt.new/"
+  cp -r "$OP_PEERS/manifests" "$OP_CACHE/opt.new/manifests"
+  rm -rf "$OP_CACHE/opt" && mv "$OP_CACHE/opt.new" "$OP_CACHE/opt"
+  exec 8>&-
+}
+
+k() { kubectl --kubeconfig "$OP_KC" "$@"; }
+
+# Images of the operator's names: the driver at every version the scenarios use, and the validator.
+op_image_names() {
+  local v
+  for v in "${OP_VERSIONS[@]}"; do printf 'nvcr.io/nvidia/driver:%s-%s\n' "$v" "$OP_OS_TAG"; done
+  printf '%s\n' nvcr.io/nvidia/gpu-operator:v26.7.0
+}
+
+OP_CLEANUP=()
+op_down() {
+  local i
+  for ((i = ${#OP_CLEANUP[@]} - 1; i >= 0; i--)); do eval "${OP_CLEANUP[i]}" || true; done
+  OP_CLEANUP=()
+}
+
+# Cluster, node (with NODE_IMAGES from the stand-ins), CRDs, namespace, NFD labels. Sets OP_KC, OP_SIM,
+# OP_NODE_STATE, OP_WORK.
+op_up() {
+  OP_WORK=$(mktemp -d /tmp/dm-operator.XXXXXX)
+  OP_CLEANUP+=("rm -rf '$OP_WORK'")
+  local images
+  images=$("$SRC/tests/operator/standin-images.sh" /var/cache/driver-manager-operator-standins \
+    $(op_image_names) | tr '\n' ' ') || op_die "cannot build the stand-in images"
+  images+=" ${OP_EXTRA_IMAGES:-}"
+  # The API server also listens on the node's bridge address, where kube-proxy sends the `kubernetes`
+  # Service (its own endpoint reconciler is off in the test cluster, and an Endpoints address may not be
+  # loopback).
+  OP_KC=$(K8S_WATCH_PID=$$ K8S_APISERVER_ARGS=--bind-address=0.0.0.0 "$SRC/scripts/cluster" up) ||
+    op_die "scripts/cluster up failed"
+  OP_CLEANUP+=("'$SRC/scripts/cluster' down '$OP_KC' >/dev/null 2>&1")
+  OP_SIM="$OP_WORK/sim"
+  mkdir -p "$OP_SIM"
+  # A fresh node: no driver loaded yet (the install scenario).
+  OP_NODE_STATE=$(NODE_OPERATOR=1 NODE_KUBE_PROXY_KUBECONFIG="$OP_KC" NODE_IMAGES="$images" NODE_SIM_ARGS=--no-driver \
+    NODE_WATCH_PID=$$ NODE_SIM_BIN="${NODE_SIM_BIN:-$SRC/build/bin/node-sim}" \
+    "$SRC/scripts/node" up "$OP_KC" "$OP_NODE" "$OP_SIM") || op_die "scripts/node up failed"
+  OP_CLEANUP+=("'$SRC/scripts/node' down '$OP_NODE_STATE' >/dev/null 2>&1")
+  local cidr port
+  cidr=$("$SRC/scripts/node" env "$OP_NODE_STATE" | sed -n 's/^NODE_POD_CIDR=//p')
+  port=$(sed 's/.*://' "$(dirname "$OP_KC")/apiserver.url")
+  k apply -f - >/dev/null <<EOF || op_die "cannot write the kubernetes Endpoints"
+apiVersion: v1
+kind: Endpoints
+metadata: {name: kubernetes, namespace: default}
+subsets: [{addresses: [{ip: "${cidr%.0/24}.1"}], ports: [{name: https, port: $port, protocol: TCP}]}]
+EOF
+  k apply --validate=false -f "$OP_PEERS/crds/" >/dev/null || op_die "cannot create the operator's CRDs"
+  k create namespace "$OP_NS" >/dev/null
+  local kernel; kernel=$(uname -r)
+  k label node "$OP_NODE" --overwrite feature.node.kubernetes.io/pci-10de.present=true \
+    feature.node.kubernetes.io/system-os_release.ID=ubuntu \
+    feature.node.kubernetes.io/system-os_release.VERSION_ID=22.04 \
+    "feature.node.kubernetes.io/kernel-version.full=$kernel" >/dev/null
+  op_wait 60 "the default ServiceAccount of $OP_NS" \
+    '[[ -n $(k -n "$OP_NS" get sa default -o jsonpath="{.secrets[0].name}" 2>/dev/null) ]]'
+}
+
+# The operator, out of cluster, in a private mount namespace with its assets at /opt/gpu-operator.
+op_start_operator() {
+  local m h
+  m=$(op_free_port); h=$(op_free_port)
+  OPERATOR_NAMESPACE=$OP_NS setsid unshare --mount --propagation private -- sh -c '
+    mount -t tmpfs -o mode=755 operator-opt /opt && mkdir /opt/gpu-operator &&
+    mount --bind -o ro "$1" /opt/gpu-operator &&
+    exec "$2" --kubeconfig "$3" --metrics-bind-address="127.0.0.1:$4" --health-probe-bind-address="127.0.0.1:$5"' \
+    operator "$OP_CACHE/opt" "$OP_CACHE/gpu-operator" "$OP_KC" "$m" "$h" \
+    </dev/null >"$OP_WORK/operator.log" 2>&1 &
+  OP_PID=$!
+  OP_CLEANUP+=("op_stop_operator")
+}
+op_stop_operator() {
+  [[ -n ${OP_PID:-} ]] || return 0
+  kill -TERM "$OP_PID" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 50; i++)); do kill -0 "$OP_PID" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL "$OP_PID" 2>/dev/null || true
+  OP_PID=
+}
+
+op_free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# op_policy VERSION [DRIVER_MANAGER_IMAGE] [extra python]: the ClusterPolicy, applied. From the chart's values
+# (the peers' script: no empty strings or nulls, podDeletion renamed) with these test changes:
+# * the operands that would write into the machine's own directories (toolkit, device plugin, DCGM, DCGM
+#   exporter, GFD, MIG manager, node status exporter) disabled, and CDI off: see docs/gpu-operator.md;
+# * the driver's startup probe checked every 2 s from the start (the chart's 60 s delay is for a real build);
+# * DRIVER_MANAGER_SIM_ROOT=/run/nvidia for the init container (the node's /run/nvidia is the simulated host);
+# * the driver version VERSION.
+op_policy() {
+  local version=$1 image=${2:-localhost/driver-manager:dev} extra=${3:-}
+  python3 "$OP_PEERS/clusterpolicy-from-values.py" "$OP_PEERS/values.yaml" "$image" |
+    VERSION=$version EXTRA=$extra python3 -c '
+import os, sys, yaml
+cp = yaml.safe_load(sys.stdin)
+s = cp["spec"]
+for op in ["toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager", "nodeStatusExporter", "cdi"]:
+    s.setdefault(op, {})["enabled"] = False
+d = s["driver"]
+d["version"] = os.environ["VERSION"]
+d["startupProbe"] = {"initialDelaySeconds": 1, "periodSeconds": 2, "timeoutSeconds": 10, "failureThreshold": 120}
+d["manager"]["env"] = [{"name": "DRIVER_MANAGER_SIM_ROOT", "value": "/run/nvidia"}]
+exec(os.environ["EXTRA"])
+yaml.safe_dump(cp, sys.stdout, sort_keys=False)
+' >"$OP_WORK/clusterpolicy.yaml" || op_die "cannot make the ClusterPolicy"
+  k apply --validate=false -f "$OP_WORK/clusterpolicy.yaml" >/dev/null || op_die "cannot apply the ClusterPolicy"
+}
+
+# op_wait SECONDS WHAT CONDITION: evaluates CONDITION every second until it holds; 1 (with a line) if not.
+op_wait() {
+  local deadline=$(($(date +%s) + $1)) what=$2 cond=$3
+  until eval "$cond"; do
+    if (($(date +%s) >= deadline)); then
+      op_log "gave up after $1 s waiting for $what"
+      return 1
+    fi
+    sleep 1
+  done
+}
+
+# The node's upgrade-state label as a watch sees it: a background watch appends "<epoch.ms> <value>" lines to
+# $OP_WORK/states.<name>. op_watch_start NAME; op_watch_stop; op_states NAME prints the distinct sequence.
+op_watch_start() {
+  OP_WATCH_FILE="$OP_WORK/states.$1"
+  : >"$OP_WATCH_FILE"
+  # A process group of its own (setsid), so that op_watch_stop ends the whole pipeline by its id.
+  setsid bash -c 'kubectl --kubeconfig "$1" get node "$2" --watch --output-watch-events=false \
+      -o "jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{\" \"}{.spec.unschedulable}{\"\n\"}" \
+      2>/dev/null | while IFS= read -r line; do printf "%s %s\n" "$(date +%s.%N | cut -c1-14)" "$line"; done' \
+    watch "$OP_KC" "$OP_NODE" >>"$OP_WATCH_FILE" </dev/null &
+  OP_WATCH_PID=$!
+}
+op_watch_stop() {
+  [[ -n ${OP_WATCH_PID:-} ]] || return 0
+  kill -- "-$OP_WATCH_PID" 2>/dev/null || true
+  wait "$OP_WATCH_PID" 2>/dev/null || true
+  OP_WATCH_PID=
+}
+# The distinct consecutive states ("(none)" for no label), joined with " -> ".
+op_states() {
+  awk '{ s = ($2 == "" || $2 == "true") ? "(none)" : $2; if (s != last) { printf "%s%s", (n++ ? " -> " : ""), s; last = s } }
+       END { print "" }' "$OP_WORK/states.$1"
+}
+# The time of the first line whose state is $2 (after the time $3, if given).
+op_state_time() {
+  awk -v s="$2" -v after="${3:-0}" '$2 == s && $1 >= after { print $1; exit }' "$OP_WORK/states.$1"
+}
+
+op_driver_pod() {  # the driver pod's name (not terminating), or nothing
+  op_driver_json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].metadata.name // empty'
+}
+op_driver_json() { k -n "$OP_NS" get pods -l "$OP_DRIVER_SELECTOR" -o json 2>/dev/null; }
+op_node_json() { k get node "$OP_NODE" -o json; }
+op_label() { op_node_json | jq -r --arg l "$1" '.metadata.labels[$l] // ""'; }
+
+# The driver pod is Ready (its init container done, the driver container's startup probe passed) and runs
+# the image of VERSION.
+op_driver_ready() {
+  op_driver_json | jq -e --arg img "nvcr.io/nvidia/driver:$1-$OP_OS_TAG" '
+    [.items[] | select(.metadata.deletionTimestamp == null)
+      | select(.spec.containers[0].image == $img)
+      | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length == 1' >/dev/null
+}
+
+# The init container's log of the driver pod POD, run RESTART (default: its last run; "all": every run
+# whose file the kubelet still keeps, the last two), from the kubelet's file on the node.
+op_init_log() {
+  local pod=$1 restart=${2:-} uid logs
+  uid=$(k -n "$OP_NS" get pod "$pod" -o jsonpath='{.metadata.uid}' 2>/dev/null) || return 0
+  [[ -n $restart ]] || restart=$(k -n "$OP_NS" get pod "$pod" \
+    -o jsonpath='{.status.initContainerStatuses[?(@.name=="k8s-driver-manager")].restartCount}')
+  logs=$("$SRC/scripts/node" env "$OP_NODE_STATE" | sed -n 's/^NODE_POD_LOGS=//p')
+  if [[ $restart == all ]]; then
+    cat "$logs/${OP_NS}_${pod}_${uid}"/k8s-driver-manager/*.log 2>/dev/null || true
+  else
+    cat "$logs/${OP_NS}_${pod}_${uid}/k8s-driver-manager/$restart.log" 2>/dev/null || true
+  fi
+}
+
+# What a failure shows.
+op_debug() {
+  echo "--- pods"
+  k get pods -A -o wide 2>&1
+  echo "--- node"
+  op_node_json | jq '{labels: .metadata.labels, annotations: .metadata.annotations, spec: .spec}' 2>&1
+  echo "--- operator log (last 40 lines)"
+  tail -n 40 "$OP_WORK/operator.log" 2>&1
+  local pod; pod=$(op_driver_pod)
+  if [[ -n $pod ]]; then
+    echo "--- driver pod $pod status"
+    k -n "$OP_NS" get pod "$pod" -o json | jq .status 2>&1 | head -n 80
+    echo "--- its init container log"
+    op_init_log "$pod" | tail -n 30
+  fi
+  echo "--- node logs"
+  tail -n 20 "$OP_NODE_STATE"/logs/{kubelet,node-sim,kube-proxy}.log 2>&1
+}
+
+# The upgrade controller acts on a change of its node label, of a driver DaemonSet's or the ClusterPolicy's
+# generation, and otherwise every 2 minutes: it does not watch pods, so a driver pod that became Ready waits
+# for that requeue. op_nudge changes the ClusterPolicy's generation without changing anything it renders
+# (the version of GDS, which is disabled) so that the controller looks now.
+OP_NUDGES=0
+op_nudge() {
+  OP_NUDGES=$((OP_NUDGES + 1))
+  k patch clusterpolicy cluster-policy --type merge \
+    -p "{\"spec\":{\"gds\":{\"version\":\"2.29.4-nudge$OP_NUDGES\"}}}" >/dev/null
+}
+
+# op_wait_upgrade_done SECONDS VERSION: the driver pod of VERSION Ready, the validator Ready, then (nudged
+# once) the node's label at upgrade-done.
+op_wait_upgrade_done() {
+  local secs=$1 version=$2
+  op_wait "$secs" "the driver pod of $version to be Ready" "op_driver_ready $version" || return 1
+  op_wait "$secs" "the validator to be Ready" op_validator_ready || return 1
+  [[ $(op_label "$OP_UPGRADE_LABEL") == upgrade-done ]] || op_nudge
+  op_wait 150 "the node's $OP_UPGRADE_LABEL to be upgrade-done" \
+    '[[ $(op_label "$OP_UPGRADE_LABEL") == upgrade-done ]]'
+}
+op_validator_ready() {
+  k -n "$OP_NS" get pods -l app=nvidia-operator-validator -o json 2>/dev/null | jq -e '
+    [.items[] | select(.metadata.deletionTimestamp == null)
+      | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length == 1' >/dev/null
+}
+
+# Leftovers of driver-manager on the node, one a line (nothing: clean): a taint, a cordon (unless $1 is
+# "cordon-ok"), a paused operand label, an annotation of its own.
+op_leftovers() {
+  op_node_json | jq -r --arg cordon "${1:-}" '
+    ((.spec.taints // [])[] | "taint \(.key)=\(.value // ""):\(.effect)"),
+    (if .spec.unschedulable and $cordon != "cordon-ok" then "cordoned" else empty end),
+    (.metadata.labels | to_entries[] | select(.value | test("paused-for")) | "paused label \(.key)=\(.value)"),
+    (.metadata.annotations // {} | keys[] | select(startswith("nvidia.com/gpu-driver-manager.")) | "annotation \(.)")'
+}
+
+# How long the node was cordoned in watch NAME (seconds, from the first line with the cordon to the first
+# line without it after that).
+op_cordon_seconds() {
+  awk '$NF == "true" && !on { on = $1 } $NF != "true" && on && !off { off = $1 }
+       END { if (on && off) printf "%.1f\n", off - on; else print "-" }' "$OP_WORK/states.$1"
+}

@@ -1,0 +1,230 @@
+#!/usr/bin/env bash
+# driver-manager's image as the k8s-driver-manager init container of the stock GPU Operator: the operator's
+# ClusterPolicy (and NVIDIADriver) controller renders the driver DaemonSet, its upgrade controller walks the
+# node through its upgrade states, and our init container does its part, on a real node (containerd, kubelet,
+# kube-proxy) of a real control plane. One control plane, node and operator for all scenarios, in order:
+#   install   ClusterPolicy created: the no-driver path, the driver and the validator up, upgrade-done
+#   upgrade   annotated GPU clients and a GPU workload; a new driver version: clients reset, driver unloaded,
+#             everything back, nothing of ours left
+#   blocked   a client held by a PodDisruptionBudget: each attempt fails naming it and restores the node;
+#             the budget relaxed: the next attempt completes
+#   crd       the NVIDIADriver CRD path: the same init container, one install and one upgrade
+# Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
+# saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
+# Set-up and test choices: tests/operator/lib.bash and docs/gpu-operator.md, "Under the stock operator".
+# shellcheck disable=SC2016,SC2034  # op_wait's conditions are single-quoted: evaluated on each try
+set -uo pipefail
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source=tests/operator/lib.bash
+. "$SRC/tests/operator/lib.bash"
+# shellcheck source=tests/image/lib.sh
+. "$SRC/tests/image/lib.sh"
+
+op_check_peers
+trap 'op_watch_stop; op_down' EXIT
+t_all=$(date +%s)
+op_unpack
+op_up
+op_start_operator
+printf '[ operator ] control plane, node and operator up in %d s\n' $(($(date +%s) - t_all))
+
+# A scenario's end: its wall time and the label sequence.
+scenario_end() {
+  local took=$(($(date +%s) - $2))
+  op_watch_stop
+  printf '[ operator ] %s: %d s; %s: %s\n' "$1" "$took" "$OP_UPGRADE_LABEL" "$(op_states "$1")"
+}
+# The driver pod's init container: "<exit code> <restart count>" of its current (terminated) state.
+init_state() {
+  k -n "$OP_NS" get pod "$1" -o json |
+    jq -r '.status.initContainerStatuses[]? | select(.name == "k8s-driver-manager") |
+           "\(.state.terminated.exitCode // "-") \(.restartCount)"'
+}
+uids() { k -n gpu-apps get pods -l "app=$1" -o jsonpath='{range .items[*]}{.metadata.uid}{" "}{end}'; }
+all_apps_running() {
+  k -n gpu-apps get pods -o json | jq -e '[.items[] | select(.metadata.deletionTimestamp == null
+    and .status.phase == "Running")] | length == 5' >/dev/null
+}
+refcnt() { cat "$OP_SIM/sys/module/nvidia/refcnt" 2>/dev/null || echo none; }
+fail_debug() { fail "$@"; op_debug; }
+
+# --- install ---------------------------------------------------------------------------------------------
+t0=$(date +%s)
+op_watch_start install
+v=${OP_VERSIONS[0]}
+op_policy "$v"
+if op_wait_upgrade_done 300 "$v"; then
+  pod=$(op_driver_pod)
+  check_eq "install: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  log=$(op_init_log "$pod")
+  check_has "install: ... through the no-driver path" "Node prepared for the driver installation (no driver was loaded)" "$log"
+  check_eq "install: the node reached upgrade-done" upgrade-done "$(op_label "$OP_UPGRADE_LABEL")"
+  check_eq "install: nothing of driver-manager's left on the node" "" "$(op_leftovers)"
+  check_eq "install: the simulated driver is loaded (refcount)" 0 "$(refcnt)"
+else
+  fail_debug "install: the driver did not come up and reach upgrade-done"
+fi
+scenario_end install "$t0"
+
+# --- upgrade with clients --------------------------------------------------------------------------------
+sed "s/@NODE@/$OP_NODE/" "$SRC/tests/fixtures/operator/clients.yaml" | k apply -f - >/dev/null
+op_wait 120 "the GPU clients and the workload to run" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
+  fail_debug "upgrade: the clients did not start"
+declare -A before
+for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do before[$app]=$(uids "$app"); done
+t0=$(date +%s)
+op_watch_start upgrade
+v=${OP_VERSIONS[1]}
+k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\"}}}" >/dev/null
+if op_wait_upgrade_done 300 "$v"; then
+  pod=$(op_driver_pod)
+  check_eq "upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  log=$(op_init_log "$pod")
+  check_has "upgrade: it saw the operator's upgrade policy" "Auto upgrade policy of the GPU driver on the node is enabled" "$log"
+  check_has "upgrade: it reset the annotated clients" "reset 4 GPU clients" "$log"
+  check_has "upgrade: it unloaded the driver" "Unloaded kernel module nvidia" "$log"
+  check_has "upgrade: ... and completed" "Driver uninstallation completed successfully" "$log"
+  states=$(op_states upgrade)
+  check_has "upgrade: the controller deleted the driver pod and restarted it" "pod-deletion-required -> pod-restart-required" "$states"
+  op_wait 120 "the clients and the workload to be back" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
+    fail_debug "upgrade: the clients and the workload did not come back"
+  for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do
+    now=$(uids "$app")
+    if [[ -n $now && $now != "${before[$app]}" ]]; then pass "upgrade: $app was reset and is back"; else
+      fail "upgrade: $app was reset and is back" "before: ${before[$app]}" "now: $now"; fi
+  done
+  check_eq "upgrade: nothing of driver-manager's left, not cordoned" "" "$(op_leftovers)"
+else
+  fail_debug "upgrade: the node did not reach upgrade-done with driver $v"
+fi
+scenario_end upgrade "$t0"
+
+# --- blocked, then unblocked -----------------------------------------------------------------------------
+# The init container's state: "<restarts> <waiting|running|terminated> <exit code of the last finished run>".
+init_phase() {
+  k -n "$OP_NS" get pod "$1" -o json 2>/dev/null |
+    jq -r '.status.initContainerStatuses[]? | select(.name == "k8s-driver-manager") |
+      "\(.restartCount) \(.state | keys[0]) \(.state.terminated.exitCode // .lastState.terminated.exitCode // "-")"'
+}
+# The driver pod POD's init container is between two attempts (its last run exited 1 and the kubelet has not
+# started the next: terminated, or waiting out its back-off), with a restart count of at least MIN; sets
+# PHASE and RESTARTS.
+failed_and_waiting() {
+  PHASE=$(init_phase "$1")
+  local s e
+  read -r RESTARTS s e <<<"$PHASE"
+  [[ ($s == waiting || $s == terminated) && $e == 1 && $RESTARTS -ge $2 ]]
+}
+k apply -f - >/dev/null <<PDB
+apiVersion: policy/v1beta1
+kind: PodDisruptionBudget
+metadata: {name: gpu-metrics-budget, namespace: gpu-apps}
+spec: {minAvailable: 1, selector: {matchLabels: {app: gpu-metrics}}}
+PDB
+op_wait 60 "the budget to allow no disruption" \
+  '[[ $(k -n gpu-apps get pdb gpu-metrics-budget -o jsonpath="{.status.currentHealthy}/{.status.disruptionsAllowed}") == 1/0 ]]'
+t0=$(date +%s)
+op_watch_start blocked
+v=${OP_VERSIONS[2]}
+# With the new version, a 20 s client deadline (GPU_CLIENT_EVICTION_TIMEOUT, default 5 min), so that an
+# attempt held by the budget fails in seconds; it stays for the rest of the run.
+k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\",
+  \"manager\":{\"env\":[{\"name\":\"DRIVER_MANAGER_SIM_ROOT\",\"value\":\"/run/nvidia\"},
+  {\"name\":\"GPU_CLIENT_EVICTION_TIMEOUT\",\"value\":\"20s\"}]}}}}" >/dev/null
+blocked_pod=
+min_restarts=0
+for attempt in 1 2; do
+  if op_wait 240 "failed attempt $attempt of the init container" \
+      'blocked_pod=$(op_driver_pod); [[ -n $blocked_pod ]] && failed_and_waiting "$blocked_pod" $min_restarts'; then
+    min_restarts=$((RESTARTS + 1))
+    # The failed run's own log (the kubelet names it after the restart count it ran with).
+    log=$(op_init_log "$blocked_pod" "$RESTARTS")
+    check_has "blocked: failed attempt $attempt names the budget" "gpu-metrics-budget" "$log"
+    check_has "blocked: failed attempt $attempt ends with its summary" "level=error msg=Summary: failed" \
+      "$(tail -n 1 <<<"$log")"
+    # Between two attempts (the kubelet's back-off): the node as before the attempt, but for the
+    # controller's cordon. The same restart count, still not running, read after the node shows that no
+    # attempt ran in between (terminated turning into waiting is the back-off, not a new attempt).
+    left=$(op_leftovers cordon-ok)
+    restarts_before=$RESTARTS
+    if failed_and_waiting "$blocked_pod" 0 && [[ $RESTARTS == "$restarts_before" ]]; then
+      check_eq "blocked: after failed attempt $attempt the node is restored (no taint, paused label, record)" "" "$left"
+    else
+      fail "blocked: after failed attempt $attempt the node is restored" "the next attempt started while the node was read"
+    fi
+    if [[ $attempt == 1 ]]; then first_pod=$blocked_pod; else
+      check_eq "blocked: the same driver pod restarts its init container (nothing deleted, nothing stranded)" \
+        "$first_pod" "$blocked_pod"
+    fi
+  else
+    fail_debug "blocked: no failed attempt $attempt"
+  fi
+done
+check_eq "blocked: the controller waits in pod-restart-required" pod-restart-required "$(op_label "$OP_UPGRADE_LABEL")"
+k -n gpu-apps patch pdb gpu-metrics-budget --type merge -p '{"spec":{"minAvailable":0}}' >/dev/null
+if op_wait_upgrade_done 300 "$v"; then
+  check_eq "blocked: the same pod's next attempt completed" "$first_pod" "$(op_driver_pod)"
+  read -r _ s e <<<"$(init_phase "$first_pod")"
+  check_eq "blocked: ... exit 0 after the failed attempts" "terminated 0" "$s $e"
+  op_wait 120 "the clients and the workload to be back" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
+    fail_debug "blocked: the clients and the workload did not come back"
+  check_eq "blocked: nothing of driver-manager's left, not cordoned" "" "$(op_leftovers)"
+else
+  fail_debug "blocked: the node did not reach upgrade-done once the budget allowed the eviction"
+fi
+k -n gpu-apps delete pdb gpu-metrics-budget >/dev/null
+scenario_end blocked "$t0"
+
+# --- the NVIDIADriver CRD path ---------------------------------------------------------------------------
+# The ClusterPolicy hands the driver to the NVIDIADriver controller; its DaemonSet's first pod finds the
+# ClusterPolicy's driver loaded and replaces it (install), then a new version in the NVIDIADriver (upgrade).
+nvidiadriver() {  # VERSION
+  python3 -c '
+import sys, yaml
+cp = yaml.safe_load(open(sys.argv[1]))
+d = cp["spec"]["driver"]
+spec = {"driverType": "gpu", "default": True, "repository": d["repository"], "image": d["image"],
+        "version": sys.argv[2], "imagePullPolicy": "IfNotPresent", "manager": d["manager"],
+        "startupProbe": d["startupProbe"]}
+yaml.safe_dump({"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": "gpu-driver"},
+                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy.yaml" "$1" | k apply --validate=false -f - >/dev/null
+}
+t0=$(date +%s)
+op_watch_start crd-install
+v=${OP_VERSIONS[3]}
+OP_DRIVER_SELECTOR=app.kubernetes.io/component=nvidia-driver
+k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"useNvidiaDriverCRD":true}}}' >/dev/null
+nvidiadriver "$v"
+if op_wait_upgrade_done 300 "$v"; then
+  pod=$(op_driver_pod)
+  check_eq "crd install: the NVIDIADriver's DaemonSet runs the driver" true \
+    "$(k -n "$OP_NS" get pod "$pod" -o json | jq '.metadata.ownerReferences[0].name != "nvidia-driver-daemonset"')"
+  check_eq "crd install: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  check_has "crd install: ... replacing the ClusterPolicy's driver" "Driver uninstallation completed successfully" \
+    "$(op_init_log "$pod")"
+  check_eq "crd install: nothing of driver-manager's left" "" "$(op_leftovers)"
+else
+  fail_debug "crd install: the NVIDIADriver's driver did not come up and reach upgrade-done"
+fi
+scenario_end crd-install "$t0"
+t0=$(date +%s)
+op_watch_start crd-upgrade
+v=${OP_VERSIONS[4]}
+nvidiadriver "$v"
+if op_wait_upgrade_done 300 "$v"; then
+  pod=$(op_driver_pod)
+  check_eq "crd upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  log=$(op_init_log "$pod")
+  check_has "crd upgrade: it reset the annotated clients" "reset 4 GPU clients" "$log"
+  check_has "crd upgrade: ... and completed" "Driver uninstallation completed successfully" "$log"
+  check_has "crd upgrade: the controller deleted the driver pod and restarted it" \
+    "pod-deletion-required -> pod-restart-required" "$(op_states crd-upgrade)"
+  op_wait 120 "the clients and the workload to be back" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
+    fail_debug "crd upgrade: the clients and the workload did not come back"
+  check_eq "crd upgrade: nothing of driver-manager's left, not cordoned" "" "$(op_leftovers)"
+else
+  fail_debug "crd upgrade: the node did not reach upgrade-done with driver $v"
+fi
+scenario_end crd-upgrade "$t0"
+
+finish

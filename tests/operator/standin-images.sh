@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the stand-in images for the GPU Operator's operands and writes one OCI archive per image name.
+#
+# Usage: tests/operator/standin-images.sh OUT_DIR NAME...
+#
+# One image, built with buildah (vfs storage) from scratch: busybox-static with its applet links, and the
+# stand-in programs of tests/fixtures/operator/standin/ in /usr/bin (the driver container's `nvidia-driver`,
+# `nvidia-smi`, the validator's `nvidia-validator`, and `sleep-forever` for everything else). Each NAME (the
+# operator's own image names, e.g. nvcr.io/nvidia/driver:595.91.07-ubuntu22.04) gets OUT_DIR/<n>.tar;
+# scripts/node imports them (NODE_IMAGES). Prints the archives, one a line. The archives are reused while
+# the stand-in programs and the names are unchanged (a stamp in OUT_DIR).
+set -Eeuo pipefail
+out="$1"; shift
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+src="$here/../fixtures/operator/standin"
+[[ $EUID -eq 0 ]] || { echo "standin-images: needs root (buildah, vfs storage)" >&2; exit 1; }
+mkdir -p "$out"
+exec 9>"$out/.lock"
+flock 9
+stamp=$( (cat "$src"/* "${BASH_SOURCE[0]}" /bin/busybox; printf '%s\n' "$@") | sha256sum | cut -d' ' -f1)
+if [[ "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp" ]]; then
+  for i in $(seq 1 $#); do printf '%s\n' "$out/$i.tar"; done
+  exit 0
+fi
+rm -f "$out"/*.tar "$out/.stamp"
+bah() { buildah --storage-driver vfs "$@"; }
+export BUILDAH_ISOLATION=chroot
+root=$(mktemp -d)
+trap 'rm -rf "$root"; [[ -z "${ctr:-}" ]] || bah rm "$ctr" >/dev/null 2>&1 || true' EXIT
+mkdir -p "$root/bin" "$root/usr/bin" "$root/tmp" "$root/run" "$root/sys" "$root/proc" "$root/dev"
+cp /bin/busybox "$root/bin/busybox"
+for a in $(/bin/busybox --list); do [[ "$a" == busybox ]] || ln -s busybox "$root/bin/$a"; done
+cp "$src"/* "$root/usr/bin/"
+ctr=$(bah from scratch)
+bah copy "$ctr" "$root/" / >/dev/null
+bah config --env PATH=/usr/bin:/bin --cmd /usr/bin/sleep-forever "$ctr"
+base="localhost/operator-standin:build-$$"
+bah commit --quiet "$ctr" "$base" >/dev/null
+i=0
+for name in "$@"; do
+  i=$((i + 1))
+  bah tag "$base" "$name"
+  bah push --quiet "$name" "oci-archive:$out/$i.tar:$name" >/dev/null
+  bah rmi "$name" >/dev/null
+  printf '%s\n' "$out/$i.tar"
+done
+bah rmi "$base" >/dev/null || true
+printf '%s' "$stamp" > "$out/.stamp"
