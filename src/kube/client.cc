@@ -113,6 +113,40 @@ double Client::Impl::random01() {
   return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
+namespace {
+
+// One exchange on a pooled connection, returned to the pool even if perform() rethrows a handler's exception.
+Result<HttpResponse> perform_pooled(Client::Impl& pool, const HttpRequest& req, bool bulk) {
+  auto conn = pool.acquire(bulk);
+  if (!conn) return conn.error();
+  struct Lease {
+    Client::Impl& pool;
+    std::unique_ptr<HttpConnection> c;
+    bool bulk;
+    ~Lease() { pool.release(std::move(c), bulk); }
+  } lease{pool, std::move(*conn), bulk};
+  return lease.c->perform(req);
+}
+
+// The answer of a 2xx: the List parsed while it arrived, or the body's JSON (an empty body: an empty object).
+Result<Json> success_answer(bool list, const HttpResponse& resp, std::optional<ListBodyParser>& list_body,
+                            const std::string& what) {
+  Json j;
+  if (list) {
+    j = list_body->finish();
+    list_body.reset();
+  } else if (resp.body.empty()) {
+    return Json::object();
+  } else {
+    j = parse_response(resp.body);
+  }
+  if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
+  spdlog::debug("{} -> {}", what, resp.status);
+  return j;
+}
+
+}  // namespace
+
 Result<Json> Client::Impl::send(const Call& call) {
   HttpRequest req;
   req.method = call.method;
@@ -145,35 +179,16 @@ Result<Json> Client::Impl::send(const Call& call) {
     req.bearer_token = tokens->current();
     HttpResponse resp;
     if (call.list) list_body.emplace(parse_item);
-    {
-      auto conn = acquire(call.bulk);
-      if (!conn) return conn.error().wrap(what);
-      // Returned to the pool even if perform() rethrows a handler's exception.
-      struct Lease {
-        Impl& pool;
-        std::unique_ptr<HttpConnection> c;
-        bool bulk;
-        ~Lease() { pool.release(std::move(c), bulk); }
-      } lease{*this, std::move(*conn), call.bulk};
-      resp = lease.c->perform(req);
+    if (auto r = perform_pooled(*this, req, call.bulk); r) {
+      resp = std::move(*r);
+    } else {
+      return r.error().wrap(what);
     }
     requests.fetch_add(1, std::memory_order_relaxed);
     if (resp.aborted) return Error::cancellation(what + ": cancelled");
     Error err;
-    if (resp.transport_error.empty() && is_2xx(resp.status)) {
-      if (call.list) {
-        auto j = list_body->finish();
-        list_body.reset();
-        if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
-        spdlog::debug("{} -> {}", what, resp.status);
-        return j;
-      }
-      if (resp.body.empty()) return Json::object();
-      auto j = parse_response(resp.body);
-      if (j.is_discarded()) return Error(what + ": the API server sent a response that is not JSON");
-      spdlog::debug("{} -> {}", what, resp.status);
-      return j;
-    }
+    if (resp.transport_error.empty() && is_2xx(resp.status))
+      return success_answer(call.list, resp, list_body, what);
     if (!resp.transport_error.empty()) {
       resp.status = 0;  // a broken transfer: whatever status arrived is not the answer
       err = transport_error(call.method, call.path, config.server, resp.transport_error);

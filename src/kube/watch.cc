@@ -176,6 +176,13 @@ class ListWatch {
     const HttpResponse resp = conn_->perform(req);
     im_.requests.fetch_add(1, std::memory_order_relaxed);
 
+    return outcome(std::move(r), resp, req.bearer_token, wpath, bad_line, error_status);
+  }
+
+  // How the stream ended, from what the event handler saw and the response.
+  StreamResult outcome(StreamResult r, const HttpResponse& resp, const std::string& bearer_token,
+                       const std::string& wpath, const std::string& bad_line,
+                       const std::optional<StatusFields>& error_status) {
     switch (r.end) {
       case StreamEnd::kDone:
       case StreamEnd::kStopped:
@@ -202,7 +209,7 @@ class ListWatch {
       r.error = transport_error("GET", wpath, im_.config.server, resp.transport_error);
     } else if (resp.status == 410) {
       r.end = StreamEnd::kGone;
-    } else if (resp.status == 401 && im_.tokens->renew_after_unauthorized(req.bearer_token)) {
+    } else if (resp.status == 401 && im_.tokens->renew_after_unauthorized(bearer_token)) {
       r.end = StreamEnd::kUnauthorized;
     } else if (!is_2xx(resp.status)) {
       r.error = api_error("GET", wpath, resp.status, resp.body);
