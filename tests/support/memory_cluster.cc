@@ -455,6 +455,15 @@ Result<Json> MemoryCluster::delete_locked(const Ref& ref, const kube::DeleteOpti
       return write_object(ref, std::move(obj), false);
     }
   }
+  if (ref.resource == "pods") {
+    // Even a pod deleted at once is first updated with its deletionTimestamp (a MODIFIED event), as the
+    // API server's graceful-deletion path does with a grace period of zero.
+    if (!kube::terminating(obj)) obj["metadata"]["deletionTimestamp"] = now_rfc3339();
+    obj["metadata"]["deletionGracePeriodSeconds"] = 0;
+    auto updated = write_object(ref, std::move(obj), false);
+    obj = std::move(*updated);
+    it = store_.find(key);
+  }
   store_.erase(it);
   obj["metadata"]["resourceVersion"] = std::to_string(++rv_);
   record("DELETED", key, obj, obj);

@@ -13,7 +13,8 @@
 // * label selectors (manager/rules/label_selector) and equality field selectors on any dotted field;
 // * a pod deleted with a grace period (its own, default 30 s) on a node gets deletionTimestamp and
 //   deletionGracePeriodSeconds and stays until something (the kubelet stand-in, node-sim's Simulator run
-//   against this cluster) deletes it with grace 0; a pod on no node, a finished pod, or grace 0 goes at once;
+//   against this cluster) deletes it with grace 0; a pod on no node, a finished pod, or grace 0 goes at once
+//   (after one update that sets its deletionTimestamp, as the real server's deletion path makes);
 // * eviction: the pod's budget (one at most, else 500) must allow a disruption: a budget's allowance is
 //   computed as its controller would (healthy = Ready and not terminating); else 429 TooManyRequests with
 //   the cause DisruptionBudget "The disruption budget <name> needs <n> healthy pods and has <m> currently".
