@@ -71,7 +71,6 @@ std::string WaveSelection::describe() const {
 Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelection& selection,
                                     kube::Api& client) {
   WaveInputs in;
-  const uint64_t before = client.request_count();
   kube::ListOptions node_opts;
   node_opts.label_selector = selection.selector;
   auto nodes = client.list_all(kube::paths::nodes(), node_opts);
@@ -86,7 +85,6 @@ Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelectio
   read_claims(client, in.shared);
   read_daemonsets(client, in);
   read_cluster_policies(client, in);
-  in.requests = client.request_count() - before;
   return in;
 }
 
@@ -215,7 +213,9 @@ int run_plan_wave(const Settings& in_settings, const WaveSelection& selection, c
   }
   auto connection = connect(settings, kube::ClientOptions());
   if (!connection) return 1;
+  const uint64_t before = connection->client->request_count();
   auto inputs = read_wave_inputs(settings, selection, *connection->client);
+  if (inputs) inputs->requests = connection->client->request_count() - before;
   if (!inputs) {
     spdlog::critical("plan failed: {} (with {})", inputs.error().message, connection->config.source);
     return 1;
