@@ -4,10 +4,10 @@
 #include "fuzz_support.h"
 #include "kube/client_impl.h"
 #include "kube/objects.h"
-#include "manager/node/lease.h"
-#include "manager/rules/paused_record.h"
 #include "manager/commands/progress.h"
+#include "manager/node/lease.h"
 #include "manager/node/taint_ops.h"
+#include "manager/rules/paused_record.h"
 #include "manager/rules/taints.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

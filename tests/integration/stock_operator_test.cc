@@ -269,13 +269,15 @@ TEST_F(StockOperator, AWatchGrantedDuringTheRunIsTakenBackFromListing) {
 
   auto dm = s.start(kubeconfig, make_temp_dir("stock-rewatch") + "/dm.log");
   ASSERT_TRUE(wait_for_log(*dm, "may list but not watch the pods of node stock-rewatch")) << dm->log();
-  cluster().apply(std::string("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n") +
-                  "  name: stock-rewatch-pods-watch\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n" +
-                  "  verbs: [watch]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n" +
-                  "metadata:\n  name: stock-rewatch-pods-watch\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n" +
-                  "  kind: ClusterRole\n  name: stock-rewatch-pods-watch\nsubjects:\n- kind: ServiceAccount\n" +
-                  "  name: stock-rewatch\n  namespace: " + kSaNamespace + "\n");
-  EXPECT_TRUE(wait_for_log(*dm, "Watching the pods of node stock-rewatch again: the watch is allowed now", 90))
+  cluster().apply(
+      std::string("apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n") +
+      "  name: stock-rewatch-pods-watch\nrules:\n- apiGroups: [\"\"]\n  resources: [pods]\n" +
+      "  verbs: [watch]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\n" +
+      "metadata:\n  name: stock-rewatch-pods-watch\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n" +
+      "  kind: ClusterRole\n  name: stock-rewatch-pods-watch\nsubjects:\n- kind: ServiceAccount\n" +
+      "  name: stock-rewatch\n  namespace: " + kSaNamespace + "\n");
+  EXPECT_TRUE(
+      wait_for_log(*dm, "Watching the pods of node stock-rewatch again: the watch is allowed now", 90))
       << dm->log();
   kubectl_ok(cluster(), {"-n", s.operator_ns(), "annotate", "pods", "-l", "app=nvidia-dcgm",
                          "node-sim/stuck-terminating-"});

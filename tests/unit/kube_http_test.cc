@@ -687,8 +687,8 @@ TEST(KubeHttp, AServerUrlWhoseHostCouldSplitTheRequestIsRefused) {
   // The host goes into the Host header: a line break there would add header fields of its own.
   TestServer server({}, echo);
   const std::string port = server.url().substr(server.url().rfind(':'));
-  const HttpResponse resp = connect(test_config(server.url()))
-                                ->perform(get("http://127.0.0.1\r\nX-Injected" + port + "/x"));
+  const HttpResponse resp =
+      connect(test_config(server.url()))->perform(get("http://127.0.0.1\r\nX-Injected" + port + "/x"));
   EXPECT_THAT(resp.transport_error, HasSubstr("bad URL host"));
   EXPECT_EQ(server.connections(), 0);
   for (const char* bad : {"https://a b:6443", "https://ho[st:6443", "https://host:64a3",

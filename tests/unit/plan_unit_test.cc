@@ -5,8 +5,8 @@
 
 #include <filesystem>
 
-#include "manager/rules/pdb.h"
 #include "manager/commands/plan.h"
+#include "manager/rules/pdb.h"
 #include "manager/rules/skip.h"
 #include "support/process.h"
 

@@ -8,8 +8,8 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "manager/node/node_ops.h"
-#include "manager/rules/settings.h"
 #include "manager/node/undo.h"
+#include "manager/rules/settings.h"
 
 namespace dm::manager {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "common/clock.h"
-#include "manager/rules/node_keys.h"
 #include "manager/pods/wait_progress.h"
+#include "manager/rules/node_keys.h"
 
 namespace dm::manager {
 

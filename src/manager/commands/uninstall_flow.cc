@@ -6,10 +6,10 @@
 #include "kube/objects.h"
 #include "manager/commands/cancel_scope.h"
 #include "manager/commands/cleanup.h"
-#include "manager/pods/drain.h"
-#include "manager/rules/pod_rules.h"
 #include "manager/commands/preflight.h"
 #include "manager/commands/progress.h"
+#include "manager/pods/drain.h"
+#include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
 

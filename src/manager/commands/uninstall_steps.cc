@@ -7,10 +7,10 @@
 #include <thread>
 
 #include "kube/objects.h"
+#include "manager/commands/uninstall_flow.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/holders.h"
 #include "manager/rules/pod_rules.h"
-#include "manager/commands/uninstall_flow.h"
 
 namespace dm::manager {
 

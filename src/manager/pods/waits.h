@@ -7,8 +7,8 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "manager/rules/operands.h"
 #include "manager/pods/pod_watch.h"
+#include "manager/rules/operands.h"
 
 namespace dm::manager {
 
