@@ -289,7 +289,7 @@ TEST_F(GpuClients, BareAndMirrorPodsAreRefusedBeforeAnythingIsEvictedAndForceRes
   expect_no_taint_of_ours(s);
 }
 
-TEST_F(GpuClients, TaintToleratingDaemonSetPodIsWarnedAboutAndItsReplacementFailsTheUnload) {
+TEST_F(GpuClients, TaintToleratingDaemonSetPodIsWarnedAboutAndItsReplacementIsTakenAsALateArrival) {
   Scenario s(cluster(), "gc-tolerate");
   auto ops = default_operands();
   // An operand that holds the run in the operand wait until the test lets it go: the unload comes after the
@@ -317,20 +317,27 @@ TEST_F(GpuClients, TaintToleratingDaemonSetPodIsWarnedAboutAndItsReplacementFail
   kubectl_ok(cluster(), {"-n", s.operator_ns(), "delete", "pods", "-l", "app=nvidia-dcgm", "--force",
                          "--grace-period=0"});
   const DmRun r{dm->wait(120), dm->log()};
-  // As docs/gpu-clients.md says: the pod is evicted and its UID waited for, but the DaemonSet recreates it
-  // at once (it tolerates the taint); the replacement holds the GPU at the unload, which fails naming it.
-  ASSERT_EQ(r.exit_code, 1) << r.log;
+  // The pod is evicted and its UID waited for, but the DaemonSet recreates it at once (it tolerates the
+  // taint). The fresh look before the unload finds the replacement bound after the taint and evicts it as a
+  // late arrival. Whether the DaemonSet's next replacement comes before that look ends is the controller's
+  // timing: either the unload finds no holder (the modules go, refcount 0), or the run fails naming the
+  // tolerant pod that holds the GPU. Never an unload with the replacement still holding it, and the node
+  // restored either way.
   EXPECT_THAT(r.log, HasSubstr(s.workload_ns() + "/" + original + ": evict"));
   EXPECT_THAT(r.log, HasSubstr("tolerates the taint " + std::string(kTaintKey)));
   EXPECT_THAT(r.log, HasSubstr("DaemonSet/tolerant"));
   EXPECT_THAT(r.log, HasSubstr("nvidia.com/gpu.deploy.client"));
-  EXPECT_THAT(r.log, HasSubstr("Could not unload NVIDIA driver kernel modules"));
-  const auto now = s.pods_in(s.workload_ns(), "app=tolerant");
-  ASSERT_EQ(now.size(), 1U);
-  const std::string replacement = now.front()["metadata"].value("name", "");
-  EXPECT_NE(now.front()["metadata"].value("uid", ""), original_uid);
-  EXPECT_THAT(r.log, HasSubstr(s.workload_ns() + "/" + replacement));
-  EXPECT_TRUE(s.sim().refcnt().has_value()) << "the module must still be loaded";
+  EXPECT_THAT(r.log, HasSubstr("arrived late on node gc-tolerate: " + s.workload_ns() + "/tolerant-"));
+  if (r.exit_code == 0) {
+    EXPECT_FALSE(s.sim().refcnt().has_value()) << "a successful run unloaded the driver\n" << r.log;
+    EXPECT_THAT(r.log, HasSubstr("Unloaded kernel module nvidia\n"));
+  } else {
+    ASSERT_EQ(r.exit_code, 1) << r.log;
+    const bool refused = r.log.find("Could not unload NVIDIA driver kernel modules") != std::string::npos;
+    const bool kept_arriving = r.log.find("GPU pods keep arriving on node gc-tolerate") != std::string::npos;
+    EXPECT_TRUE(refused || kept_arriving) << r.log;
+    EXPECT_TRUE(s.sim().refcnt().has_value()) << "a failed run leaves the module loaded";
+  }
   expect_no_taint_of_ours(s);
   expect_labels_restored(s, ops);
 }
