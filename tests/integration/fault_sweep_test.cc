@@ -119,10 +119,7 @@ Boundary phase_boundary(Phase p) {
       b.hold = Hold::kMofed;
       b.tail = true;
       break;
-    case Phase::kRestore:
-      b.tail = true;
-      break;
-    default:
+    default:          // the restore, and anything unheld
       b.tail = true;  // unheld: the run may be past it before the fault lands
       break;
   }
@@ -490,6 +487,7 @@ class FaultSweep : public UninstallSuite {
       cluster().thaw_apiserver();
     }
     std::vector<std::function<void()>> jobs;
+    jobs.reserve(cases.size());
     for (auto& k : cases) {
       jobs.emplace_back([&k] {
         if (k->reached) after_outage(*k);

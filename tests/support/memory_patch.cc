@@ -69,7 +69,7 @@ Result<Json> json_patch(Json doc, const Json& ops) {
       if (name == "replace" && !doc.contains(ptr)) return Error("cannot replace " + ptr.to_string());
       Json& parent = doc[ptr.parent_pointer()];
       if (parent.is_array()) {
-        const std::string last = ptr.back();
+        const std::string& last = ptr.back();
         if (last == "-") {
           parent.push_back(op.value("value", Json()));
         } else {

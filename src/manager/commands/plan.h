@@ -193,8 +193,8 @@ void infer_host_from_api(const Settings& settings, PlanInputs& in, const DaemonS
 
 // Pod facts answered from lists read once (the cluster's DaemonSets and ResourceClaims) instead of a GET
 // per pod; nullopt lists: the DaemonSet is assumed to exist, no pod holds a claim.
-PodFacts listed_pod_facts(std::shared_ptr<const std::vector<nlohmann::json>> daemonsets,
-                          std::shared_ptr<const std::vector<nlohmann::json>> claims);
+PodFacts listed_pod_facts(const std::shared_ptr<const std::vector<nlohmann::json>>& daemonsets,
+                          const std::shared_ptr<const std::vector<nlohmann::json>>& claims);
 
 // The step that looks for GPU users once more before the unload, in words (`workloads`: GPU workloads are
 // evicted too, not only annotated clients).

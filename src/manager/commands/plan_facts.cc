@@ -146,8 +146,8 @@ void infer_host_from_api(const Settings& settings, PlanInputs& in, const DaemonS
   }
 }
 
-PodFacts listed_pod_facts(std::shared_ptr<const std::vector<Json>> daemonsets,
-                          std::shared_ptr<const std::vector<Json>> claims) {
+PodFacts listed_pod_facts(const std::shared_ptr<const std::vector<Json>>& daemonsets,
+                          const std::shared_ptr<const std::vector<Json>>& claims) {
   PodFacts facts;
   if (daemonsets) {
     auto names = std::make_shared<std::map<std::string, bool>>();

@@ -203,7 +203,7 @@ Wave build_wave(const Settings& settings, const WaveSelection& selection, const 
 }
 
 int run_plan_wave(const Settings& in_settings, const WaveSelection& selection, const std::string& output) {
-  Settings settings = in_settings;
+  const Settings& settings = in_settings;
   // The node-only settings (vfio-manage, the simulated host) do not matter off the nodes.
   Settings checked = settings;
   checked.vfio_manage = "/proc/self/exe";
