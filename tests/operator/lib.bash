@@ -251,6 +251,16 @@ op_debug() {
   k get pods -A -o wide 2>&1
   echo "--- node"
   op_node_json | jq '{labels: .metadata.labels, annotations: .metadata.annotations, spec: .spec}' 2>&1
+  echo "--- DaemonSets"
+  k get ds -A -o wide 2>&1
+  echo "--- pods not Running, and why"
+  k get pods -A -o json 2>/dev/null | jq -r '.items[] | select(.status.phase != "Running")
+    | "\(.metadata.namespace)/\(.metadata.name) \(.status.phase): \([.status.conditions[]? | select(.status != "True")
+    | "\(.type) \(.reason // "") \(.message // "")"] | join("; "))"'
+  echo "--- events (last 30)"
+  k get events -A --sort-by=.lastTimestamp 2>&1 | tail -n 30
+  echo "--- the upgrade controller's log (last 25 lines)"
+  grep -E '"(upgrade|logger)":"?[^,]*upgrade|Upgrade|upgrade state' "$OP_WORK/operator.log" 2>/dev/null | tail -n 25
   echo "--- operator log (last 40 lines)"
   tail -n 40 "$OP_WORK/operator.log" 2>&1
   local pod; pod=$(op_driver_pod)
