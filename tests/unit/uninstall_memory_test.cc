@@ -29,6 +29,14 @@ void expect_labels(const MemoryScenario& s, const std::vector<MemOperand>& ops, 
   for (const auto& op : ops) EXPECT_EQ(s.label(kPrefix + op.label), value) << op.label;
 }
 
+// Settings whose driver configuration is the one the loaded driver was installed with (its state file).
+manager::Settings with_matching_digest(const MemoryScenario& s) {
+  write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-same\n");
+  auto settings = s.settings();
+  settings.driver_config_digest = "digest-same";
+  return settings;
+}
+
 TEST(UninstallMemory, FullPathTakesEverythingOffUnloadsAndBringsItBack) {
   MemoryScenario s;
   const auto ops = default_mem_operands();
@@ -80,9 +88,7 @@ TEST(UninstallMemory, SkipPathBouncesOperandsButKeepsTheDriverAndTheWorkloads) {
   MemoryScenario s;
   const auto ops = default_mem_operands();
   s.deploy({.operands = ops, .pods = {{.name = "trainer", .request_gpu = true}}});
-  write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-same\n");
-  auto settings = s.settings();
-  settings.driver_config_digest = "digest-same";
+  auto settings = with_matching_digest(s);
 
   const auto r = s.run(settings);
 
@@ -199,9 +205,7 @@ TEST(UninstallMemory, DrainFallbackEvictsAHolderTheWorkloadEvictionCannotSee) {
 TEST(UninstallMemory, ForceReinstallUninstallsEvenWhenTheDigestMatches) {
   MemoryScenario s;
   s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
-  write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-same\n");
-  auto settings = s.settings();
-  settings.driver_config_digest = "digest-same";
+  auto settings = with_matching_digest(s);
   settings.force_reinstall = true;
 
   const auto r = s.run(settings);
@@ -319,6 +323,41 @@ TEST(UninstallMemory, UncordonAlwaysUncordonsAnAdminsCordonAlsoWhenTheRunFails) 
   before.unschedulable = false;  // upstream's rule: whoever cordoned it
   EXPECT_EQ(s.state(), before) << r.log;
   EXPECT_TRUE(s.driver_loaded());
+}
+
+// A pod that holds an allocated claim of the GPU DRA driver holds the GPU (node-sim's kubelet prepared the
+// claim for it) and is a GPU pod to driver-manager: evicted as a GPU workload, and the unload finds the GPU
+// free.
+TEST(UninstallMemory, AGpuClaimHolderIsEvictedAsAGpuWorkloadBeforeTheUnload) {
+  MemoryScenario s;
+  s.add_gpu_claim("claimer-gpu");
+  s.deploy({.pods = {{.name = "claimer", .gpu_claim = "claimer-gpu"}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("GPU pod - workloads/claimer"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/claimer"));
+  EXPECT_FALSE(s.driver_loaded());
+}
+
+// The same pod when this run evicts no workloads (and DRA is off, so no claim guard stops the run first): it
+// holds the driver, and the refused unload names it.
+TEST(UninstallMemory, AGpuClaimHolderTheRunDoesNotEvictHoldsTheDriverAndIsNamed) {
+  MemoryScenario s;
+  s.add_gpu_claim("claimer-gpu");
+  s.deploy({.pods = {{.name = "claimer", .gpu_claim = "claimer-gpu"}}});
+  const auto before = s.state();
+  auto settings = s.settings();
+  settings.enable_gpu_pod_eviction = false;
+
+  const auto r = s.run(settings);
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("in pod workloads/claimer"));
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_TRUE(s.driver_loaded());
+  EXPECT_EQ(s.state(), before) << r.log;
 }
 
 // A failure at each step that changed the node: the run fails (exit 1) and the node is as before it.
