@@ -274,19 +274,13 @@ size_t MemoryScenario::requests_with(const std::string& part) const {
 
 std::vector<std::string> MemoryScenario::evicted() const {
   std::vector<std::string> out;
-  const std::string ns_part = "/namespaces/";
-  const std::string pods_part = "/pods/";
-  const std::string tail = "/eviction";
   for (const auto& r : cluster_.requests()) {
-    if (r.size() < tail.size() || r.compare(r.size() - tail.size(), tail.size(), tail) != 0) continue;
-    const size_t ns_at = r.find(ns_part);
-    const size_t pods_at = r.find(pods_part);
-    if (ns_at == std::string::npos || pods_at == std::string::npos) continue;
-    const std::string ns = r.substr(ns_at + ns_part.size(), pods_at - ns_at - ns_part.size());
-    const std::string name =
-        r.substr(pods_at + pods_part.size(), r.size() - tail.size() - pods_at - pods_part.size());
-    const std::string key = ns + "/" + name;
-    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(key);
+    const auto ref = MemoryCluster::parse_path(r.substr(r.find(' ') + 1));  // "<VERB> <path>"
+    if (!ref || ref->resource != "pods" || ref->sub != "eviction") continue;
+    std::string key = ref->ns;
+    key += "/";
+    key += ref->name;
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(std::move(key));
   }
   return out;
 }
