@@ -17,6 +17,11 @@
 
 namespace dm::test {
 
+namespace {
+// Everything here is in memory and in-process: a short poll costs little and keeps the cases fast.
+constexpr std::chrono::milliseconds kPoll(5);
+}  // namespace
+
 std::vector<MemOperand> default_mem_operands() {
   return {{"device-plugin", "nvidia-device-plugin-daemonset", false, false},
           {"gpu-feature-discovery", "gpu-feature-discovery", false, false},
@@ -75,10 +80,13 @@ MemoryScenario::MemoryScenario(std::string node, bool driver)
     nodesim::Simulator sim(o, cluster_.controller_client(), cluster_.controller_client(), clock_, stop_sim_);
     (void)sim.run();
   });
-  const bool ready = eventually([&] {
-    const auto n = node_json();
-    return kube::node_ready(n) && (!driver || std::filesystem::exists(root_ + "/sys/module/nvidia/refcnt"));
-  });
+  const bool ready = eventually(
+      [&] {
+        const auto n = node_json();
+        return kube::node_ready(n) &&
+               (!driver || std::filesystem::exists(root_ + "/sys/module/nvidia/refcnt"));
+      },
+      30, kPoll);
   if (!ready) throw std::runtime_error("node-sim did not register node " + node_);
 }
 
@@ -238,7 +246,7 @@ size_t MemoryScenario::running(const std::string& ns) const {
 }
 
 void MemoryScenario::wait_running(const std::string& ns, size_t n) const {
-  if (!eventually([&] { return running(ns) == n; })) {
+  if (!eventually([&] { return running(ns) == n; }, 30, kPoll)) {
     throw std::runtime_error("expected " + std::to_string(n) + " running pods in " + ns);
   }
 }

@@ -149,7 +149,7 @@ TEST(UninstallMemory, PdbBlockedWorkloadFailsAtTheDrainTimeoutAndRestoresTheNode
   s.block_with_pdb("inference-budget", "inference");
   const auto before = s.state();
   auto settings = s.settings();
-  settings.drain_timeout = std::chrono::seconds(2);
+  settings.drain_timeout = std::chrono::seconds(1);
 
   const auto r = s.run(settings);
 
