@@ -360,6 +360,54 @@ TEST(UninstallMemory, AGpuClaimHolderTheRunDoesNotEvictHoldsTheDriverAndIsNamed)
   EXPECT_EQ(s.state(), before) << r.log;
 }
 
+// Binds `late` to the node once the flow has asked to evict `first` (so after the first eviction chose its
+// pods, and while `first` is still terminating): a pod bound after the cordon, which only the fresh look
+// before the unload can find.
+std::thread arrive_after_eviction_of(MemoryScenario& s, const std::string& first, MemPod late) {
+  return std::thread([&s, first, late = std::move(late)] {
+    if (eventually([&] { return s.requests_with("/pods/" + first + "/eviction") > 0; }, 30,
+                   std::chrono::milliseconds(2))) {
+      s.deploy_pod(late);
+    }
+  });
+}
+
+TEST(UninstallMemory, AGpuWorkloadBoundAfterTheCordonIsEvictedAsALateArrivalBeforeTheUnload) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true, .terminate_after = "0.5"}}});
+  auto late = arrive_after_eviction_of(s, "trainer", {.name = "latecomer", .request_gpu = true});
+
+  const auto r = s.run(s.settings());
+  late.join();
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("1 GPU pod(s) arrived late on node node-a: workloads/latecomer"));
+  EXPECT_THAT(r.log, HasSubstr("No more GPU pods arrived late on node node-a"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer", "workloads/latecomer"));
+  EXPECT_FALSE(s.driver_loaded()) << "the latecomer held the GPU until it was evicted";
+  EXPECT_FALSE(s.state().unschedulable);
+}
+
+// A late arrival the filters refuse (no controller: eviction would delete it for good) fails the run like
+// the first eviction would, and the node is restored.
+TEST(UninstallMemory, ALateArrivalWithoutAControllerFailsTheRunAndTheNodeIsRestored) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true, .terminate_after = "0.5"}}});
+  const auto before = s.state();
+  auto late = arrive_after_eviction_of(s, "trainer", {.name = "bare", .request_gpu = true, .owner_kind = ""});
+
+  const auto r = s.run(s.settings());
+  late.join();
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("arrived on node node-a after it was cordoned and tainted and cannot be "
+                               "evicted: workloads/bare"));
+  EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
+  EXPECT_EQ(s.requests_with("/pods/bare/eviction"), 0U);
+  EXPECT_EQ(s.state(), before) << r.log;
+  EXPECT_TRUE(s.driver_loaded());
+}
+
 // A failure at each step that changed the node: the run fails (exit 1) and the node is as before it.
 struct FailureCase {
   std::string name;
