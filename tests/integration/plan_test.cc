@@ -8,11 +8,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <regex>
 #include <sstream>
 
 #include "fixtures/uninstall/fixture.h"
+#include "support/golden.h"
 
 namespace dm::test::uninstall {
 namespace {
@@ -53,15 +53,9 @@ class Plan : public UninstallSuite {
     return {out.exit_code, out.out};
   }
 
-  // Pod-name hashes (ReplicaSet and pod suffixes, after the namespace's slash), pids, and the table's
-  // column widths (they follow the names) change from run to run.
+  // Pod-name hashes and the table's column widths (support/golden.h) and pids change from run to run.
   static std::string normalise(const std::string& text) {
-    std::string t = std::regex_replace(
-        text, std::regex("(/[a-z0-9.-]+?)-[bcdfghjklmnpqrstvwxz2-9]{8,10}-[bcdfghjklmnpqrstvwxz2-9]{5}\\b"),
-        "$1-<rs>-<pod>");
-    t = std::regex_replace(t, std::regex("(/[a-z0-9-]+)-[bcdfghjklmnpqrstvwxz2-9]{5}\\b"), "$1-<pod>");
-    t = std::regex_replace(t, std::regex("pid [0-9]+"), "pid <n>");
-    t = std::regex_replace(t, std::regex("(\\S) {2,}"), "$1  ");
+    const std::string t = normalise_pod_names(std::regex_replace(text, std::regex("pid [0-9]+"), "pid <n>"));
     // Holder lines come in pid order, which follows the order node-sim started the pods in: sort them.
     std::vector<std::string> lines;
     std::istringstream in(t);
@@ -77,11 +71,8 @@ class Plan : public UninstallSuite {
     return out;
   }
 
-  static void expect_golden(const std::string& name, const std::string& output) {
-    const std::string path = source_path("tests/fixtures/plan/" + name + ".txt");
-    const std::string got = normalise(output);
-    if (std::getenv("DM_UPDATE_GOLDEN") != nullptr) write_file(path, got);
-    EXPECT_EQ(got, read_file(path)) << "golden " << path << " (DM_UPDATE_GOLDEN=1 rewrites it)";
+  static void expect_plan_golden(const std::string& name, const std::string& output) {
+    expect_golden("plan/" + name + ".txt", normalise(output));
   }
 
   // No request of `user` from audit index `from` on wrote anything.
@@ -159,7 +150,7 @@ TEST_F(Plan, FullPathNamesEveryPodsDecisionAndTheBlockingBudgetWithoutWriting) {
   const size_t from = cluster().audit_events().size();
   const auto text = plan(s, plan_kubeconfig_, {}, own);
   ASSERT_EQ(text.exit_code, 0) << text.log << last_stderr_;
-  expect_golden("full", text.log);
+  expect_plan_golden("full", text.log);
 
   const auto j = plan(s, plan_kubeconfig_, {"-o", "json"}, own);
   ASSERT_EQ(j.exit_code, 0) << j.log << last_stderr_;
@@ -236,7 +227,7 @@ TEST_F(Plan, NoDriverPathEvictsNothing) {
   const size_t from = cluster().audit_events().size();
   const auto text = plan(s, plan_kubeconfig_);
   ASSERT_EQ(text.exit_code, 0) << text.log << last_stderr_;
-  expect_golden("no-driver", text.log);
+  expect_plan_golden("no-driver", text.log);
   const json p = json::parse(plan(s, plan_kubeconfig_, {"-o", "json"}).log);
   EXPECT_EQ(p["path"], "no-driver");
   EXPECT_TRUE(p["labels"].empty());
@@ -260,7 +251,7 @@ TEST_F(Plan, SkipPathKeepsTheDriverAndWorkloadsAndNamesTheRefusedClient) {
   const std::map<std::string, std::string> same = {{"DRIVER_CONFIG_DIGEST", "digest-same"}};
   const auto text = plan(s, plan_kubeconfig_, {}, same);
   ASSERT_EQ(text.exit_code, 0) << text.log << last_stderr_;
-  expect_golden("skip", text.log);
+  expect_plan_golden("skip", text.log);
   const json p = json::parse(plan(s, plan_kubeconfig_, {"-o", "json"}, same).log);
   EXPECT_EQ(p["path"], "skip");
   EXPECT_EQ(pod_entry(p, s.workload_ns() + "/train-")["action"], "ignored");

@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "fixtures/uninstall/fixture.h"
+#include "support/golden.h"
 
 namespace dm::test::uninstall {
 namespace {
@@ -78,16 +79,13 @@ class PlanWave : public UninstallSuite {
     return {out.exit_code, out.out};
   }
 
-  // Pod-name hashes change from run to run, and the pod table's columns follow the names.
+  // Pod-name hashes and the pod table's column widths (support/golden.h), a ReplicaSet's hash and the
+  // indentation of warnings (it follows the names) change from run to run.
   static std::string normalise(const std::string& text) {
-    std::string t = std::regex_replace(
-        text, std::regex("(/[a-z0-9.-]+?)-[bcdfghjklmnpqrstvwxz2-9]{8,10}-[bcdfghjklmnpqrstvwxz2-9]{5}\\b"),
-        "$1-<rs>-<pod>");
-    t = std::regex_replace(t, std::regex("(/[a-z0-9-]+)-[bcdfghjklmnpqrstvwxz2-9]{5}\\b"), "$1-<pod>");
-    t = std::regex_replace(t, std::regex("(ReplicaSet/[a-z0-9-]+?)-[bcdfghjklmnpqrstvwxz2-9]{8,10}\\b"),
-                           "$1-<rs>");
-    t = std::regex_replace(t, std::regex("\n +warning: "), "\n    warning: ");
-    return std::regex_replace(t, std::regex("(\\S) {2,}"), "$1  ");
+    const std::string t = std::regex_replace(
+        normalise_pod_names(text), std::regex("(ReplicaSet/[a-z0-9-]+?)-[bcdfghjklmnpqrstvwxz2-9]{8,10}\\b"),
+        "$1-<rs>");
+    return std::regex_replace(t, std::regex("\n +warning: "), "\n    warning: ");
   }
 
   // The audit events of the planner from `from` on that completed: one per request.
@@ -166,10 +164,7 @@ TEST_F(PlanWave, FiveNodesOneListPerKindNothingWritten) {
   ASSERT_EQ(text.exit_code, 0) << text.log << last_stderr_;
   // DM_WAVE_EXAMPLE=file keeps the output as printed (docs/plan.md shows it).
   if (const char* example = std::getenv("DM_WAVE_EXAMPLE")) write_file(example, text.log);
-  const std::string golden = source_path("tests/fixtures/plan/wave.txt");
-  if (std::getenv("DM_UPDATE_GOLDEN") != nullptr) write_file(golden, normalise(text.log));
-  EXPECT_EQ(normalise(text.log), read_file(golden))
-      << "golden " << golden << " (DM_UPDATE_GOLDEN=1 rewrites it)";
+  expect_golden("plan/wave.txt", normalise(text.log));
 
   // All five, as JSON.
   const size_t from5 = cluster().audit_events().size();

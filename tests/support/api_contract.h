@@ -328,6 +328,16 @@ TYPED_TEST_P(ApiContract, AnAccessReviewIsAnsweredWithoutStoringAnything) {
   EXPECT_TRUE(r->at("status").value("allowed", false));
 }
 
+// The DRA claim guard reads each claim a pod references; one that is not there - also on a server that
+// serves no resource.k8s.io/v1, as 1.20 does - is NotFound, which the guard takes as "no GPU claim". (A
+// claim that is there, with its allocation, needs a server with resource.k8s.io/v1: the in-memory cluster
+// stores it like any object, and uninstall_memory_test's DraClaimGuard case relies on that.)
+TYPED_TEST_P(ApiContract, AResourceClaimThatIsNotThereIsNotFound) {
+  auto r = this->api().get(kube::paths::resource_claim(this->ns_, "no-such-claim"));
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().not_found()) << r.error().message;
+}
+
 REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             StrategicMergePatchMergesLabelsAndSetsUnschedulable,
                             AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
@@ -337,6 +347,7 @@ REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause,
                             APendingPodIsEvictedWhateverItsBudget, EvictingAPodThatIsGoneIs404,
                             AnEventAboutTheNodeIsRecordedInDefault,
-                            AnAccessReviewIsAnsweredWithoutStoringAnything);
+                            AnAccessReviewIsAnsweredWithoutStoringAnything,
+                            AResourceClaimThatIsNotThereIsNotFound);
 
 }  // namespace dm::test::contract

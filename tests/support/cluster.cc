@@ -129,12 +129,12 @@ std::string TestCluster::service_account_kubeconfig(const std::string& ns, const
   return path;
 }
 
-bool eventually(const std::function<bool()>& pred, double timeout_s) {
+bool eventually(const std::function<bool()>& pred, double timeout_s, std::chrono::milliseconds poll) {
   const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (true) {
     if (pred()) return true;
     if (std::chrono::steady_clock::now() >= end) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(poll);
   }
 }
 

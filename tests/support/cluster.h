@@ -1,6 +1,7 @@
 // A real control plane for one test suite: `scripts/cluster up` on start, `down` on destruction.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -53,7 +54,8 @@ class TestCluster {
   std::string state_dir_;
 };
 
-// Polls `pred` every 100 ms until it returns true or `timeout_s` passes; returns its last value.
-bool eventually(const std::function<bool()>& pred, double timeout_s = 30);
+// Polls `pred` every `poll` until it returns true or `timeout_s` passes; returns its last value.
+bool eventually(const std::function<bool()>& pred, double timeout_s = 30,
+                std::chrono::milliseconds poll = std::chrono::milliseconds(100));
 
 }  // namespace dm::test

@@ -3,6 +3,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <mutex>
 #include <stdexcept>
@@ -15,6 +16,11 @@
 #include "support/process.h"
 
 namespace dm::test {
+
+namespace {
+// Everything here is in memory and in-process: a short poll costs little and keeps the cases fast.
+constexpr std::chrono::milliseconds kPoll(5);
+}  // namespace
 
 std::vector<MemOperand> default_mem_operands() {
   return {{"device-plugin", "nvidia-device-plugin-daemonset", false, false},
@@ -74,10 +80,13 @@ MemoryScenario::MemoryScenario(std::string node, bool driver)
     nodesim::Simulator sim(o, cluster_.controller_client(), cluster_.controller_client(), clock_, stop_sim_);
     (void)sim.run();
   });
-  const bool ready = eventually([&] {
-    const auto n = node_json();
-    return kube::node_ready(n) && (!driver || std::filesystem::exists(root_ + "/sys/module/nvidia/refcnt"));
-  });
+  const bool ready = eventually(
+      [&] {
+        const auto n = node_json();
+        return kube::node_ready(n) &&
+               (!driver || std::filesystem::exists(root_ + "/sys/module/nvidia/refcnt"));
+      },
+      30, kPoll);
   if (!ready) throw std::runtime_error("node-sim did not register node " + node_);
 }
 
@@ -107,33 +116,90 @@ void MemoryScenario::cordon() {
   cluster_.apply(n);
 }
 
+namespace {
+
+// A DaemonSet whose pods (labelled app=<name>) select nodes by `node_selector`; node-sim reads `annotations`.
+Json daemonset_json(const std::string& name, const std::string& ns,
+                    const std::map<std::string, std::string>& node_selector, const Json& annotations) {
+  return {{"apiVersion", "apps/v1"},
+          {"kind", "DaemonSet"},
+          {"metadata", {{"name", name}, {"namespace", ns}}},
+          {"spec",
+           {{"selector", {{"matchLabels", {{"app", name}}}}},
+            {"template",
+             {{"metadata", {{"labels", {{"app", name}}}, {"annotations", annotations}}},
+              {"spec",
+               {{"terminationGracePeriodSeconds", 5},
+                {"nodeSelector", node_selector},
+                {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}};
+}
+
+Json node_sim_annotations(bool holds_gpu, bool stuck) {
+  Json ann = {{"node-sim/terminate-after-seconds", "0.1"}};
+  if (holds_gpu) ann["node-sim/holds-gpu"] = "true";
+  if (stuck) ann["node-sim/stuck-terminating"] = "true";
+  return ann;
+}
+
+}  // namespace
+
 void MemoryScenario::deploy_operands(const std::vector<MemOperand>& operands) {
   std::map<std::string, std::string> labels;
   for (const auto& op : operands) {
     const std::string key = "nvidia.com/gpu.deploy." + op.label;
     labels[key] = "true";
-    Json ann = {{"node-sim/terminate-after-seconds", "0.1"}};
-    if (op.holds_gpu) ann["node-sim/holds-gpu"] = "true";
-    if (op.stuck) ann["node-sim/stuck-terminating"] = "true";
     cluster_.apply(
-        {{"apiVersion", "apps/v1"},
-         {"kind", "DaemonSet"},
-         {"metadata", {{"name", op.app}, {"namespace", operator_ns()}}},
-         {"spec",
-          {{"selector", {{"matchLabels", {{"app", op.app}}}}},
-           {"template",
-            {{"metadata", {{"labels", {{"app", op.app}}}, {"annotations", ann}}},
-             {"spec",
-              {{"terminationGracePeriodSeconds", 5},
-               {"nodeSelector", {{key, "true"}}},
-               {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}});
+        daemonset_json(op.app, operator_ns(), {{key, "true"}}, node_sim_annotations(op.holds_gpu, op.stuck)));
   }
   label_node(labels);
+}
+
+void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
+  Json ann = node_sim_annotations(ds.holds_gpu, ds.stuck);
+  if (!ds.gpu_client.empty()) ann["nvidia.com/gpu.client"] = ds.gpu_client;
+  cluster_.apply(daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann));
+  label_node(ds.node_selector);
+}
+
+void MemoryScenario::deploy(const MemSetup& setup) {
+  std::map<std::string, size_t> per_ns;
+  if (!setup.operands.empty()) deploy_operands(setup.operands);
+  per_ns[operator_ns()] += setup.operands.size();
+  for (const auto& ds : setup.daemonsets) {
+    deploy_daemonset(ds);
+    ++per_ns[ds.ns.empty() ? workload_ns() : ds.ns];
+  }
+  for (const auto& p : setup.pods) {
+    deploy_pod(p);
+    ++per_ns[p.ns.empty() ? workload_ns() : p.ns];
+  }
+  for (const auto& [ns, n] : per_ns) wait_running(ns, n);
+}
+
+void MemoryScenario::add_gpu_claim(const std::string& name) {
+  cluster_.apply({{"apiVersion", "resource.k8s.io/v1"},
+                  {"kind", "ResourceClaim"},
+                  {"metadata", {{"name", name}, {"namespace", workload_ns()}}},
+                  {"spec", {{"devices", {{"requests", Json::array({{{"name", "gpu"}}})}}}}},
+                  {"status",
+                   {{"allocation",
+                     {{"devices",
+                       {{"results", Json::array({{{"request", "gpu"},
+                                                  {"driver", "gpu.nvidia.com"},
+                                                  {"pool", node_},
+                                                  {"device", "gpu-0"}}})}}}}}}}});
+}
+
+void MemoryScenario::add_mellanox_device(const std::string& bdf) {
+  const std::string dir = root_ + "/sys/bus/pci/devices/" + bdf;
+  std::filesystem::create_directories(dir);
+  write_file(dir + "/vendor", "0x15b3\n");
 }
 
 void MemoryScenario::deploy_pod(const MemPod& p) {
   Json ann = {{"node-sim/terminate-after-seconds", p.terminate_after}};
   if (!p.gpu_client.empty()) ann["nvidia.com/gpu.client"] = p.gpu_client;
+  if (p.dra_plugin) ann["nvidia.com/gpu.client.dra-plugin"] = "true";
   if (p.holds_gpu) ann["node-sim/holds-gpu"] = "true";
   if (p.stuck) ann["node-sim/stuck-terminating"] = "true";
   Json labels = {{"app", p.name}};
@@ -151,6 +217,9 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
                {{"nodeName", node_},
                 {"terminationGracePeriodSeconds", p.grace_period_seconds},
                 {"containers", Json::array({container})}}}};
+  if (!p.gpu_claim.empty()) {
+    pod["spec"]["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimName", p.gpu_claim}}});
+  }
   if (!p.owner_kind.empty()) {
     pod["metadata"]["ownerReferences"] = Json::array({{{"apiVersion", "apps/v1"},
                                                        {"kind", p.owner_kind},
@@ -177,7 +246,7 @@ size_t MemoryScenario::running(const std::string& ns) const {
 }
 
 void MemoryScenario::wait_running(const std::string& ns, size_t n) const {
-  if (!eventually([&] { return running(ns) == n; })) {
+  if (!eventually([&] { return running(ns) == n; }, 30, kPoll)) {
     throw std::runtime_error("expected " + std::to_string(n) + " running pods in " + ns);
   }
 }
@@ -209,6 +278,19 @@ size_t MemoryScenario::requests_with(const std::string& part) const {
   size_t n = 0;
   for (const auto& r : cluster_.requests()) n += r.find(part) != std::string::npos ? 1 : 0;
   return n;
+}
+
+std::vector<std::string> MemoryScenario::evicted() const {
+  std::vector<std::string> out;
+  for (const auto& r : cluster_.requests()) {
+    const auto ref = MemoryCluster::parse_path(r.substr(r.find(' ') + 1));  // "<VERB> <path>"
+    if (!ref || ref->resource != "pods" || ref->sub != "eviction") continue;
+    std::string key = ref->ns;
+    key += "/";
+    key += ref->name;
+    if (std::find(out.begin(), out.end(), key) == out.end()) out.push_back(std::move(key));
+  }
+  return out;
 }
 
 manager::Settings MemoryScenario::settings() const {

@@ -33,6 +33,8 @@ struct MemPod {
   std::string name;
   std::string ns = {};          // "" = the workload namespace
   std::string gpu_client = {};  // value of nvidia.com/gpu.client; "" = none
+  bool dra_plugin = false;      // annotated nvidia.com/gpu.client.dra-plugin=true as well
+  std::string gpu_claim = {};   // the name of a ResourceClaim of its namespace it references (add_gpu_claim)
   bool request_gpu = false;     // a container limit nvidia.com/gpu: 1 (node-sim: holds the GPU)
   bool holds_gpu = false;       // holds the GPU without requesting it
   bool stuck = false;           // never finishes terminating
@@ -40,6 +42,24 @@ struct MemPod {
   int grace_period_seconds = 5;
   std::map<std::string, std::string> labels = {};
   std::string owner_kind = "ReplicaSet";  // "" = a bare pod
+};
+
+// A DaemonSet of its own (a third-party GPU client, say) whose pods select the node by `node_selector`;
+// deploy_daemonset() labels the node to match.
+struct MemDaemonSet {
+  std::string name;
+  std::string ns = {};  // "" = the workload namespace
+  std::map<std::string, std::string> node_selector;
+  bool holds_gpu = false;
+  std::string gpu_client = {};  // value of nvidia.com/gpu.client on its pods; "" = none
+  bool stuck = false;           // its pods never finish terminating
+};
+
+// What a test starts from: deploy() puts it on the node and waits until every pod of it runs.
+struct MemSetup {
+  std::vector<MemOperand> operands = default_mem_operands();
+  std::vector<MemPod> pods = {};
+  std::vector<MemDaemonSet> daemonsets = {};
 };
 
 struct MemNodeState {
@@ -73,6 +93,14 @@ class MemoryScenario {
   void cordon();
   void deploy_operands(const std::vector<MemOperand>& operands);
   void deploy_pod(const MemPod& pod);
+  void deploy_daemonset(const MemDaemonSet& ds);
+  // deploy_operands, deploy_daemonset and deploy_pod for each part of `setup`, then waits until all of
+  // their pods run.
+  void deploy(const MemSetup& setup);
+  // A ResourceClaim of the workload namespace allocated a device of the GPU DRA driver (gpu.nvidia.com).
+  void add_gpu_claim(const std::string& name);
+  // A Mellanox network device on the simulated PCI bus (the MOFED wait looks for one).
+  void add_mellanox_device(const std::string& bdf = "0000:3b:00.0");
   // A budget that allows no disruption of app=<app> pods of the workload namespace (minAvailable 1).
   void block_with_pdb(const std::string& name, const std::string& app);
   // Waits until `n` pods of `ns` run on the node (throws when they do not within 30 s).
@@ -85,6 +113,8 @@ class MemoryScenario {
   [[nodiscard]] bool driver_loaded() const;                       // the simulated nvidia module
   // Requests of the flow whose "<VERB> <path>" contains `part`.
   [[nodiscard]] size_t requests_with(const std::string& part) const;
+  // The pods ("ns/name") the flow asked to evict, in the order of its first request for each.
+  [[nodiscard]] std::vector<std::string> evicted() const;
 
   // What the integration tests run driver-manager with, for this node.
   [[nodiscard]] manager::Settings settings() const;

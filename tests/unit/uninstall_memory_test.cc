@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <functional>
 #include <thread>
 
 #include "support/cluster.h"
@@ -16,8 +17,11 @@
 namespace dm::test {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
+using ::testing::UnorderedElementsAre;
 
 const std::string kPrefix = "nvidia.com/gpu.deploy.";
 
@@ -25,13 +29,18 @@ void expect_labels(const MemoryScenario& s, const std::vector<MemOperand>& ops, 
   for (const auto& op : ops) EXPECT_EQ(s.label(kPrefix + op.label), value) << op.label;
 }
 
+// Settings whose driver configuration is the one the loaded driver was installed with (its state file).
+manager::Settings with_matching_digest(const MemoryScenario& s) {
+  write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-same\n");
+  auto settings = s.settings();
+  settings.driver_config_digest = "digest-same";
+  return settings;
+}
+
 TEST(UninstallMemory, FullPathTakesEverythingOffUnloadsAndBringsItBack) {
   MemoryScenario s;
   const auto ops = default_mem_operands();
-  s.deploy_operands(ops);
-  s.deploy_pod({.name = "trainer", .request_gpu = true});
-  s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 1);
+  s.deploy({.operands = ops, .pods = {{.name = "trainer", .request_gpu = true}}});
   write_file(s.sim_path("/run/nvidia/nvidia-driver.pid"), "4242\n");
   write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-old\n");
 
@@ -58,11 +67,8 @@ TEST(UninstallMemory, FullPathTakesEverythingOffUnloadsAndBringsItBack) {
 TEST(UninstallMemory, PolicyOnNeverEvictsAndRestoresWhenAWorkloadHoldsTheGpu) {
   MemoryScenario s;
   const auto ops = default_mem_operands();
-  s.deploy_operands(ops);
-  s.deploy_pod({.name = "trainer", .request_gpu = true});
+  s.deploy({.operands = ops, .pods = {{.name = "trainer", .request_gpu = true}}});
   s.annotate_node("nvidia.com/gpu-driver-upgrade-enabled", "true");
-  s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 1);
 
   const auto r = s.run(s.settings());
 
@@ -81,13 +87,8 @@ TEST(UninstallMemory, PolicyOnNeverEvictsAndRestoresWhenAWorkloadHoldsTheGpu) {
 TEST(UninstallMemory, SkipPathBouncesOperandsButKeepsTheDriverAndTheWorkloads) {
   MemoryScenario s;
   const auto ops = default_mem_operands();
-  s.deploy_operands(ops);
-  s.deploy_pod({.name = "trainer", .request_gpu = true});
-  s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 1);
-  write_file(s.sim_path("/run/nvidia/nvidia-driver.state"), "digest-same\n");
-  auto settings = s.settings();
-  settings.driver_config_digest = "digest-same";
+  s.deploy({.operands = ops, .pods = {{.name = "trainer", .request_gpu = true}}});
+  auto settings = with_matching_digest(s);
 
   const auto r = s.run(settings);
 
@@ -144,15 +145,11 @@ TEST(UninstallMemory, PreInstalledHostDriverLabelsTheNodeAndFails) {
 
 TEST(UninstallMemory, PdbBlockedWorkloadFailsAtTheDrainTimeoutAndRestoresTheNode) {
   MemoryScenario s;
-  const auto ops = default_mem_operands();
-  s.deploy_operands(ops);
-  s.deploy_pod({.name = "inference", .request_gpu = true});
+  s.deploy({.pods = {{.name = "inference", .request_gpu = true}}});
   s.block_with_pdb("inference-budget", "inference");
-  s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 1);
   const auto before = s.state();
   auto settings = s.settings();
-  settings.drain_timeout = std::chrono::seconds(2);
+  settings.drain_timeout = std::chrono::seconds(1);
 
   const auto r = s.run(settings);
 
@@ -174,9 +171,7 @@ TEST(UninstallMemory, PdbBlockedWorkloadFailsAtTheDrainTimeoutAndRestoresTheNode
 
 TEST(UninstallMemory, AnAdminsCordonSurvivesASuccessfulRun) {
   MemoryScenario s;
-  s.deploy_operands(default_mem_operands());
-  s.deploy_pod({.name = "trainer", .request_gpu = true});
-  s.wait_running(s.operator_ns(), default_mem_operands().size());
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
   s.cordon();
 
   const auto r = s.run(s.settings());
@@ -190,11 +185,8 @@ TEST(UninstallMemory, AnAdminsCordonSurvivesASuccessfulRun) {
 
 TEST(UninstallMemory, DrainFallbackEvictsAHolderTheWorkloadEvictionCannotSee) {
   MemoryScenario s;
-  s.deploy_operands(default_mem_operands());
-  s.deploy_pod({.name = "agent", .holds_gpu = true, .labels = {{"drain", "yes"}}});
-  s.deploy_pod({.name = "bystander"});
-  s.wait_running(s.operator_ns(), default_mem_operands().size());
-  s.wait_running(s.workload_ns(), 2);
+  s.deploy(
+      {.pods = {{.name = "agent", .holds_gpu = true, .labels = {{"drain", "yes"}}}, {.name = "bystander"}}});
   auto settings = s.settings();
   settings.enable_gpu_pod_eviction = false;
   settings.enable_auto_drain = true;
@@ -210,32 +202,241 @@ TEST(UninstallMemory, DrainFallbackEvictsAHolderTheWorkloadEvictionCannotSee) {
   EXPECT_FALSE(s.state().unschedulable);
 }
 
+TEST(UninstallMemory, ForceReinstallUninstallsEvenWhenTheDigestMatches) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
+  auto settings = with_matching_digest(s);
+  settings.force_reinstall = true;
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Force reinstall is enabled, proceeding with driver uninstall"));
+  EXPECT_THAT(r.log, Not(HasSubstr("already loaded with the desired version and configuration")));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer"));
+  EXPECT_FALSE(s.driver_loaded());
+  EXPECT_FALSE(s.state().unschedulable);
+  expect_labels(s, default_mem_operands(), "true");
+}
+
+// DaemonSets selecting nvidia.com/gpu.deploy.client, or the custom key, go with their paused labels and are
+// waited for like operands: never evicted (also when annotated a GPU client), no taint for them.
+TEST(UninstallMemory, ClientLabelAndCustomLabelDaemonSetsGoByTheirLabelsAndAreNotEvicted) {
+  MemoryScenario s;
+  s.deploy({.daemonsets = {{.name = "client-agent",
+                            .node_selector = {{kPrefix + "client", "true"}},
+                            .holds_gpu = true,
+                            .gpu_client = "true"},
+                           {.name = "custom-agent",
+                            .node_selector = {{"example.com/gpu-agent", "true"}},
+                            .holds_gpu = true}}});
+  auto settings = s.settings();
+  settings.node_label_for_gpu_pod_eviction = "example.com/gpu-agent";
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Shutting down GPU clients using node selector label "
+                               "\"example.com/gpu-agent\"=true"));
+  EXPECT_THAT(r.log, HasSubstr("Waiting for any daemon set pods with nodeSelector key " + kPrefix +
+                               "client to terminate"));
+  EXPECT_THAT(r.log, HasSubstr("Waiting for any daemon set pods with nodeSelector key example.com/gpu-agent "
+                               "to terminate"));
+  EXPECT_THAT(r.log, HasSubstr("skip [node-label]"));
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_EQ(s.requests_with("taints"), 0U);
+  EXPECT_FALSE(s.driver_loaded()) << "both held the GPU: the unload succeeds only once they are gone";
+  EXPECT_EQ(s.label(kPrefix + "client"), "true");
+  EXPECT_EQ(s.label("example.com/gpu-agent"), "true");
+  EXPECT_TRUE(s.state().taints.empty());
+  s.wait_running(s.workload_ns(), 2);  // their DaemonSets bring them back
+}
+
+// docs/gpu-clients.md: a DRA-plugin client goes after the GPU workloads, the other clients and the claim
+// guard; the operator's own DRA plugin goes after it, right before the unload.
+TEST(UninstallMemory, DraPluginClientGoesAfterTheWorkloadsAndTheOtherClientsThenThePlugin) {
+  MemoryScenario s;
+  auto ops = default_mem_operands();
+  ops.push_back({"dra-driver", "nvidia-dra-driver-kubelet-plugin", true, false});
+  s.deploy({.operands = ops,
+            .pods = {{.name = "dra-plugin", .gpu_client = "true", .dra_plugin = true, .holds_gpu = true},
+                     {.name = "monitor", .gpu_client = "true"},
+                     {.name = "trainer", .request_gpu = true}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  const auto evicted = s.evicted();
+  ASSERT_THAT(evicted,
+              UnorderedElementsAre("workloads/monitor", "workloads/trainer", "workloads/dra-plugin"));
+  EXPECT_EQ(evicted.back(), "workloads/dra-plugin");
+  EXPECT_THAT(r.log, HasSubstr("DRA plugin client: reset after the GPU workloads"));
+  const std::vector<std::string> in_order = {
+      "evicting pod workloads/trainer",
+      "Checking that no pod on the node still holds a GPU resource claim",
+      "evicting pod workloads/dra-plugin",
+      "Draining the DRA kubelet-plugin (last, after its claim-holding clients)",
+      "Waiting for dra-driver to shutdown",
+      "Unloading NVIDIA driver kernel modules",
+  };
+  size_t at = 0;
+  for (const auto& line : in_order) {
+    const size_t found = r.log.find(line, at);
+    ASSERT_NE(found, std::string::npos) << "\"" << line << "\" missing or out of order:\n" << r.log;
+    at = found;
+  }
+  EXPECT_FALSE(s.driver_loaded());
+  expect_labels(s, ops, "true");
+  EXPECT_TRUE(s.state().taints.empty());
+}
+
+TEST(UninstallMemory, UncordonAlwaysClearsEvenAnAdminsCordon) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
+  s.cordon();
+  auto settings = s.settings();
+  settings.legacy_uncordon = true;
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Uncordoning node node-a"));
+  EXPECT_FALSE(s.state().unschedulable);
+  EXPECT_EQ(s.state().annotations.count("nvidia.com/gpu-driver-manager.cordoned"), 0U);
+  EXPECT_FALSE(s.driver_loaded());
+}
+
+TEST(UninstallMemory, UncordonAlwaysUncordonsAnAdminsCordonAlsoWhenTheRunFails) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
+  s.cordon();
+  auto before = s.state();
+  auto settings = s.settings();
+  settings.legacy_uncordon = true;
+  s.cluster().fail({.verb = "evict", .path_part = "trainer", .status = 403, .times = -1});
+
+  const auto r = s.run(settings);
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
+  EXPECT_THAT(r.log, HasSubstr("Uncordoning node node-a"));
+  before.unschedulable = false;  // upstream's rule: whoever cordoned it
+  EXPECT_EQ(s.state(), before) << r.log;
+  EXPECT_TRUE(s.driver_loaded());
+}
+
+// A pod that holds an allocated claim of the GPU DRA driver holds the GPU (node-sim's kubelet prepared the
+// claim for it) and is a GPU pod to driver-manager: evicted as a GPU workload, and the unload finds the GPU
+// free.
+TEST(UninstallMemory, AGpuClaimHolderIsEvictedAsAGpuWorkloadBeforeTheUnload) {
+  MemoryScenario s;
+  s.add_gpu_claim("claimer-gpu");
+  s.deploy({.pods = {{.name = "claimer", .gpu_claim = "claimer-gpu"}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("GPU pod - workloads/claimer"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/claimer"));
+  EXPECT_FALSE(s.driver_loaded());
+}
+
+// The same pod when this run evicts no workloads (and DRA is off, so no claim guard stops the run first): it
+// holds the driver, and the refused unload names it.
+TEST(UninstallMemory, AGpuClaimHolderTheRunDoesNotEvictHoldsTheDriverAndIsNamed) {
+  MemoryScenario s;
+  s.add_gpu_claim("claimer-gpu");
+  s.deploy({.pods = {{.name = "claimer", .gpu_claim = "claimer-gpu"}}});
+  const auto before = s.state();
+  auto settings = s.settings();
+  settings.enable_gpu_pod_eviction = false;
+
+  const auto r = s.run(settings);
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("in pod workloads/claimer"));
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_TRUE(s.driver_loaded());
+  EXPECT_EQ(s.state(), before) << r.log;
+}
+
+// Binds `late` to the node once the flow has asked to evict `first` (so after the first eviction chose its
+// pods, and while `first` is still terminating): a pod bound after the cordon, which only the fresh look
+// before the unload can find.
+std::thread arrive_after_eviction_of(MemoryScenario& s, const std::string& first, MemPod late) {
+  return std::thread([&s, first, late = std::move(late)] {
+    if (eventually([&] { return s.requests_with("/pods/" + first + "/eviction") > 0; }, 30,
+                   std::chrono::milliseconds(2))) {
+      s.deploy_pod(late);
+    }
+  });
+}
+
+TEST(UninstallMemory, AGpuWorkloadBoundAfterTheCordonIsEvictedAsALateArrivalBeforeTheUnload) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true, .terminate_after = "0.5"}}});
+  auto late = arrive_after_eviction_of(s, "trainer", {.name = "latecomer", .request_gpu = true});
+
+  const auto r = s.run(s.settings());
+  late.join();
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("1 GPU pod(s) arrived late on node node-a: workloads/latecomer"));
+  EXPECT_THAT(r.log, HasSubstr("No more GPU pods arrived late on node node-a"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer", "workloads/latecomer"));
+  EXPECT_FALSE(s.driver_loaded()) << "the latecomer held the GPU until it was evicted";
+  EXPECT_FALSE(s.state().unschedulable);
+}
+
+// A late arrival the filters refuse (no controller: eviction would delete it for good) fails the run like
+// the first eviction would, and the node is restored.
+TEST(UninstallMemory, ALateArrivalWithoutAControllerFailsTheRunAndTheNodeIsRestored) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true, .terminate_after = "0.5"}}});
+  const auto before = s.state();
+  auto late = arrive_after_eviction_of(s, "trainer", {.name = "bare", .request_gpu = true, .owner_kind = ""});
+
+  const auto r = s.run(s.settings());
+  late.join();
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("arrived on node node-a after it was cordoned and tainted and cannot be "
+                               "evicted: workloads/bare"));
+  EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
+  EXPECT_EQ(s.requests_with("/pods/bare/eviction"), 0U);
+  EXPECT_EQ(s.state(), before) << r.log;
+  EXPECT_TRUE(s.driver_loaded());
+}
+
 // A failure at each step that changed the node: the run fails (exit 1) and the node is as before it.
 struct FailureCase {
   std::string name;
-  Fault fault;
-  bool stuck_operand = false;  // an operand pod that never finishes terminating
-  bool hidden_holder = false;  // a pod holds the GPU without requesting it (the unload is refused)
-  std::string expected;        // in the log
+  Fault fault = {};
+  std::string expected;  // in the log
+  // What the case adds to the common start (the default operands, an annotated client "agent", a GPU
+  // workload "trainer") and to the settings, before the run.
+  std::function<void(MemSetup&)> setup = nullptr;
+  std::function<void(MemoryScenario&, manager::Settings&)> arrange = nullptr;
+  bool driver = true;               // the nvidia module is loaded at the start
+  bool fails_after_unload = false;  // the driver is gone by the failure (it is not loaded back)
 };
+
+void PrintTo(const FailureCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class UninstallMemoryFailure : public ::testing::TestWithParam<FailureCase> {};
 
 TEST_P(UninstallMemoryFailure, RestoresLabelsTaintAndCordon) {
   const auto& c = GetParam();
-  MemoryScenario s;
-  auto ops = default_mem_operands();
-  if (c.stuck_operand) ops.push_back({"dcgm", "nvidia-dcgm", false, true});
-  s.deploy_operands(ops);
-  s.deploy_pod({.name = "agent", .gpu_client = "true"});
-  s.deploy_pod({.name = "trainer", .request_gpu = true});
-  if (c.hidden_holder) s.deploy_pod({.name = "hidden", .holds_gpu = true});
-  s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), c.hidden_holder ? 3 : 2);
+  MemoryScenario s("node-a", c.driver);
+  MemSetup setup{.pods = {{.name = "agent", .gpu_client = "true"}, {.name = "trainer", .request_gpu = true}}};
+  if (c.setup) c.setup(setup);
+  s.deploy(setup);
   const auto before = s.state();
   auto settings = s.settings();
-  settings.operand_wait_timeout = std::chrono::seconds(c.stuck_operand ? 1 : 20);
-  if (!c.fault.verb.empty()) s.cluster().fail(c.fault);
+  if (c.arrange) c.arrange(s, settings);
+  if (!c.fault.verb.empty() || !c.fault.body_part.empty()) s.cluster().fail(c.fault);
 
   const auto r = s.run(settings);
 
@@ -243,57 +444,142 @@ TEST_P(UninstallMemoryFailure, RestoresLabelsTaintAndCordon) {
   EXPECT_THAT(r.log, HasSubstr(c.expected));
   EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
   EXPECT_EQ(s.state(), before) << r.log;
-  EXPECT_TRUE(s.driver_loaded());
+  EXPECT_EQ(s.driver_loaded(), c.driver && !c.fails_after_unload);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    EachStep, UninstallMemoryFailure,
-    ::testing::Values(
-        // 403: a refusal no retry fixes (a 5xx is retried, and then the step goes through).
-        FailureCase{"PausePatch",
-                    {.verb = "patch", .body_part = kMemPausedValue, .status = 403},
-                    false,
-                    false,
-                    "injected fault"},
-        FailureCase{"Cordon",
-                    {.verb = "patch", .body_part = "\"unschedulable\":true", .status = 500},
-                    false,
-                    false,
-                    "injected fault"},
-        // The cordon went through but its answer was lost: it is undone all the same.
-        FailureCase{"CordonTimedOutAfterTakingEffect",
-                    {.verb = "patch", .body_part = "\"unschedulable\":true", .status = 0, .applied = true},
-                    false,
-                    false,
-                    "timed out"},
-        FailureCase{"Taint",
-                    {.verb = "patch", .body_part = "\"taints\"", .status = 500},
-                    false,
-                    false,
-                    "injected fault"},
-        FailureCase{"WorkloadEviction",
-                    {.verb = "evict", .path_part = "trainer", .status = 403, .times = -1},
-                    false,
-                    false,
-                    "injected fault"},
-        FailureCase{"ClientEviction",
-                    {.verb = "evict", .path_part = "agent", .status = 403, .times = -1},
-                    false,
-                    false,
-                    "injected fault"},
-        FailureCase{"OperandWaitTimeout", {}, true, false, "timed out"},
-        FailureCase{"UnloadRefused", {}, false, true, "failed to unload NVIDIA driver kernel modules"}),
-    [](const ::testing::TestParamInfo<FailureCase>& param_info) { return param_info.param.name; });
+// The operator's DRA plugin beside the default operands.
+void with_dra(MemSetup& setup) {
+  setup.operands.push_back({"dra-driver", "nvidia-dra-driver-kubelet-plugin", false, false});
+}
+
+void stuck_operand(MemSetup& setup) {
+  setup.operands.push_back({"dcgm", "nvidia-dcgm", false, true});
+}
+
+void short_operand_wait(MemoryScenario& /*s*/, manager::Settings& settings) {
+  settings.operand_wait_timeout = std::chrono::milliseconds(500);
+}
+
+const std::vector<FailureCase>& failure_cases() {
+  static const std::vector<FailureCase> cases = {
+      // 403: a refusal no retry fixes (a 5xx is retried, and then the step goes through).
+      {.name = "PausePatch",
+       .fault = {.verb = "patch", .body_part = kMemPausedValue, .status = 403},
+       .expected = "injected fault"},
+      {.name = "Cordon",
+       .fault = {.verb = "patch", .body_part = "\"unschedulable\":true", .status = 500},
+       .expected = "injected fault"},
+      // The cordon went through but its answer was lost: it is undone all the same.
+      {.name = "CordonTimedOutAfterTakingEffect",
+       .fault = {.verb = "patch", .body_part = "\"unschedulable\":true", .status = 0, .applied = true},
+       .expected = "timed out"},
+      {.name = "Taint",
+       .fault = {.verb = "patch", .body_part = "\"taints\"", .status = 500},
+       .expected = "injected fault"},
+      {.name = "WorkloadEviction",
+       .fault = {.verb = "evict", .path_part = "trainer", .status = 403, .times = -1},
+       .expected = "injected fault"},
+      {.name = "ClientEviction",
+       .fault = {.verb = "evict", .path_part = "agent", .status = 403, .times = -1},
+       .expected = "injected fault"},
+      {.name = "OperandWaitTimeout",
+       .expected = "timed out",
+       .setup = stuck_operand,
+       .arrange = short_operand_wait},
+      {.name = "UnloadRefused",
+       .expected = "failed to unload NVIDIA driver kernel modules",
+       .setup = [](MemSetup& m) { m.pods.push_back({.name = "hidden", .holds_gpu = true}); }},
+      // The full-drain fallback after a failed workload eviction fails as well.
+      {.name = "DrainAfterAFailedEviction",
+       .fault = {.verb = "evict", .path_part = "trainer", .status = 403, .times = -1},
+       .expected = "Attempting node drain",
+       .arrange = [](MemoryScenario&, manager::Settings& st) { st.enable_auto_drain = true; }},
+      // The unload is refused (a holder the workload eviction cannot see); the drain that follows it cordons
+      // the node and fails.
+      {.name = "DrainAfterARefusedUnload",
+       .fault = {.verb = "evict", .path_part = "hidden", .status = 403, .times = -1},
+       .expected = "Unable to cleanup driver modules, attempting again with node drain...",
+       .setup = [](MemSetup& m) { m.pods.push_back({.name = "hidden", .holds_gpu = true}); },
+       .arrange =
+           [](MemoryScenario&, manager::Settings& st) {
+             st.enable_gpu_pod_eviction = false;
+             st.enable_auto_drain = true;
+           }},
+      // A pod still holds an allocated GPU claim (this run evicts no workloads): the plugin cannot go.
+      {.name = "DraClaimGuard",
+       .expected = "pod(s) still hold GPU resource claims: workloads/claimer",
+       .setup =
+           [](MemSetup& m) {
+             with_dra(m);
+             m.pods.push_back({.name = "claimer", .gpu_claim = "claimer-gpu"});
+           },
+       .arrange =
+           [](MemoryScenario& s, manager::Settings& st) {
+             s.add_gpu_claim("claimer-gpu");
+             st.enable_gpu_pod_eviction = false;
+           }},
+      {.name = "DraPluginClientEviction",
+       .fault = {.verb = "evict", .path_part = "dra-plugin", .status = 403, .times = -1},
+       .expected = "injected fault",
+       .setup =
+           [](MemSetup& m) {
+             with_dra(m);
+             m.pods.push_back({.name = "dra-plugin", .gpu_client = "true", .dra_plugin = true});
+           }},
+      {.name = "DraPluginWaitTimeout",
+       .expected = "Failed to wait for dra-driver to shutdown",
+       .setup =
+           [](MemSetup& m) {
+             m.operands.push_back({"dra-driver", "nvidia-dra-driver-kubelet-plugin", false, /*stuck=*/true});
+           },
+       .arrange = short_operand_wait},
+      // On the no-driver path the plugin is the only thing paused.
+      {.name = "NoDriverDraPluginWaitTimeout",
+       .expected = "Failed to wait for dra-driver to shutdown",
+       .setup =
+           [](MemSetup& m) {
+             m.operands.push_back({"dra-driver", "nvidia-dra-driver-kubelet-plugin", false, /*stuck=*/true});
+           },
+       .arrange = short_operand_wait,
+       .driver = false},
+      // After the unload: the node still comes back.
+      {.name = "VfioUnbind",
+       .expected = "unbind --all failed with exit code 1",
+       .arrange = [](MemoryScenario&, manager::Settings& st) { st.vfio_manage = "false"; },
+       .fails_after_unload = true},
+      // The restore at the end of a successful path is refused once: it stays on the undo list, and the
+      // cleanup puts the labels back.
+      {.name = "RestoreAtTheEnd",
+       .fault = {.verb = "patch",
+                 .body_part = "\"nvidia.com/gpu.deploy.dcgm-exporter\":\"true\"",
+                 .status = 403},
+       .expected = "failed in phase restore",
+       .fails_after_unload = true},
+      {.name = "MofedWaitTimeout",
+       .expected = "MOFED driver not ready after",
+       .arrange =
+           [](MemoryScenario& s, manager::Settings& st) {
+             s.add_mellanox_device();
+             st.gpu_direct_rdma_enabled = true;
+             st.mofed_wait_timeout = std::chrono::milliseconds(500);
+           },
+       .fails_after_unload = true},
+  };
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EachStep, UninstallMemoryFailure, ::testing::ValuesIn(failure_cases()),
+                         [](const ::testing::TestParamInfo<FailureCase>& param_info) {
+                           return param_info.param.name;
+                         });
 
 TEST(UninstallMemory, SigtermDuringTheOperandWaitRestoresTheNodeAndExits143) {
   MemoryScenario s;
   auto ops = default_mem_operands();
   ops.push_back({"dcgm", "nvidia-dcgm", false, /*stuck=*/true});
-  s.deploy_operands(ops);
-  s.deploy_pod({.name = "agent", .gpu_client = "true", .stuck = true});
-  s.deploy_pod({.name = "trainer", .request_gpu = true, .stuck = true});
-  s.wait_running(s.operator_ns(), ops.size());
-  s.wait_running(s.workload_ns(), 2);
+  s.deploy({.operands = ops,
+            .pods = {{.name = "agent", .gpu_client = "true", .stuck = true},
+                     {.name = "trainer", .request_gpu = true, .stuck = true}}});
   const auto before = s.state();
   CancelToken sigterm;
   std::thread killer([&] {

@@ -28,7 +28,8 @@ std::string pod_key(const Json& pod) {
   return dm::kube::ref_string(pod);
 }
 
-bool holds_gpu(const Json& pod) {
+bool holds_gpu(const Json& pod, bool gpu_claim) {
+  if (gpu_claim) return true;
   if (go_true(annotation(pod, kGpuClientAnnotation)) || go_true(annotation(pod, kHoldsGpuAnnotation))) {
     return true;
   }

@@ -32,9 +32,15 @@ inline constexpr const char* kGpuClientAnnotation = "nvidia.com/gpu.client";
 std::string pod_key(const Json& pod);
 
 // The pod holds the GPU device while it runs: the device plugin allocates it a GPU (dm::kube::
-// pod_is_allocated_gpu: a non-zero GPU resource in a container), or it is annotated nvidia.com/gpu.client or
-// node-sim/holds-gpu with a true value.
-bool holds_gpu(const Json& pod);
+// pod_is_allocated_gpu: a non-zero GPU resource in a container), the kubelet prepared an allocated claim of
+// the GPU DRA driver for it (`gpu_claim`: the Simulator reads the pod's claims from the API server and
+// judges them by driver-manager's own claim rule, dm::manager::is_allocated_gpu_claim), or it is annotated
+// nvidia.com/gpu.client or node-sim/holds-gpu with a true value.
+//
+// The resource half is deliberately not driver-manager's "uses a GPU" rule (dm::kube::
+// pod_declares_gpu_resource: any quantity, the pods it evicts): a device plugin hands a device only to a
+// non-zero request, and node-sim simulates what the kernel sees, not what a pod declares.
+bool holds_gpu(const Json& pod, bool gpu_claim = false);
 
 // status.phase == "Running".
 bool is_running(const Json& pod);

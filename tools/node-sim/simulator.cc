@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "kube/objects.h"
+#include "manager/rules/claims.h"
 #include "pod_rules.h"
 
 namespace nodesim {
@@ -274,12 +275,40 @@ void Simulator::start_pod(TrackedPod& t) {
   if (patched) {
     t.started = true;
     spdlog::info("pod {}: started (Running, Ready, podIP {}{})", pod_key(t.pod), pod_ip,
-                 holds_gpu(t.pod) ? ", holds the GPU" : "");
+                 holds_gpu_now(t) ? ", holds the GPU" : "");
     return;
   }
   if (patched.error().not_found()) return;  // deleted meanwhile; the watch will say so
   spdlog::warn("pod {}: cannot mark it Running: {} (retrying)", pod_key(t.pod), patched.error().message);
   t.next_attempt = clock_.now() + kRetryAfterFailure;
+}
+
+bool Simulator::holds_gpu_now(TrackedPod& t) {
+  return holds_gpu(t.pod, gpu_claim(t));
+}
+
+bool Simulator::gpu_claim(TrackedPod& t) {
+  if (t.gpu_claim) return *t.gpu_claim;
+  const auto names = dm::manager::claim_names(t.pod);
+  const Json& spec = t.pod.value("spec", Json::object());
+  const size_t entries = spec.value("resourceClaims", Json::array()).size();
+  const std::string ns = t.pod["metadata"].value("namespace", "");
+  for (const auto& name : names) {
+    auto claim = client_->get(dm::kube::paths::resource_claim(ns, name));
+    if (!claim) {
+      if (claim.error().not_found()) continue;
+      spdlog::warn("pod {}: cannot read resource claim {}: {} (asking again later)", pod_key(t.pod), name,
+                   claim.error().message);
+      return false;
+    }
+    if (dm::manager::is_allocated_gpu_claim(*claim)) {
+      t.gpu_claim = true;
+      return true;
+    }
+  }
+  // A claim generated from a template is named in the pod's status once it exists: until then, ask again.
+  if (names.size() == entries) t.gpu_claim = false;
+  return false;
 }
 
 void Simulator::collect_finished() {
@@ -300,8 +329,8 @@ void Simulator::collect_finished() {
 void Simulator::update_kernel() {
   if (clock_.now() < next_kernel_attempt_) return;
   std::vector<SimHolder> holders;
-  for (const auto& [uid, t] : pods_) {
-    if (!holds_gpu(t.pod)) continue;
+  for (auto& [uid, t] : pods_) {
+    if (!holds_gpu_now(t)) continue;
     if (opt_.kernel_only) {
       // The kubelet reports the containers: a pod holds the device while one of them runs.
       if (has_running_container(t.pod)) holders.push_back({pod_key(t.pod), uid});

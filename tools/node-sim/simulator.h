@@ -59,13 +59,19 @@ class Simulator {
     bool finished = false;                           // node-sim deleted it
     bool exited = false;                             // its "process" exited: it no longer holds the GPU
     bool stuck_logged = false;
-    bool loaded_driver = false;  // kernel-only: the driver was loaded for this pod
+    bool loaded_driver = false;     // kernel-only: the driver was loaded for this pod
+    std::optional<bool> gpu_claim;  // it references an allocated GPU DRA claim (once its claims were read)
   };
 
   dm::Status register_node();
   // Kernel-only mode: waits for the kubelet's Node, then sets its nvidia.com/gpu capacity if it differs.
   dm::Status publish_capacity();
   void load_driver_for(TrackedPod& t);
+  // The pod holds the GPU (pod_rules.h holds_gpu), its DRA claims read once from the API server.
+  bool holds_gpu_now(TrackedPod& t);
+  // Whether the pod references an allocated claim of the GPU DRA driver (driver-manager's claim rule,
+  // manager/rules/claims). A claim that is not found is none; another error is asked again next time.
+  bool gpu_claim(TrackedPod& t);
   dm::Status heartbeat();
   dm::Status renew_lease(const std::string& now);
   void on_sync(const std::vector<nlohmann::json>& items);
