@@ -31,6 +31,9 @@ std::shared_ptr<const Json> cached_pod(Json&& pod) {
 }  // namespace
 
 std::string format_duration(Duration d) {
+  // Under a second: milliseconds, as Go prints a duration ("500ms" rather than "0s").
+  if (d > Duration::zero() && d < std::chrono::seconds(1))
+    return fmt::format("{}ms", std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
   auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
   if (total < 0) total = 0;
   const auto h = total / 3600;
