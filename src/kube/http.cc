@@ -41,6 +41,11 @@ Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const Config& con
   return create(user_agent, std::move(*tls));
 }
 
+void HttpConnection::set_dialer(Dialer dialer) {
+  impl_->close();
+  impl_->dialer = std::move(dialer);
+}
+
 std::string HttpConnection::escape(std::string_view s) {
   static constexpr std::string_view kHex = "0123456789ABCDEF";
   std::string r;

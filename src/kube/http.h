@@ -66,6 +66,13 @@ class HttpConnection {
   // Percent-encodes a query parameter value.
   static std::string escape(std::string_view s);
 
+  // Where a new connection comes from instead of a TCP connect to the URL's host and port: a connected
+  // stream socket (the connection takes it over and makes it non-blocking) or why there is none. Proxy and
+  // TLS go over it as over a TCP socket. The product never sets one; tests and the fuzz targets hand the
+  // client one end of a socket pair that already holds the server's answer.
+  using Dialer = std::function<Result<int>(const std::string& host, const std::string& port)>;
+  void set_dialer(Dialer dialer);
+
  private:
   HttpConnection();
   struct Impl;

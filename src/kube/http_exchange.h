@@ -2,6 +2,7 @@
 // input) and one request/response exchange over it. Only kube/http.cc and its tests include this.
 #pragma once
 
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -53,6 +54,8 @@ struct Link {
   std::string user_agent;
   ProxyEnv proxy_env;
   std::shared_ptr<TlsContext> tls_context;  // null when the server is plain http://
+  // Opens connections instead of a TCP connect when set (HttpConnection::set_dialer).
+  std::function<Result<int>(const std::string& host, const std::string& port)> dialer;
 
   // The open connection, if any, and where it goes.
   int fd = -1;
@@ -275,7 +278,22 @@ class Exchange {
   }
 
  private:
+  // The socket the connection's dialer gives, made non-blocking like the client's own.
+  bool dialed_socket(const std::string& host, const std::string& port) {
+    auto fd = c_.dialer(host, port);
+    if (!fd) return fail("cannot connect to " + host + " port " + port + ": " + fd.error().message);
+    c_.fd = *fd;
+    const int flags = ::fcntl(c_.fd, F_GETFL);
+    if (flags < 0 || ::fcntl(c_.fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+      const int err = errno;
+      c_.close();
+      return fail("cannot connect to " + host + " port " + port + ": " + errno_text(err));
+    }
+    return true;
+  }
+
   bool open_socket(const std::string& host, const std::string& port) {
+    if (c_.dialer) return dialed_socket(host, port);
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;

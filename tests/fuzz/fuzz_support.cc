@@ -13,8 +13,14 @@ namespace {
 
 struct ScratchDir {
   std::string path;
+  // In /dev/shm when there is one: the targets rewrite their files for every input, and on a disk file
+  // system truncating and rewriting a file starts a write-back (ext4's auto_da_alloc) or a discard each time,
+  // so the target waited on the disk instead of running. On tmpfs a rewrite is a copy in memory.
   ScratchDir() {
-    std::string pattern = std::filesystem::temp_directory_path() / "dm-fuzz-XXXXXX";
+    std::error_code ec;
+    const bool shm = std::filesystem::is_directory("/dev/shm", ec) && ::access("/dev/shm", W_OK | X_OK) == 0;
+    std::string pattern =
+        (shm ? std::filesystem::path("/dev/shm") : std::filesystem::temp_directory_path()) / "dm-fuzz-XXXXXX";
     if (mkdtemp(pattern.data()) == nullptr) fail("cannot create a scratch directory");
     path = pattern;
   }

@@ -14,7 +14,7 @@ inline std::string_view text(const uint8_t* data, size_t size) {
   return {reinterpret_cast<const char*>(data), size};  // NOLINT(cppcoreguidelines-pro-type-reinterpret-cast)
 }
 
-// A directory of this process, created on first use and removed at exit.
+// A directory of this process (on tmpfs when /dev/shm is there), created on first use and removed at exit.
 const std::string& scratch_dir();
 // Writes `content` to `path` (replacing it); aborts when that fails (the target cannot go on).
 void write_file(const std::string& path, std::string_view content);

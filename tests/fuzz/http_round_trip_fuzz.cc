@@ -3,8 +3,8 @@
 // from the client exactly: the same status, body and Retry-After, streamed or buffered.
 #include <fuzzer/FuzzedDataProvider.h>
 
+#include "canned_server.h"
 #include "fuzz_support.h"
-#include "loopback_server.h"
 
 namespace {
 
@@ -43,8 +43,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // 204 and 304 have no body by definition.
   const bool no_body = status == 204 || status == 304;
 
-  auto& server = dm::fuzz::loopback_server();
-  server.respond(response);
+  auto& server = dm::fuzz::canned_server();
+  if (!server.respond(response)) return 0;
   std::string streamed;
   const auto resp = server.perform({}, stream ? &streamed : nullptr);
   if (!resp.transport_error.empty()) dm::fuzz::fail("transport error: " + resp.transport_error);

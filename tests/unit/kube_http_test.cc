@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <csignal>
@@ -620,6 +621,49 @@ TEST(KubeHttp, ARequestThatNeverLeftSaysSo) {
   const HttpResponse resp = connect(test_config(url))->perform(write);
   EXPECT_EQ(resp.status, 0);
   EXPECT_FALSE(resp.request_sent);
+}
+
+TEST(KubeHttp, ADialerGivesTheConnectionItsSocket) {
+  // The dialer is asked for the URL's host and port; its socket carries the exchange as a TCP one would:
+  // the request arrives on the other end, the answer written there before comes back, and the end of the
+  // answer is the end of the body.
+  int peer = -1;
+  std::vector<std::string> dialed;
+  Config config;
+  config.server = "http://api.example";
+  auto conn = HttpConnection::create(config, "dial-test");
+  ASSERT_TRUE(conn);
+  (*conn)->set_dialer([&](const std::string& host, const std::string& port) -> Result<int> {
+    dialed.push_back(host + ":" + port);
+    std::array<int, 2> fds{};
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds.data()) != 0) return Error("socketpair");
+    const std::string answer = "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n{\"kind\":\"Pod\"}";
+    EXPECT_EQ(::send(fds[1], answer.data(), answer.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(answer.size()));
+    ::shutdown(fds[1], SHUT_WR);
+    peer = fds[1];
+    return fds[0];
+  });
+  const HttpResponse resp = (*conn)->perform(get("http://api.example:8080/api/v1/pods"));
+  EXPECT_EQ(resp.transport_error, "");
+  EXPECT_EQ(resp.status, 200);
+  EXPECT_EQ(resp.body, R"({"kind":"Pod"})");
+  EXPECT_THAT(dialed, ::testing::ElementsAre("api.example:8080"));
+  ASSERT_GE(peer, 0);
+  std::array<char, 4096> buf{};
+  const ssize_t n = ::recv(peer, buf.data(), buf.size(), MSG_DONTWAIT);
+  ASSERT_GT(n, 0);
+  EXPECT_THAT(std::string(buf.data(), static_cast<size_t>(n)),
+              ::testing::StartsWith("GET /api/v1/pods HTTP/1.1\r\n"));
+  ::close(peer);
+
+  // A dialer that has no socket fails the request before anything was sent.
+  (*conn)->set_dialer(
+      [](const std::string&, const std::string&) -> Result<int> { return Error("no route"); });
+  const HttpResponse refused = (*conn)->perform(get("http://api.example/api/v1/pods"));
+  EXPECT_EQ(refused.status, 0);
+  EXPECT_FALSE(refused.request_sent);
+  EXPECT_THAT(refused.transport_error, HasSubstr("cannot connect to api.example port 80: no route"));
 }
 
 // Answers every request with the same raw response, then closes.
