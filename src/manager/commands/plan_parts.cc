@@ -22,11 +22,12 @@ namespace {
 constexpr const char* kOnTheNodeOnly = "on the node only";
 }  // namespace
 
-void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, bool will_unload) {
+void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, LeftoverTaint leftover_taint) {
   if (auto owned = taint_owner_annotation(node)) {
-    plan.leftovers.push_back(
-        "taint " + *owned + " of an earlier run: " +
-        (will_unload ? "kept on until the driver is unloaded, then removed" : "removed at the start"));
+    plan.leftovers.push_back("taint " + *owned + " of an earlier run: " +
+                             (leftover_taint == LeftoverTaint::kKeepUntilUnload
+                                  ? "kept on until the driver is unloaded, then removed"
+                                  : "removed at the start"));
   }
   if (cordoned_by_us(node)) {
     plan.leftovers.push_back(std::string("cordon of an earlier run: ") +

@@ -13,7 +13,8 @@
 namespace dm::manager {
 
 // Traces of earlier runs on the node and what a run now would do with them.
-void plan_leftovers(Plan& plan, const nlohmann::json& node, const Snapshot& snapshot, bool will_unload);
+void plan_leftovers(Plan& plan, const nlohmann::json& node, const Snapshot& snapshot,
+                    LeftoverTaint leftover_taint);
 // The host part: read on the node, "on the node only" off it.
 void plan_host(Plan& plan, const PlanInputs& in);
 // The own pod, as the run's preflight finds it, and whether it tolerates `taint`.

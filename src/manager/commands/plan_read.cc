@@ -66,7 +66,7 @@ void read_host(const Settings& settings, host::Host& host, PlanInputs& in) {
   in.skip = decide_skip_uninstall(settings, host);
   if (settings.gpu_direct_rdma_enabled) {
     in.mellanox_device = host.first_mellanox_device();
-    in.mofed_ready = host.mofed_ready(settings.use_host_mofed);
+    in.mofed_ready = host.mofed_ready(settings.use_host_mofed ? host::Mofed::kHost : host::Mofed::kContainer);
   }
 }
 

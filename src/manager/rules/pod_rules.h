@@ -110,16 +110,25 @@ struct PodFacts {
   std::function<Result<bool>(const Json& pod)> holds_gpu_claim;
 };
 
+struct DrainOptions {
+  bool force = false;                 // DRAIN_USE_FORCE
+  bool delete_emptydir_data = false;  // DRAIN_DELETE_EMPTYDIR_DATA
+};
+
+// What the daemonset filter does with a pod of an existing DaemonSet (kubectl drain's --ignore-daemonsets).
+enum class DaemonSetPods { kRefuse, kIgnore };
+
 // Individual filters (kubectl drain's, in its order, plus ours).
-// DaemonSet-owned, non-terminal: DaemonSet missing => delete with a warning if force, else error; present
-// => skip with a warning if ignore_all, else error "cannot delete DaemonSet-managed Pods ...".
-PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts);
+// DaemonSet-owned, non-terminal: DaemonSet missing => delete with a warning if options.force, else error;
+// present => skip with a warning if kIgnore, else error "cannot delete DaemonSet-managed Pods ...".
+PodFilter daemonset_filter(DaemonSetPods existing, const DrainOptions& options, const PodFacts& facts);
 // Mirror (static) pod: `verdict` (drain: kSkip; gpu clients: kError, the kubelet recreates it).
 PodFilter mirror_filter(Verdict verdict);
-// Non-terminal pod with an emptyDir volume: delete with a warning if allowed, else error.
-PodFilter emptydir_filter(bool delete_emptydir_data);
-// Non-terminal pod without a controller: delete with a warning if force, else error.
-PodFilter controller_filter(bool force);
+// Non-terminal pod with an emptyDir volume: delete with a warning if options.delete_emptydir_data, else
+// error.
+PodFilter emptydir_filter(const DrainOptions& options);
+// Non-terminal pod without a controller: delete with a warning if options.force, else error.
+PodFilter controller_filter(const DrainOptions& options);
 // Skip pods that do not use a GPU (requests_gpu_resources || facts.holds_gpu_claim); a claim lookup
 // error is an error verdict.
 PodFilter gpu_filter(const PodFacts& facts);
@@ -129,11 +138,6 @@ PodFilter selector_filter(const LabelSelector& selector);
 PodFilter terminal_skip_filter();
 // Wait for (do not evict) pods that are already terminating.
 PodFilter terminating_wait_filter();
-
-struct DrainOptions {
-  bool force = false;                 // DRAIN_USE_FORCE
-  bool delete_emptydir_data = false;  // DRAIN_DELETE_EMPTYDIR_DATA
-};
 
 // GPU workload eviction: daemonset(ignore all) -> mirror(skip) -> emptydir -> controller -> gpu.
 PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts);
