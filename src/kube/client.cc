@@ -13,14 +13,12 @@
 #include "kube/objects.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 bool is_2xx(long status) {
   return status >= 200 && status < 300;
-}
-
-std::string rfc3339_now() {
-  return rfc3339(std::chrono::system_clock::now());
 }
 
 Json delete_options_json(const DeleteOptions& o) {
@@ -362,11 +360,6 @@ Result<Json> Client::get(const std::string& path) {
   return impl_->send({.path = path});
 }
 
-Result<Json> Client::list(const std::string& path, const ListOptions& options) {
-  const std::function<void(Json&)>* reduce = options.reduce ? &options.reduce : nullptr;
-  return impl_->send({.path = list_path(path, options), .list = true, .reduce = reduce});
-}
-
 Result<std::vector<Json>> Client::list_all(const std::string& path, const ListOptions& options) {
   auto r = impl_->list_everything(path, options);
   if (!r) return r.error();
@@ -393,12 +386,6 @@ Result<Json> Client::patch(const std::string& path, PatchType type, const Json& 
   // A merge patch states the end result (fields set to values, or removed): sending it twice leaves the
   // object as sending it once. A JSON patch's operations may not be repeatable.
   call.replay_harmless = type != PatchType::kJsonPatch || replay_harmless(call.method, body);
-  return impl_->send(call);
-}
-
-Result<Json> Client::update(const std::string& path, const Json& body) {
-  Impl::Call call{.method = "PUT", .path = path, .body = body.dump(), .content_type = "application/json"};
-  call.replay_harmless = replay_harmless(call.method, body);
   return impl_->send(call);
 }
 
@@ -433,7 +420,8 @@ Status Client::evict(const std::string& ns, const std::string& name, const Delet
 
 Status Client::create_event(const Json& involved_object, const std::string& reason,
                             const std::string& message, const std::string& type) {
-  auto ev = event_object(involved_object, reason, message, type, impl_->options.user_agent, rfc3339_now());
+  auto ev = event_object(involved_object, reason, message, type, impl_->options.user_agent,
+                         rfc3339(impl_->clock->wall_now()));
   if (!ev) return ev.error();
   const Json& ref = (*ev)["involvedObject"];
   auto r = create("/api/v1/namespaces/" + string_at(*ev, {"metadata", "namespace"}) + "/events", *ev);

@@ -72,7 +72,7 @@ struct Client::Impl {
     bool list = false;
     ListItems items = ListItems::kWhole;
     // Applied to each item of a List as soon as it is parsed (ListOptions::reduce); may be null.
-    const std::function<void(Json&)>* reduce = nullptr;
+    const std::function<void(nlohmann::json&)>* reduce = nullptr;
     bool bulk = false;  // one of many alike (evictions): may not take the reserved connections
     // A write that a second attempt cannot repeat by accident (see may_send_again in kube/retry.h).
     bool replay_harmless = false;
@@ -83,13 +83,12 @@ struct Client::Impl {
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors: for a write only as
   // may_send_again in kube/retry.h allows) and returns the parsed 2xx body.
-  Result<Json> send(const Call& call);
+  Result<nlohmann::json> send(const Call& call);
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
-  Result<std::pair<std::vector<Json>, std::string>> list_everything(const std::string& path,
-                                                                    const ListOptions& list_options,
-                                                                    ListItems keep = ListItems::kWhole,
-                                                                    OutageWindow* outage = nullptr);
+  Result<std::pair<std::vector<nlohmann::json>, std::string>> list_everything(
+      const std::string& path, const ListOptions& list_options, ListItems keep = ListItems::kWhole,
+      OutageWindow* outage = nullptr);
   Result<std::string> discover_eviction_version();
 
   // A uniform random number in [0, 1).
@@ -106,20 +105,20 @@ std::string watch_path(const std::string& path, const ListOptions& options);
 // largest part of an object, never read here: it takes no memory). Objects written back keep theirs on the
 // server, which keeps managedFields that a request omits. The callback sees keys, not paths: a label or
 // annotation literally named managedFields would be dropped too (no decision reads such a key).
-Json parse_response(std::string_view text);
+nlohmann::json parse_response(std::string_view text);
 // Parses one item of a List the same way, keeping what `items` says.
-Json parse_list_item(std::string_view text, ListItems items);
+nlohmann::json parse_list_item(std::string_view text, ListItems items);
 // Whether sending this write a second time after a first that went through fails cleanly instead of acting
 // twice: a delete or eviction with preconditions, an update or patch that names the resourceVersion it was
 // made from (a JSON patch with a test operation), a create of a fixed name; and access reviews, which
 // store nothing.
-bool replay_harmless(const std::string& method, const Json& body);
+bool replay_harmless(const std::string& method, const nlohmann::json& body);
 // One line of a watch response: the event, or nullopt when the line is not a JSON object with a string
 // `type`.
 std::optional<WatchEvent> decode_watch_event(std::string_view line);
 // What the object of an ERROR event says: a Status, or else whatever code, message and reason it carries
 // (fields of another type count as absent).
-StatusFields watch_error_status(const Json& object);
+StatusFields watch_error_status(const nlohmann::json& object);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

@@ -13,6 +13,8 @@
 #include "kube/watch_stream.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 bool is_2xx(long status) {

@@ -16,6 +16,8 @@
 
 namespace dm::test {
 
+using Json = nlohmann::json;
+
 std::vector<MemOperand> default_mem_operands() {
   return {{"device-plugin", "nvidia-device-plugin-daemonset", false, false},
           {"gpu-feature-discovery", "gpu-feature-discovery", false, false},

@@ -13,6 +13,8 @@
 #include "kube/watch_stream.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 using std::chrono::milliseconds;

@@ -25,6 +25,7 @@ namespace dm::manager {
 namespace {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 // The plan being built: what every step's rendering reads, and what the steps before it took.
 class PlanBuilder {
@@ -417,7 +418,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   facts.host_driver = in.host_driver_version.has_value();
   if (!facts.host_driver) {
     plan.refusals = refusals_before_any_write(settings, in, plan);
-    plan_leftovers(plan, in.node, snapshot,
+    plan_leftovers(plan, in, snapshot,
                    in.nvidia_loaded ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow);
   }
   facts.refused = !plan.refusals.empty();

@@ -175,6 +175,7 @@ int run_plan(const Settings& in_settings, const std::string& output) {
     spdlog::critical("plan failed: {} (with {})", inputs.error().message, connection->config.source);
     return 1;
   }
+  inputs->read_at = SystemClock().wall_now();
   Plan plan = build_plan(settings, *inputs);
   if (!vfio_found) {
     plan.notes.push_back("VFIO_MANAGE_PATH=\"" + settings.vfio_manage +

@@ -42,9 +42,10 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
 
   // A run in progress owns its taint, cordon and paused labels: undoing them under it would let GPU clients
   // back onto a node whose driver is being unloaded.
-  if (auto lease = lease_of(*node); lease && !lease->expired(std::chrono::system_clock::now())) {
-    const auto left = std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration -
-                                                                       std::chrono::system_clock::now());
+  const auto now = clock.wall_now();
+  if (auto lease = lease_of(*node); lease && !lease->expired(now)) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now);
     if (live_lease == LiveLease::kRefuse) {
       return Error("node " + node_name + " is held by a run of driver-manager in progress (" + lease->holder +
                    ", lease valid for " + std::to_string(left.count()) +

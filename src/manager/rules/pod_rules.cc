@@ -6,6 +6,8 @@
 #include <utility>
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 FilterResult keep() {
