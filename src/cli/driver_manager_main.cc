@@ -77,7 +77,8 @@ int main(int argc, char** argv) {
     case dm::cli::Command::kUninstallDriver:
       return dm::manager::run_uninstall_driver(parsed.settings);
     case dm::cli::Command::kRecover:
-      return dm::manager::run_recover(parsed.settings, parsed.force);
+      return dm::manager::run_recover(parsed.settings, parsed.force ? dm::manager::LiveLease::kOverride
+                                                                    : dm::manager::LiveLease::kRefuse);
     case dm::cli::Command::kPlan:
       if (parsed.wave_selector) {
         return dm::manager::run_plan_wave(parsed.settings, dm::manager::WaveSelection{*parsed.wave_selector},

@@ -9,6 +9,10 @@ TimePoint SystemClock::now() const {
   return std::chrono::steady_clock::now();
 }
 
+std::chrono::system_clock::time_point SystemClock::wall_now() const {
+  return std::chrono::system_clock::now();
+}
+
 bool SystemClock::sleep_for(Duration d, const CancelToken& cancel) const {
   const auto end = now() + d;
   constexpr Duration kSlice = std::chrono::milliseconds(100);

@@ -40,15 +40,19 @@ class CancelToken {
 class Clock {
  public:
   virtual ~Clock() = default;
+  // Steady time: what every wait, deadline and duration is measured in.
   [[nodiscard]] virtual TimePoint now() const = 0;
+  // Wall-clock time: only for timestamps that others read (the state annotation, a lease, an Event).
+  [[nodiscard]] virtual std::chrono::system_clock::time_point wall_now() const = 0;
   // Sleeps for d, waking early if `cancel` fires. Returns false if cancelled.
   virtual bool sleep_for(Duration d, const CancelToken& cancel) const = 0;
 };
 
-// The real steady clock; sleeps in slices of at most 100 ms so cancellation is noticed quickly.
+// The real clocks; sleeps in slices of at most 100 ms so cancellation is noticed quickly.
 class SystemClock final : public Clock {
  public:
   [[nodiscard]] TimePoint now() const override;
+  [[nodiscard]] std::chrono::system_clock::time_point wall_now() const override;
   bool sleep_for(Duration d, const CancelToken& cancel) const override;
 };
 

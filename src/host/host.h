@@ -37,6 +37,9 @@ struct ModuleState {
   std::vector<std::string> users;    // processes with its device files open ("pid 42 (x)"), for messages
 };
 
+// Where the MOFED driver comes from: the host itself (USE_HOST_MOFED) or the MOFED driver container.
+enum class Mofed { kContainer, kHost };
+
 // The node. It is also the CommandRunner of real child processes (the runner is its own interface so a
 // test that only intercepts commands substitutes just that).
 class Host : public CommandRunner {
@@ -81,8 +84,8 @@ class Host : public CommandRunner {
 
   // BDF of the first PCI device with vendor 0x15b3, if any.
   [[nodiscard]] virtual std::optional<std::string> first_mellanox_device() const = 0;
-  // MOFED ready: mlx5_core in /proc/modules (use_host_mofed) or kMofedReadyFile exists.
-  [[nodiscard]] virtual bool mofed_ready(bool use_host_mofed) const = 0;
+  // MOFED ready: mlx5_core in /proc/modules (Mofed::kHost) or kMofedReadyFile exists (Mofed::kContainer).
+  [[nodiscard]] virtual bool mofed_ready(Mofed mofed) const = 0;
 };
 
 // "" = the real machine; otherwise the simulated host rooted at sim_root.
@@ -94,7 +97,7 @@ bool driver_config_matches(std::string_view desired_digest, std::string_view sta
 
 // Waits until host.mofed_ready(), logging "Waiting for MOFED to be installed..." with the elapsed time
 // every `interval`; error when `deadline` passes or `cancel` fires.
-Status wait_for_mofed(const Host& host, bool use_host_mofed, const Clock& clock, Deadline deadline,
+Status wait_for_mofed(const Host& host, Mofed mofed, const Clock& clock, Deadline deadline,
                       const CancelToken& cancel, Duration interval = std::chrono::seconds(5));
 
 }  // namespace dm::host

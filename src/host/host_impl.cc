@@ -41,7 +41,7 @@ class HostImpl final : public Host {
   }
 
   [[nodiscard]] Status can_unload_nvidia() const override {
-    auto stack = read_stack(/*with_users=*/false);
+    auto stack = read_stack(Holders::kSkip);
     if (!stack) return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules");
     return check_stack_unloadable(*stack);
   }
@@ -57,7 +57,7 @@ class HostImpl final : public Host {
     // Each round re-reads the stack: removing a module releases the references it held on the others. The
     // /proc scan runs once, before anything is removed; later an open file shows in the counts.
     for (size_t round = 0;; ++round) {
-      auto stack = read_stack(/*with_users=*/round == 0);
+      auto stack = read_stack(round == 0 ? Holders::kFind : Holders::kSkip);
       if (!stack)
         return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules, " + partially());
       if (stack->empty()) break;
@@ -172,8 +172,8 @@ class HostImpl final : public Host {
     return std::nullopt;
   }
 
-  [[nodiscard]] bool mofed_ready(bool use_host_mofed) const override {
-    if (use_host_mofed) {
+  [[nodiscard]] bool mofed_ready(Mofed mofed) const override {
+    if (mofed == Mofed::kHost) {
       auto text = modules_->proc_modules();
       return text && text->find("mlx5_core") != std::string::npos;
     }
@@ -183,16 +183,18 @@ class HostImpl final : public Host {
   CommandResult run(const std::vector<std::string>& argv) override { return run_process(argv); }
 
  private:
-  // The loaded (or built-in) members of kNvidiaModules, in that order, each (if `with_users`) with the
-  // processes that have its device files open.
-  [[nodiscard]] Result<std::vector<ModuleState>> read_stack(bool with_users) const {
+  // Whether read_stack looks for the processes that have the modules' device files open (a /proc scan).
+  enum class Holders { kSkip, kFind };
+  // The loaded (or built-in) members of kNvidiaModules, in that order, each (with kFind) with the processes
+  // that have its device files open.
+  [[nodiscard]] Result<std::vector<ModuleState>> read_stack(Holders holders) const {
     std::vector<ModuleState> stack;
     for (const auto name : kNvidiaModules) {
       auto st = modules_->state(name);
       if (!st) return st.error().wrap("cannot inspect kernel module " + std::string(name));
       if (st->loaded || st->builtin) stack.push_back(std::move(st).value());
     }
-    if (stack.empty() || !with_users) return stack;
+    if (stack.empty() || holders == Holders::kSkip) return stack;
     for (const auto& p : modules_->holder_processes()) {
       for (auto& m : stack) {
         if (std::find(p.modules.begin(), p.modules.end(), m.name) != p.modules.end())
@@ -225,14 +227,14 @@ bool driver_config_matches(std::string_view desired_digest, std::string_view sta
   return desired_digest == trim(state_file_content);
 }
 
-Status wait_for_mofed(const Host& host, bool use_host_mofed, const Clock& clock, Deadline deadline,
+Status wait_for_mofed(const Host& host, Mofed mofed, const Clock& clock, Deadline deadline,
                       const CancelToken& cancel, Duration interval) {
   const TimePoint start = clock.now();
-  const std::string what = use_host_mofed
+  const std::string what = mofed == Mofed::kHost
                                ? std::string("kernel module mlx5_core to be loaded (USE_HOST_MOFED)")
                                : "file " + std::string(kMofedReadyFile);
   for (;;) {
-    if (host.mofed_ready(use_host_mofed)) {
+    if (host.mofed_ready(mofed)) {
       spdlog::info("MOFED driver is ready (waited {})", format_seconds(clock.now() - start));
       return {};
     }

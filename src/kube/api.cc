@@ -4,6 +4,8 @@
 
 namespace dm::kube {
 
+using Json = nlohmann::json;
+
 Result<Json> event_object(const Json& involved_object, const std::string& reason, const std::string& message,
                           const std::string& type, const std::string& component, const std::string& now) {
   const bool full = involved_object.contains("metadata");

@@ -19,8 +19,6 @@
 
 namespace dm::kube {
 
-using Json = nlohmann::json;
-
 struct ListOptions {
   std::string label_selector;
   std::string field_selector;
@@ -32,7 +30,7 @@ struct ListOptions {
   int64_t timeout_seconds = 0;
   // Applied to every object as soon as it is parsed (each listed item, each watch event's object), before
   // the caller sees it: a caller drops the fields it never reads, so they never take memory beside the rest.
-  std::function<void(Json& object)> reduce;
+  std::function<void(nlohmann::json& object)> reduce;
 };
 
 struct DeleteOptions {
@@ -46,7 +44,7 @@ enum class PatchType { kStrategicMerge, kMerge, kJsonPatch };
 
 struct WatchEvent {
   std::string type;  // ADDED, MODIFIED, DELETED (BOOKMARKs are consumed by list_watch itself)
-  Json object;
+  nlohmann::json object;
 };
 
 // Callbacks for list_watch. BOOKMARK events (which carry only a resourceVersion) are tracked internally and
@@ -55,7 +53,7 @@ struct WatchEvent {
 // `tick`; returning true ends list_watch successfully.
 struct WatchHandlers {
   // Both may move from what they are handed (it is not used afterwards).
-  std::function<void(std::vector<Json>& items)> on_sync;
+  std::function<void(std::vector<nlohmann::json>& items)> on_sync;
   std::function<void(WatchEvent& event)> on_event;
   std::function<bool()> done;
   std::chrono::milliseconds tick{1000};
@@ -71,23 +69,25 @@ class Api {
 
   virtual ~Api() = default;
 
-  virtual Result<Json> get(const std::string& path) = 0;
+  virtual Result<nlohmann::json> get(const std::string& path) = 0;
   // Every page of a collection, following metadata.continue; items carry kind and apiVersion.
-  virtual Result<std::vector<Json>> list_all(const std::string& path, const ListOptions& options = {}) = 0;
+  virtual Result<std::vector<nlohmann::json>> list_all(const std::string& path,
+                                                       const ListOptions& options = {}) = 0;
   // The same, each item reduced to kind, apiVersion and metadata.uid, .name and .namespace: what exists,
   // without holding every object whole.
-  virtual Result<std::vector<Json>> list_identities(const std::string& path,
-                                                    const ListOptions& options = {}) = 0;
-  virtual Result<Json> create(const std::string& path, const Json& body) = 0;
-  virtual Result<Json> patch(const std::string& path, PatchType type, const Json& body) = 0;
-  virtual Result<Json> remove(const std::string& path, const DeleteOptions& options = {}) = 0;
+  virtual Result<std::vector<nlohmann::json>> list_identities(const std::string& path,
+                                                              const ListOptions& options = {}) = 0;
+  virtual Result<nlohmann::json> create(const std::string& path, const nlohmann::json& body) = 0;
+  virtual Result<nlohmann::json> patch(const std::string& path, PatchType type,
+                                       const nlohmann::json& body) = 0;
+  virtual Result<nlohmann::json> remove(const std::string& path, const DeleteOptions& options = {}) = 0;
 
   // Evicts the pod (the Eviction subresource). 429 = blocked by a PodDisruptionBudget (the message names
   // it, reason TooManyRequests, cause DisruptionBudget), 404 = pod gone.
   virtual Status evict(const std::string& ns, const std::string& name, const DeleteOptions& options = {}) = 0;
 
   // Creates a core/v1 Event about an object (reason, message, type Normal|Warning); see event_object().
-  virtual Status create_event(const Json& involved_object, const std::string& reason,
+  virtual Status create_event(const nlohmann::json& involved_object, const std::string& reason,
                               const std::string& message, const std::string& type = "Normal") = 0;
 
   // List then watch `path` (a collection) with the selectors of `options` until handlers.done() returns
@@ -106,8 +106,9 @@ class Api {
 // (metadata.*) or an ObjectReference (name/namespace/uid at the top level); a cluster-scoped object's Events
 // go to "default", like the kubelet's. `component` is the reporting component, `now` an RFC 3339 time. Error
 // when the object has no name.
-Result<Json> event_object(const Json& involved_object, const std::string& reason, const std::string& message,
-                          const std::string& type, const std::string& component, const std::string& now);
+Result<nlohmann::json> event_object(const nlohmann::json& involved_object, const std::string& reason,
+                                    const std::string& message, const std::string& type,
+                                    const std::string& component, const std::string& now);
 
 // API paths.
 namespace paths {

@@ -13,14 +13,12 @@
 #include "kube/objects.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 bool is_2xx(long status) {
   return status >= 200 && status < 300;
-}
-
-std::string rfc3339_now() {
-  return rfc3339(std::chrono::system_clock::now());
 }
 
 Json delete_options_json(const DeleteOptions& o) {
@@ -50,6 +48,24 @@ bool identity_fields(int depth, Json::parse_event_t event, Json& parsed) {
   return true;
 }
 
+enum class PathFor { kList, kWatch };
+
+std::string query_path(const std::string& path, const ListOptions& options, PathFor what) {
+  const bool watch = what == PathFor::kWatch;
+  std::string p = path;
+  if (watch) {
+    append_query(p, "watch", "1");
+    append_query(p, "allowWatchBookmarks", "true");
+  }
+  if (!options.label_selector.empty()) append_query(p, "labelSelector", options.label_selector);
+  if (!options.field_selector.empty()) append_query(p, "fieldSelector", options.field_selector);
+  if (!watch && options.limit > 0) append_query(p, "limit", std::to_string(options.limit));
+  if (!watch && !options.continue_token.empty()) append_query(p, "continue", options.continue_token);
+  if (!options.resource_version.empty()) append_query(p, "resourceVersion", options.resource_version);
+  if (options.timeout_seconds > 0) append_query(p, "timeoutSeconds", std::to_string(options.timeout_seconds));
+  return p;
+}
+
 }  // namespace
 
 void append_query(std::string& path, const std::string& key, const std::string& value) {
@@ -63,23 +79,16 @@ Json parse_response(std::string_view text) {
   return Json::parse(text, drop_managed_fields, false);
 }
 
-Json parse_list_item(std::string_view text, bool identity_only) {
-  return Json::parse(text, identity_only ? identity_fields : drop_managed_fields, false);
+Json parse_list_item(std::string_view text, ListItems items) {
+  return Json::parse(text, items == ListItems::kIdentityOnly ? identity_fields : drop_managed_fields, false);
 }
 
-std::string list_path(const std::string& path, const ListOptions& options, bool watch) {
-  std::string p = path;
-  if (watch) {
-    append_query(p, "watch", "1");
-    append_query(p, "allowWatchBookmarks", "true");
-  }
-  if (!options.label_selector.empty()) append_query(p, "labelSelector", options.label_selector);
-  if (!options.field_selector.empty()) append_query(p, "fieldSelector", options.field_selector);
-  if (!watch && options.limit > 0) append_query(p, "limit", std::to_string(options.limit));
-  if (!watch && !options.continue_token.empty()) append_query(p, "continue", options.continue_token);
-  if (!options.resource_version.empty()) append_query(p, "resourceVersion", options.resource_version);
-  if (options.timeout_seconds > 0) append_query(p, "timeoutSeconds", std::to_string(options.timeout_seconds));
-  return p;
+std::string list_path(const std::string& path, const ListOptions& options) {
+  return query_path(path, options, PathFor::kList);
+}
+
+std::string watch_path(const std::string& path, const ListOptions& options) {
+  return query_path(path, options, PathFor::kWatch);
 }
 
 bool replay_harmless(const std::string& method, const Json& body) {
@@ -166,7 +175,7 @@ Result<Json> Client::Impl::send(const Call& call) {
     };
   }
   const auto parse_item = [&call](std::string_view text) {
-    Json item = parse_list_item(text, call.identities_only);
+    Json item = parse_list_item(text, call.items);
     if (call.reduce != nullptr && *call.reduce && item.is_object()) (*call.reduce)(item);
     return item;
   };
@@ -205,8 +214,9 @@ Result<Json> Client::Impl::send(const Call& call) {
     // A 403 shortly after this request found the server unreachable is the restart (OutageWindow).
     if (!resp.transport_error.empty()) outage.unreachable(clock->now());
     const bool starting_up = err.forbidden() && outage.forbidden_is_restart(clock->now());
-    if (!may_send_again(call.method, resp.status, resp.request_sent, call.replay_harmless, call.retry_429) &&
-        !starting_up) {
+    const Attempt sent{
+        .request_sent = resp.request_sent, .replay_harmless = call.replay_harmless, .on_429 = call.on_429};
+    if (!may_send_again(call.method, resp.status, sent) && !starting_up) {
       return err;
     }
     if (attempt >= retry.max_retries) {
@@ -223,15 +233,15 @@ Result<Json> Client::Impl::send(const Call& call) {
 }
 
 Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
-    const std::string& path, const ListOptions& list_options, bool identities_only, OutageWindow* outage) {
+    const std::string& path, const ListOptions& list_options, ListItems keep, OutageWindow* outage) {
   std::vector<Json> items;
   std::string resource_version;
   ListOptions page = list_options;
   bool restarted = false;
   while (true) {
     const std::function<void(Json&)>* reduce = list_options.reduce ? &list_options.reduce : nullptr;
-    Call call{"GET", list_path(path, page), {}, {}, true, true, identities_only, reduce};
-    call.outage = outage;
+    const Call call{
+        .path = list_path(path, page), .list = true, .items = keep, .reduce = reduce, .outage = outage};
     auto list = send(call);
     if (!list) {
       // An expired continue token: like client-go's pager, fall back to one unpaged list.
@@ -269,7 +279,7 @@ Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
 Result<std::string> Client::Impl::discover_eviction_version() {
   std::lock_guard lock(eviction_mu);
   if (!eviction_group_version.empty()) return eviction_group_version;
-  auto res = send(Call{"GET", "/api/v1", {}, {}, true});
+  auto res = send(Call{.path = "/api/v1"});
   if (!res) return res.error().wrap("discovering the Eviction API version");
   std::string gv;
   if (res->contains("resources") && (*res)["resources"].is_array()) {
@@ -347,12 +357,7 @@ void Client::Impl::release(std::unique_ptr<HttpConnection> c, bool bulk) {
 }
 
 Result<Json> Client::get(const std::string& path) {
-  return impl_->send({"GET", path, {}, {}, true});
-}
-
-Result<Json> Client::list(const std::string& path, const ListOptions& options) {
-  const std::function<void(Json&)>* reduce = options.reduce ? &options.reduce : nullptr;
-  return impl_->send({"GET", list_path(path, options), {}, {}, true, true, false, reduce});
+  return impl_->send({.path = path});
 }
 
 Result<std::vector<Json>> Client::list_all(const std::string& path, const ListOptions& options) {
@@ -362,13 +367,13 @@ Result<std::vector<Json>> Client::list_all(const std::string& path, const ListOp
 }
 
 Result<std::vector<Json>> Client::list_identities(const std::string& path, const ListOptions& options) {
-  auto r = impl_->list_everything(path, options, /*identities_only=*/true);
+  auto r = impl_->list_everything(path, options, ListItems::kIdentityOnly);
   if (!r) return r.error();
   return std::move(r->first);
 }
 
 Result<Json> Client::create(const std::string& path, const Json& body) {
-  Impl::Call call{"POST", path, body.dump(), "application/json", true};
+  Impl::Call call{.method = "POST", .path = path, .body = body.dump(), .content_type = "application/json"};
   call.replay_harmless = replay_harmless(call.method, body);
   return impl_->send(call);
 }
@@ -377,16 +382,10 @@ Result<Json> Client::patch(const std::string& path, PatchType type, const Json& 
   const char* ct = "application/strategic-merge-patch+json";
   if (type == PatchType::kMerge) ct = "application/merge-patch+json";
   if (type == PatchType::kJsonPatch) ct = "application/json-patch+json";
-  Impl::Call call{"PATCH", path, body.dump(), ct, true};
+  Impl::Call call{.method = "PATCH", .path = path, .body = body.dump(), .content_type = ct};
   // A merge patch states the end result (fields set to values, or removed): sending it twice leaves the
   // object as sending it once. A JSON patch's operations may not be repeatable.
   call.replay_harmless = type != PatchType::kJsonPatch || replay_harmless(call.method, body);
-  return impl_->send(call);
-}
-
-Result<Json> Client::update(const std::string& path, const Json& body) {
-  Impl::Call call{"PUT", path, body.dump(), "application/json", true};
-  call.replay_harmless = replay_harmless(call.method, body);
   return impl_->send(call);
 }
 
@@ -394,7 +393,7 @@ Result<Json> Client::remove(const std::string& path, const DeleteOptions& option
   Json body = delete_options_json(options);
   body["kind"] = "DeleteOptions";
   body["apiVersion"] = "v1";
-  Impl::Call call{"DELETE", path, body.dump(), "application/json", true};
+  Impl::Call call{.method = "DELETE", .path = path, .body = body.dump(), .content_type = "application/json"};
   call.replay_harmless = replay_harmless(call.method, body);
   return impl_->send(call);
 }
@@ -407,8 +406,12 @@ Status Client::evict(const std::string& ns, const std::string& name, const Delet
                {"metadata", {{"name", name}, {"namespace", ns}}},
                {"deleteOptions", delete_options_json(options)}};
   // 429 means a PodDisruptionBudget blocks the eviction: the caller decides whether and when to try again.
-  Impl::Call call{"POST", paths::pod(ns, name) + "/eviction", body.dump(), "application/json", false};
-  call.bulk = true;
+  Impl::Call call{.method = "POST",
+                  .path = paths::pod(ns, name) + "/eviction",
+                  .body = body.dump(),
+                  .content_type = "application/json",
+                  .on_429 = On429::kReturn,
+                  .bulk = true};
   call.replay_harmless = replay_harmless(call.method, body);
   auto r = impl_->send(call);
   if (!r) return r.error();
@@ -417,7 +420,8 @@ Status Client::evict(const std::string& ns, const std::string& name, const Delet
 
 Status Client::create_event(const Json& involved_object, const std::string& reason,
                             const std::string& message, const std::string& type) {
-  auto ev = event_object(involved_object, reason, message, type, impl_->options.user_agent, rfc3339_now());
+  auto ev = event_object(involved_object, reason, message, type, impl_->options.user_agent,
+                         rfc3339(impl_->clock->wall_now()));
   if (!ev) return ev.error();
   const Json& ref = (*ev)["involvedObject"];
   auto r = create("/api/v1/namespaces/" + string_at(*ev, {"metadata", "namespace"}) + "/events", *ev);

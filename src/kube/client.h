@@ -43,27 +43,25 @@ class Client final : public Api {
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
 
-  Result<Json> get(const std::string& path) override;
-  // One page (honours limit/continue); the returned JSON is the List object (items, metadata.continue).
-  Result<Json> list(const std::string& path, const ListOptions& options = {});
+  Result<nlohmann::json> get(const std::string& path) override;
   // Every page, following metadata.continue.
-  Result<std::vector<Json>> list_all(const std::string& path, const ListOptions& options = {}) override;
+  Result<std::vector<nlohmann::json>> list_all(const std::string& path,
+                                               const ListOptions& options = {}) override;
   // The same, each item reduced to kind, apiVersion and metadata.uid, .name and .namespace while the
   // response is parsed: what exists, without holding every object whole.
-  Result<std::vector<Json>> list_identities(const std::string& path,
-                                            const ListOptions& options = {}) override;
-  Result<Json> create(const std::string& path, const Json& body) override;
-  Result<Json> patch(const std::string& path, PatchType type, const Json& body) override;
-  Result<Json> update(const std::string& path, const Json& body);  // PUT
-  Result<Json> remove(const std::string& path, const DeleteOptions& options = {}) override;
+  Result<std::vector<nlohmann::json>> list_identities(const std::string& path,
+                                                      const ListOptions& options = {}) override;
+  Result<nlohmann::json> create(const std::string& path, const nlohmann::json& body) override;
+  Result<nlohmann::json> patch(const std::string& path, PatchType type, const nlohmann::json& body) override;
+  Result<nlohmann::json> remove(const std::string& path, const DeleteOptions& options = {}) override;
 
   // POSTs an Eviction for the pod (policy/v1, or policy/v1beta1 when discovery says the server has no
   // v1; discovery runs once). 429 = blocked by a PodDisruptionBudget (message names it), 404 = pod gone.
   Status evict(const std::string& ns, const std::string& name, const DeleteOptions& options = {}) override;
 
   // Creates a core/v1 Event about an object (reason, message, type Normal|Warning).
-  Status create_event(const Json& involved_object, const std::string& reason, const std::string& message,
-                      const std::string& type = "Normal") override;
+  Status create_event(const nlohmann::json& involved_object, const std::string& reason,
+                      const std::string& message, const std::string& type = "Normal") override;
 
   // List then watch `path` (a collection) with the selectors of `options` until handlers.done() returns
   // true (ok), `deadline` passes (error "timed out ..."), or the client's cancel token fires (error

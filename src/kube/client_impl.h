@@ -21,6 +21,10 @@
 
 namespace dm::kube {
 
+// What a List's items keep: the whole object (less managedFields), or only metadata.uid, .name and
+// .namespace.
+enum class ListItems { kWhole, kIdentityOnly };
+
 struct Client::Impl {
   Config config;
   ClientOptions options;
@@ -61,14 +65,14 @@ struct Client::Impl {
   struct Call {
     std::string method = "GET";
     std::string path;  // with query
-    std::string body;
-    std::string content_type;
-    bool retry_429 = true;
+    std::string body{};
+    std::string content_type{};
+    On429 on_429 = On429::kRetry;
     // A List: parsed while it arrives, item by item (kube/list_stream), never held whole as text.
     bool list = false;
-    bool identities_only = false;  // a List's items keep only metadata.uid, .name and .namespace
+    ListItems items = ListItems::kWhole;
     // Applied to each item of a List as soon as it is parsed (ListOptions::reduce); may be null.
-    const std::function<void(Json&)>* reduce = nullptr;
+    const std::function<void(nlohmann::json&)>* reduce = nullptr;
     bool bulk = false;  // one of many alike (evictions): may not take the reserved connections
     // A write that a second attempt cannot repeat by accident (see may_send_again in kube/retry.h).
     bool replay_harmless = false;
@@ -79,13 +83,12 @@ struct Client::Impl {
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors: for a write only as
   // may_send_again in kube/retry.h allows) and returns the parsed 2xx body.
-  Result<Json> send(const Call& call);
+  Result<nlohmann::json> send(const Call& call);
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
-  Result<std::pair<std::vector<Json>, std::string>> list_everything(const std::string& path,
-                                                                    const ListOptions& list_options,
-                                                                    bool identities_only = false,
-                                                                    OutageWindow* outage = nullptr);
+  Result<std::pair<std::vector<nlohmann::json>, std::string>> list_everything(
+      const std::string& path, const ListOptions& list_options, ListItems keep = ListItems::kWhole,
+      OutageWindow* outage = nullptr);
   Result<std::string> discover_eviction_version();
 
   // A uniform random number in [0, 1).
@@ -94,26 +97,28 @@ struct Client::Impl {
 };
 
 // `path` with the query parameters of `options` appended (empty values are left out).
-std::string list_path(const std::string& path, const ListOptions& options, bool watch = false);
+std::string list_path(const std::string& path, const ListOptions& options);
+// The same for a watch (watch=1, bookmarks allowed).
+std::string watch_path(const std::string& path, const ListOptions& options);
 
 // Parses an API server response without metadata.managedFields (server-side apply bookkeeping, often the
 // largest part of an object, never read here: it takes no memory). Objects written back keep theirs on the
 // server, which keeps managedFields that a request omits. The callback sees keys, not paths: a label or
 // annotation literally named managedFields would be dropped too (no decision reads such a key).
-Json parse_response(std::string_view text);
-// Parses one item of a List the same way; `identity_only` keeps only its metadata.uid, .name and .namespace.
-Json parse_list_item(std::string_view text, bool identity_only);
+nlohmann::json parse_response(std::string_view text);
+// Parses one item of a List the same way, keeping what `items` says.
+nlohmann::json parse_list_item(std::string_view text, ListItems items);
 // Whether sending this write a second time after a first that went through fails cleanly instead of acting
 // twice: a delete or eviction with preconditions, an update or patch that names the resourceVersion it was
 // made from (a JSON patch with a test operation), a create of a fixed name; and access reviews, which
 // store nothing.
-bool replay_harmless(const std::string& method, const Json& body);
+bool replay_harmless(const std::string& method, const nlohmann::json& body);
 // One line of a watch response: the event, or nullopt when the line is not a JSON object with a string
 // `type`.
 std::optional<WatchEvent> decode_watch_event(std::string_view line);
 // What the object of an ERROR event says: a Status, or else whatever code, message and reason it carries
 // (fields of another type count as absent).
-StatusFields watch_error_status(const Json& object);
+StatusFields watch_error_status(const nlohmann::json& object);
 // Appends `key=value` (value percent-encoded) to `path`'s query.
 void append_query(std::string& path, const std::string& key, const std::string& value);
 

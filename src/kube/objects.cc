@@ -5,6 +5,8 @@
 #include <utility>
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 std::map<std::string, std::string> string_map(const Json* j) {

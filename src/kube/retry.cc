@@ -6,19 +6,18 @@
 
 namespace dm::kube {
 
-bool retryable_status(long http_status, bool retry_429) {
+bool retryable_status(long http_status, On429 on_429) {
   if (http_status == 0) return true;
-  if (http_status == 429) return retry_429;
+  if (http_status == 429) return on_429 == On429::kRetry;
   // 501 Not Implemented will not change on a retry.
   return http_status >= 500 && http_status != 501;
 }
 
-bool may_send_again(std::string_view method, long http_status, bool request_sent, bool replay_harmless,
-                    bool retry_429) {
-  if (!retryable_status(http_status, retry_429)) return false;
-  if (method == "GET" || method == "HEAD" || replay_harmless) return true;
+bool may_send_again(std::string_view method, long http_status, const Attempt& attempt) {
+  if (!retryable_status(http_status, attempt.on_429)) return false;
+  if (method == "GET" || method == "HEAD" || attempt.replay_harmless) return true;
   if (http_status == 429) return true;
-  return http_status == 0 && !request_sent;
+  return http_status == 0 && !attempt.request_sent;
 }
 
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value) {

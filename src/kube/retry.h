@@ -15,19 +15,29 @@ struct RetryPolicy {
   std::chrono::milliseconds max{10000};
 };
 
-// True for failures worth retrying: no response (status 0), 429 when `retry_429`, and 5xx.
-bool retryable_status(long http_status, bool retry_429 = true);
+// What a 429 Too Many Requests is to the caller: worth another attempt, or the answer to return (an
+// eviction that a PodDisruptionBudget blocks: the caller decides whether and when to try again).
+enum class On429 { kRetry, kReturn };
+
+// True for failures worth retrying: no response (status 0), 429 when kRetry, and 5xx.
+bool retryable_status(long http_status, On429 on_429 = On429::kRetry);
+
+// What is known of a failed attempt besides its status.
+struct Attempt {
+  bool request_sent = true;      // a byte of the request was written
+  bool replay_harmless = false;  // see below
+  On429 on_429 = On429::kRetry;
+};
 
 // Whether a request that failed with `http_status` (0: no response, a transport error) may be sent again.
 // A read (GET, HEAD) always may. A write may not happen twice by accident, so it is sent again only when
-//  * the server said it did not happen: 429 (turned away before it was looked at, when `retry_429`);
+//  * the server said it did not happen: 429 (turned away before it was looked at, when kRetry);
 //  * it never left: a transport error before any byte of the request was written (`request_sent` false);
 //  * or a replay is harmless by construction (`replay_harmless`): a precondition (the object's
 //    resourceVersion or UID, a fixed name for a create) makes the second attempt fail cleanly if the first
 //    went through, or the write changes nothing that lasts (an access review). Then a transport error
 //    after sending and a 5xx answer are retried too.
-bool may_send_again(std::string_view method, long http_status, bool request_sent, bool replay_harmless,
-                    bool retry_429 = true);
+bool may_send_again(std::string_view method, long http_status, const Attempt& attempt);
 
 // An API server that has just come back answers 403 Forbidden until its authorizer has loaded the RBAC
 // rules. One request's (or one watch's) memory of meeting the server unreachable: a 403 within kAfter of

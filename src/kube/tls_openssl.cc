@@ -16,8 +16,10 @@ namespace {
 
 // One send() or recv() for OpenSSL: interrupted calls repeated, a full or empty socket reported as "try
 // again", any other error kept for the message.
+enum class Io { kWrite, kRead };
+
 template <class Call>
-int socket_io(BIO* bio, bool writing, const Call& call) {
+int socket_io(BIO* bio, Io io_kind, const Call& call) {
   auto* io = static_cast<SocketIo*>(BIO_get_data(bio));
   BIO_clear_retry_flags(bio);
   while (true) {
@@ -26,7 +28,7 @@ int socket_io(BIO* bio, bool writing, const Call& call) {
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {
       io->last_errno = errno;
-    } else if (writing) {
+    } else if (io_kind == Io::kWrite) {
       BIO_set_retry_write(bio);
     } else {
       BIO_set_retry_read(bio);
@@ -36,12 +38,12 @@ int socket_io(BIO* bio, bool writing, const Call& call) {
 }
 
 int bio_write(BIO* bio, const char* data, int len) {
-  return socket_io(bio, true,
+  return socket_io(bio, Io::kWrite,
                    [&](int fd) { return ::send(fd, data, static_cast<size_t>(len), MSG_NOSIGNAL); });
 }
 
 int bio_read(BIO* bio, char* out, int len) {
-  return socket_io(bio, false, [&](int fd) { return ::recv(fd, out, static_cast<size_t>(len), 0); });
+  return socket_io(bio, Io::kRead, [&](int fd) { return ::recv(fd, out, static_cast<size_t>(len), 0); });
 }
 
 long bio_ctrl(BIO* /*unused*/, int cmd, long /*unused*/, void* /*unused*/) {

@@ -13,6 +13,8 @@
 #include "kube/watch_stream.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 bool is_2xx(long status) {
@@ -94,7 +96,7 @@ class ListWatch {
     lo.resource_version.clear();
     lo.timeout_seconds = 0;
     if (lo.limit <= 0) lo.limit = 500;
-    auto listed = im_.list_everything(path_, lo, false, &outage_);
+    auto listed = im_.list_everything(path_, lo, ListItems::kWhole, &outage_);
     if (!listed) return listed.error().wrap("watch " + path_);
     if (handlers_.on_sync) handlers_.on_sync(listed->first);
     resource_version_ = listed->second;
@@ -111,7 +113,7 @@ class ListWatch {
     ListOptions wo = options_;
     wo.resource_version = resource_version_;
     if (wo.timeout_seconds <= 0) wo.timeout_seconds = 300 + static_cast<int64_t>(im_.random01() * 300);
-    const std::string wpath = list_path(path_, wo, /*watch=*/true);
+    const std::string wpath = watch_path(path_, wo);
 
     StreamResult r;
     std::string bad_line;

@@ -13,12 +13,12 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace k = dm::kube;
   namespace m = dm::manager;
-  const k::Json node = k::parse_response(dm::fuzz::text(data, size));
+  const nlohmann::json node = k::parse_response(dm::fuzz::text(data, size));
   if (node.is_discarded()) return 0;
   (void)k::node_unschedulable(node);
   (void)k::node_ready(node);
   (void)k::annotation(node, m::kStateAnnotation);
-  const k::Json* taints = k::find(node, {"spec", "taints"});
+  const nlohmann::json* taints = k::find(node, {"spec", "taints"});
   const k::Taint ours{"nvidia.com/gpu", "", "NoSchedule"};
   if (taints != nullptr) {
     (void)m::has_exact_taint(*taints, ours);

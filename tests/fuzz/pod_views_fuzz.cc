@@ -7,7 +7,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   namespace k = dm::kube;
-  k::Json pod = k::parse_response(dm::fuzz::text(data, size));
+  nlohmann::json pod = k::parse_response(dm::fuzz::text(data, size));
   if (pod.is_discarded()) return 0;
   (void)k::ref_string(pod);
   (void)k::uid(pod);
@@ -33,7 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   (void)dm::manager::claim_names(pod);
   (void)dm::manager::is_allocated_gpu_claim(pod);
   // The pruned pod the pod watch keeps must read the same.
-  k::Json pruned = pod;
+  nlohmann::json pruned = pod;
   k::drop_unread_pod_fields(pruned);
   if (k::pod_declares_gpu_resource(pruned) != k::pod_declares_gpu_resource(pod) ||
       k::pod_tolerations(pruned).size() != tolerations.size() || k::pod_phase(pruned) != k::pod_phase(pod))

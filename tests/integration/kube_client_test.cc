@@ -25,6 +25,8 @@
 #include "support/process.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 using ::testing::AllOf;
@@ -213,7 +215,7 @@ test::TestCluster* KubeClientTest::cluster_ = nullptr;
 
 // ---- verbs ----
 
-TEST_F(KubeClientTest, CreateGetUpdatePatchRemove) {
+TEST_F(KubeClientTest, CreateGetPatchRemove) {
   const std::string ns = make_namespace("crud");
   auto created = client_->create(cm_path(ns), configmap("a", {{"app", "x"}}, {{"k1", "v1"}, {"k2", "v2"}}));
   ASSERT_TRUE(created.ok()) << created.error().message;
@@ -225,12 +227,12 @@ TEST_F(KubeClientTest, CreateGetUpdatePatchRemove) {
   EXPECT_EQ((*got)["data"]["k1"], "v1");
   EXPECT_EQ(uid(*got), uid(*created));
 
-  // PUT with the current resourceVersion.
-  Json updated = *got;
-  updated["data"]["k1"] = "v1-updated";
-  auto put = client_->update(cm_path(ns, "a"), updated);
-  ASSERT_TRUE(put.ok()) << put.error().message;
-  EXPECT_EQ((*put)["data"]["k1"], "v1-updated");
+  // A merge patch that names the current resourceVersion.
+  auto guarded = client_->patch(
+      cm_path(ns, "a"), PatchType::kMerge,
+      {{"metadata", {{"resourceVersion", resource_version(*got)}}}, {"data", {{"k1", "v1-updated"}}}});
+  ASSERT_TRUE(guarded.ok()) << guarded.error().message;
+  EXPECT_EQ((*guarded)["data"]["k1"], "v1-updated");
 
   // Strategic merge: labels merge.
   auto sm = client_->patch(cm_path(ns, "a"), PatchType::kStrategicMerge,
@@ -282,7 +284,7 @@ TEST_F(KubeClientTest, CreateGetUpdatePatchRemove) {
             "GET /api/v1/namespaces/crud/configmaps/a: configmaps \"a\" not found (404 NotFound)");
 }
 
-TEST_F(KubeClientTest, ConflictOnDuplicateCreateAndStaleUpdate) {
+TEST_F(KubeClientTest, ConflictOnDuplicateCreateAndStalePatch) {
   const std::string ns = make_namespace("conflicts");
   ASSERT_TRUE(client_->create(cm_path(ns), configmap("dup")).ok());
   auto again = client_->create(cm_path(ns), configmap("dup"));
@@ -296,10 +298,10 @@ TEST_F(KubeClientTest, ConflictOnDuplicateCreateAndStaleUpdate) {
   auto v1 = client_->get(cm_path(ns, "dup"));
   ASSERT_TRUE(v1.ok());
   ASSERT_TRUE(client_->patch(cm_path(ns, "dup"), PatchType::kMerge, {{"data", {{"a", "1"}}}}).ok());
-  Json stale = *v1;  // still carries the old resourceVersion
-  stale["data"] = {{"b", "2"}};
+  // A merge patch that names the old resourceVersion.
+  const Json stale = {{"metadata", {{"resourceVersion", resource_version(*v1)}}}, {"data", {{"b", "2"}}}};
   const uint64_t before = client_->request_count();
-  auto put = client_->update(cm_path(ns, "dup"), stale);
+  auto put = client_->patch(cm_path(ns, "dup"), PatchType::kMerge, stale);
   ASSERT_FALSE(put.ok());
   EXPECT_TRUE(put.error().conflict());
   EXPECT_EQ(put.error().reason, "Conflict");
@@ -327,10 +329,9 @@ TEST_F(KubeClientTest, LabelAndFieldSelectors) {
 
   ListOptions by_field;
   by_field.field_selector = "metadata.name=s2";
-  auto page = client_->list(cm_path(ns), by_field);
-  ASSERT_TRUE(page.ok()) << page.error().message;
-  ASSERT_EQ((*page)["items"].size(), 1U);
-  EXPECT_EQ(name((*page)["items"][0]), "s2");
+  l = client_->list_all(cm_path(ns), by_field);
+  ASSERT_TRUE(l.ok()) << l.error().message;
+  EXPECT_THAT(names_of(*l), ElementsAre("s2"));
 
   ListOptions both;
   both.label_selector = "app=gpu";
@@ -341,7 +342,7 @@ TEST_F(KubeClientTest, LabelAndFieldSelectors) {
 
   ListOptions bad;
   bad.field_selector = "spec.nosuchfield=x";
-  auto err = client_->list(cm_path(ns), bad);
+  auto err = client_->list_all(cm_path(ns), bad);
   ASSERT_FALSE(err.ok());
   EXPECT_EQ(err.error().http_status, 400);
   EXPECT_EQ(err.error().reason, "BadRequest");
@@ -358,18 +359,6 @@ TEST_F(KubeClientTest, PagingWithLimitAndContinue) {
   ListOptions o;
   o.label_selector = "paged=yes";
   o.limit = 3;
-  auto first = client_->list(cm_path(ns), o);
-  ASSERT_TRUE(first.ok()) << first.error().message;
-  EXPECT_EQ((*first)["items"].size(), 3U);
-  const std::string token = string_at(*first, {"metadata", "continue"});
-  ASSERT_FALSE(token.empty());
-  o.continue_token = token;
-  auto second = client_->list(cm_path(ns), o);
-  ASSERT_TRUE(second.ok()) << second.error().message;
-  EXPECT_EQ((*second)["items"].size(), 3U);
-  EXPECT_NE(name((*second)["items"][0]), name((*first)["items"][0]));
-
-  o.continue_token.clear();
   const uint64_t before = client_->request_count();
   auto all = client_->list_all(cm_path(ns), o);
   ASSERT_TRUE(all.ok()) << all.error().message;
@@ -444,16 +433,16 @@ TEST_F(KubeClientTest, TokenRotationA401ReReadsTheTokenFileAndRepeatsTheRequestO
   ClientOptions opts;
   opts.token_refresh = 24h;  // only a 401 makes it read the file again
   auto c = make_client(file_token_config(file, old_token), opts);
-  ASSERT_TRUE(c->list(cm_path(ns)).ok());
+  ASSERT_TRUE(c->list_all(cm_path(ns)).ok());
 
   // The old token stops working and the file does not have a new one yet: the 401 is returned, once.
   revoke(ns, "old");
   ASSERT_TRUE(test::eventually([&] {
-    auto r = c->list(cm_path(ns));
+    auto r = c->list_all(cm_path(ns));
     return !r.ok() && r.error().unauthorized();
   }));
   uint64_t before = c->request_count();
-  auto refused = c->list(cm_path(ns));
+  auto refused = c->list_all(cm_path(ns));
   ASSERT_FALSE(refused.ok());
   EXPECT_TRUE(refused.error().unauthorized()) << refused.error().message;
   EXPECT_EQ(c->request_count() - before, 1U) << "an unchanged token file is no reason to repeat";
@@ -461,7 +450,7 @@ TEST_F(KubeClientTest, TokenRotationA401ReReadsTheTokenFileAndRepeatsTheRequestO
   // The kubelet rotates the file: the next request is rejected, re-reads it and goes through.
   test::write_file(file, new_token + "\n");
   before = c->request_count();
-  auto listed = c->list(cm_path(ns));
+  auto listed = c->list_all(cm_path(ns));
   ASSERT_TRUE(listed.ok()) << listed.error().message;
   EXPECT_EQ(c->request_count() - before, 2U) << "one rejected request, one repeated with the new token";
   ASSERT_TRUE(test::eventually([&] {
@@ -477,10 +466,10 @@ TEST_F(KubeClientTest, TokenRotationTheTokenFileIsReadAgainPeriodically) {
   ClientOptions opts;
   opts.token_refresh = 0ms;  // due at every request
   auto c = make_client(file_token_config(file, old_token), opts);
-  ASSERT_TRUE(c->list(cm_path(ns)).ok());
+  ASSERT_TRUE(c->list_all(cm_path(ns)).ok());
   test::write_file(file, new_token + "\n");
   const uint64_t before = c->request_count();
-  ASSERT_TRUE(c->list(cm_path(ns)).ok());
+  ASSERT_TRUE(c->list_all(cm_path(ns)).ok());
   EXPECT_EQ(c->request_count() - before, 1U) << "no 401 needed: the new token was picked up before sending";
   ASSERT_TRUE(test::eventually([&] { return list_users(ns).size() == 2; }));
   EXPECT_THAT(list_users(ns),
@@ -517,7 +506,7 @@ TEST_F(KubeClientTest, TokenRotationAWatchOutlivesItsToken) {
         fixed.token_file.clear();
         auto probe = make_client(fixed, retrying(0));
         EXPECT_TRUE(test::eventually([&] {
-          auto r = probe->list(cm_path(ns));
+          auto r = probe->list_all(cm_path(ns));
           return !r.ok() && r.error().unauthorized();
         }));
         std::this_thread::sleep_for(1500ms);
@@ -568,7 +557,7 @@ TEST_F(KubeClientTest, ForbiddenForALeastPrivilegeServiceAccount) {
   EXPECT_EQ(cfg->ns, ns);
   EXPECT_FALSE(cfg->token.empty());
   auto sa = make_client(*cfg);
-  auto listed = sa->list(cm_path(ns));
+  auto listed = sa->list_all(cm_path(ns));
   ASSERT_TRUE(listed.ok()) << listed.error().message;
 
   const uint64_t before = sa->request_count();

@@ -24,8 +24,6 @@
 
 namespace dm::test::contract {
 
-using Json = nlohmann::json;
-
 inline std::string unique(const std::string& prefix) {
   static std::atomic<int> n{0};
   return prefix + "-" + std::to_string(::getpid() % 100000) + "-" + std::to_string(++n);
@@ -54,19 +52,21 @@ class ApiContract : public ::testing::Test {
 
   // A pod (bound to `node`, "" = none, and left so); retried while the namespace's service account is not
   // there yet.
-  Json make_pod(const std::string& name, const Json& labels, const std::string& node, int grace = 30) {
-    Json pod = {{"apiVersion", "v1"},
-                {"kind", "Pod"},
-                {"metadata", {{"name", name}, {"namespace", ns_}, {"labels", labels}}},
-                {"spec",
-                 {{"terminationGracePeriodSeconds", grace},
-                  {"automountServiceAccountToken", false},
-                  {"containers", Json::array({{{"name", "main"}, {"image", "example.com/x:1"}}})}}}};
+  nlohmann::json make_pod(const std::string& name, const nlohmann::json& labels, const std::string& node,
+                          int grace = 30) {
+    nlohmann::json pod = {
+        {"apiVersion", "v1"},
+        {"kind", "Pod"},
+        {"metadata", {{"name", name}, {"namespace", ns_}, {"labels", labels}}},
+        {"spec",
+         {{"terminationGracePeriodSeconds", grace},
+          {"automountServiceAccountToken", false},
+          {"containers", nlohmann::json::array({{{"name", "main"}, {"image", "example.com/x:1"}}})}}}};
     if (!node.empty()) pod["spec"]["nodeName"] = node;
     // An unbound pod stays unbound: no scheduler answers to this name (the real one would write its
     // PodScheduled condition, a change the in-memory cluster, which has no scheduler, never makes).
     if (node.empty()) pod["spec"]["schedulerName"] = "contract-no-scheduler";
-    Json created;
+    nlohmann::json created;
     eventually([&] {
       auto r = api().create(kube::paths::pods(ns_), pod);
       if (r) created = *r;
@@ -77,13 +77,14 @@ class ApiContract : public ::testing::Test {
   }
   // Running and Ready, as a kubelet reports it.
   void make_ready(const std::string& name) {
-    const Json status = {
+    const nlohmann::json status = {
         {"status",
-         {{"phase", "Running"}, {"conditions", Json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
+         {{"phase", "Running"},
+          {"conditions", nlohmann::json::array({{{"type", "Ready"}, {"status", "True"}}})}}}};
     ASSERT_TRUE(
         api().patch(kube::paths::pod(ns_, name) + "/status", kube::PatchType::kStrategicMerge, status));
   }
-  std::vector<std::string> names(const std::vector<Json>& items) {
+  std::vector<std::string> names(const std::vector<nlohmann::json>& items) {
     std::vector<std::string> out;
     for (const auto& i : items) out.push_back(kube::name(i));
     std::sort(out.begin(), out.end());
@@ -121,8 +122,9 @@ TYPED_TEST_P(ApiContract, StrategicMergePatchMergesLabelsAndSetsUnschedulable) {
 }
 
 TYPED_TEST_P(ApiContract, AMergePatchReplacesTheTaintList) {
-  const Json one = Json::array({{{"key", "k1"}, {"effect", "NoSchedule"}}});
-  const Json two = Json::array({{{"key", "k2"}, {"value", "v"}, {"effect", "NoExecute"}}});
+  const nlohmann::json one = nlohmann::json::array({{{"key", "k1"}, {"effect", "NoSchedule"}}});
+  const nlohmann::json two =
+      nlohmann::json::array({{{"key", "k2"}, {"value", "v"}, {"effect", "NoExecute"}}});
   ASSERT_TRUE(this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
                                 {{"spec", {{"taints", one}}}}));
   auto r = this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
@@ -201,7 +203,7 @@ TYPED_TEST_P(ApiContract, AWatchAfterTheListSeesEveryChangeAndSelectorTransition
   std::vector<std::string> seen;
   std::atomic<bool> synced{false};
   kube::WatchHandlers h;
-  h.on_sync = [&](std::vector<Json>& items) {
+  h.on_sync = [&](std::vector<nlohmann::json>& items) {
     for (const auto& i : items) seen.push_back("SYNC " + kube::name(i));
     synced = true;
   };
@@ -228,7 +230,7 @@ TYPED_TEST_P(ApiContract, AWatchAfterTheListSeesEveryChangeAndSelectorTransition
 }
 
 TYPED_TEST_P(ApiContract, APodOnANodeIsTerminatingUntilDeletedWithGraceZero) {
-  const Json pod = this->make_pod("graceful", {{"app", "g"}}, this->node_, 45);
+  const nlohmann::json pod = this->make_pod("graceful", {{"app", "g"}}, this->node_, 45);
   const std::string path = kube::paths::pod(this->ns_, "graceful");
   ASSERT_TRUE(this->api().remove(path));
   auto still = this->api().get(path);

@@ -13,10 +13,15 @@
 
 namespace dm::test {
 
-// Time moves only when someone sleeps; `on_sleep` lets a test change the world between polls.
+// Time moves only when someone sleeps; `on_sleep` lets a test change the world between polls. The wall
+// clock starts at `wall_start` (2026-11-30T22:00:00Z unless a test sets it) and moves with it.
 class FakeClock final : public Clock {
  public:
   [[nodiscard]] TimePoint now() const override { return now_; }
+  [[nodiscard]] std::chrono::system_clock::time_point wall_now() const override {
+    return wall_start +
+           std::chrono::duration_cast<std::chrono::system_clock::duration>(now_.time_since_epoch());
+  }
   bool sleep_for(Duration d, const CancelToken& cancel) const override {
     if (cancel.cancelled()) return false;
     now_ += d;
@@ -26,6 +31,7 @@ class FakeClock final : public Clock {
   }
   void advance(Duration d) { now_ += d; }
   std::function<void(int)> on_sleep;
+  std::chrono::system_clock::time_point wall_start{std::chrono::seconds(1796076000)};
   [[nodiscard]] int sleeps() const { return sleeps_; }
 
  private:

@@ -12,6 +12,8 @@
 
 namespace dm::test {
 
+using Json = nlohmann::json;
+
 thread_local bool MemoryCluster::t_controller = false;
 
 namespace {

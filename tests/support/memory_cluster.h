@@ -44,8 +44,6 @@
 
 namespace dm::test {
 
-using Json = nlohmann::json;
-
 // A request the cluster answers with a failure instead.
 struct Fault {
   std::string verb = {};       // get, list, watch, create, patch, delete, evict; "" = every verb
@@ -64,29 +62,31 @@ class MemoryCluster final : public kube::Api {
   MemoryCluster& operator=(const MemoryCluster&) = delete;
 
   // kube::Api.
-  Result<Json> get(const std::string& path) override;
-  Result<std::vector<Json>> list_all(const std::string& path, const kube::ListOptions& options = {}) override;
-  Result<std::vector<Json>> list_identities(const std::string& path,
-                                            const kube::ListOptions& options = {}) override;
-  Result<Json> create(const std::string& path, const Json& body) override;
-  Result<Json> patch(const std::string& path, kube::PatchType type, const Json& body) override;
-  Result<Json> remove(const std::string& path, const kube::DeleteOptions& options = {}) override;
+  Result<nlohmann::json> get(const std::string& path) override;
+  Result<std::vector<nlohmann::json>> list_all(const std::string& path,
+                                               const kube::ListOptions& options = {}) override;
+  Result<std::vector<nlohmann::json>> list_identities(const std::string& path,
+                                                      const kube::ListOptions& options = {}) override;
+  Result<nlohmann::json> create(const std::string& path, const nlohmann::json& body) override;
+  Result<nlohmann::json> patch(const std::string& path, kube::PatchType type,
+                               const nlohmann::json& body) override;
+  Result<nlohmann::json> remove(const std::string& path, const kube::DeleteOptions& options = {}) override;
   Status evict(const std::string& ns, const std::string& name,
                const kube::DeleteOptions& options = {}) override;
-  Status create_event(const Json& involved_object, const std::string& reason, const std::string& message,
-                      const std::string& type = "Normal") override;
+  Status create_event(const nlohmann::json& involved_object, const std::string& reason,
+                      const std::string& message, const std::string& type = "Normal") override;
   Status list_watch(const std::string& path, const kube::ListOptions& options,
                     const kube::WatchHandlers& handlers, Deadline deadline = {}) override;
   void set_cancel(CancelToken cancel) override;
 
   // What an admin does with kubectl: never faulted, never cancelled. `apply` creates the object or replaces
   // it whole (kind and apiVersion decide where it goes); returns it as stored.
-  Json apply(Json object);
+  nlohmann::json apply(nlohmann::json object);
   // The stored object at an API path, if any.
-  [[nodiscard]] std::optional<Json> find(const std::string& path) const;
+  [[nodiscard]] std::optional<nlohmann::json> find(const std::string& path) const;
   // The objects of a collection path (e.g. paths::pods(ns)), optionally with a label selector.
-  [[nodiscard]] std::vector<Json> objects(const std::string& collection,
-                                          const std::string& selector = {}) const;
+  [[nodiscard]] std::vector<nlohmann::json> objects(const std::string& collection,
+                                                    const std::string& selector = {}) const;
 
   void fail(Fault fault);
   void clear_faults();
@@ -118,7 +118,7 @@ class MemoryCluster final : public kube::Api {
   };
   static std::optional<Ref> parse_path(const std::string& path);
   // The object is one the options' label and field selectors select.
-  static bool selected(const Json& object, const kube::ListOptions& options);
+  static bool selected(const nlohmann::json& object, const kube::ListOptions& options);
 
  private:
   struct Change {
@@ -126,24 +126,25 @@ class MemoryCluster final : public kube::Api {
     std::string type;        // ADDED, MODIFIED, DELETED
     std::string collection;  // group/resource
     std::string ns;
-    Json object;
-    Json before;  // null for ADDED
+    nlohmann::json object;
+    nlohmann::json before;  // null for ADDED
   };
 
   Status admit(const std::string& verb, const std::string& path, bool* applied_then_lost,
-               const Json* body = nullptr);
-  Result<Json> write_object(const Ref& ref, Json object, bool create);
-  Result<Json> delete_locked(const Ref& ref, const kube::DeleteOptions& options);
+               const nlohmann::json* body = nullptr);
+  Result<nlohmann::json> write_object(const Ref& ref, nlohmann::json object, bool create);
+  Result<nlohmann::json> delete_locked(const Ref& ref, const kube::DeleteOptions& options);
   Status evict_locked(const Ref& ref, const kube::DeleteOptions& options);
-  void record(const std::string& type, const std::string& key, const Json& object, const Json& before);
-  std::vector<Json> select(const Ref& ref, const kube::ListOptions& options) const;
+  void record(const std::string& type, const std::string& key, const nlohmann::json& object,
+              const nlohmann::json& before);
+  std::vector<nlohmann::json> select(const Ref& ref, const kube::ListOptions& options) const;
   void daemonset_loop();
   void reconcile_daemonsets();
 
   static thread_local bool t_controller;  // set on the stand-in controllers' thread
   mutable std::mutex mu_;
   std::condition_variable changed_;
-  std::map<std::string, Json> store_;  // key: group/resource/namespace/name
+  std::map<std::string, nlohmann::json> store_;  // key: group/resource/namespace/name
   std::vector<Change> changes_;
   uint64_t rv_ = 1000;
   uint64_t uids_ = 0;
@@ -157,6 +158,6 @@ class MemoryCluster final : public kube::Api {
 };
 
 // What a fresh in-memory tier node looks like: the objects every test starts from.
-Json memory_node(const std::string& name, const std::map<std::string, std::string>& labels = {});
+nlohmann::json memory_node(const std::string& name, const std::map<std::string, std::string>& labels = {});
 
 }  // namespace dm::test

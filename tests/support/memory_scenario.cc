@@ -17,6 +17,8 @@
 
 namespace dm::test {
 
+using Json = nlohmann::json;
+
 namespace {
 // Everything here is in memory and in-process: a short poll costs little and keeps the cases fast.
 constexpr std::chrono::milliseconds kPoll(5);

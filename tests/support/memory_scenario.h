@@ -65,7 +65,7 @@ struct MemSetup {
 struct MemNodeState {
   std::map<std::string, std::string> labels;
   std::map<std::string, std::string> annotations;
-  Json taints = Json::array();
+  nlohmann::json taints = nlohmann::json::array();
   bool unschedulable = false;
   bool operator==(const MemNodeState&) const = default;
 };
@@ -107,7 +107,7 @@ class MemoryScenario {
   void wait_running(const std::string& ns, size_t n) const;
   [[nodiscard]] size_t running(const std::string& ns) const;
 
-  [[nodiscard]] Json node_json() const;
+  [[nodiscard]] nlohmann::json node_json() const;
   [[nodiscard]] MemNodeState state() const;
   [[nodiscard]] std::string label(const std::string& key) const;  // "<absent>" when absent
   [[nodiscard]] bool driver_loaded() const;                       // the simulated nvidia module

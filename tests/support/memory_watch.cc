@@ -8,6 +8,8 @@
 
 namespace dm::test {
 
+using Json = nlohmann::json;
+
 Status MemoryCluster::list_watch(const std::string& path, const kube::ListOptions& options,
                                  const kube::WatchHandlers& handlers, Deadline deadline) {
   SystemClock clock;

@@ -5,6 +5,8 @@
 #include "support/process.h"
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 Json fixture(const std::string& name) {

@@ -40,8 +40,20 @@ TEST(EvictionOrder, ATargetCarriesThePodsOwnGracePeriod) {
                                            "deletionTimestamp": "2026-12-01T00:00:00Z",
                                            "deletionGracePeriodSeconds": 7},
                                            "spec": {"terminationGracePeriodSeconds": 120}})");
-  EXPECT_EQ(eviction_target(terminating, false).grace_seconds, 7);
+  EXPECT_EQ(eviction_target(terminating).grace_seconds, 7);
   EXPECT_EQ(eviction_target(Json::parse(R"({"metadata": {"name": "p"}})")).grace_seconds, 30);
+}
+
+TEST(EvictionOrder, APlansTerminatingPodsAreOnlyWaitedFor) {
+  PodPlan plan;
+  plan.to_evict.push_back(Json::parse(R"({"metadata": {"namespace": "n", "name": "a", "uid": "ua"}})"));
+  plan.to_wait.push_back(Json::parse(R"({"metadata": {"namespace": "n", "name": "b", "uid": "ub"}})"));
+  const auto targets = targets_of(plan);
+  ASSERT_EQ(targets.size(), 2U);
+  EXPECT_EQ(targets[0].uid, "ua");
+  EXPECT_TRUE(targets[0].evict);
+  EXPECT_EQ(targets[1].uid, "ub");
+  EXPECT_FALSE(targets[1].evict);
 }
 
 }  // namespace

@@ -28,10 +28,11 @@ TEST(GuidanceTest, GpuClientLineNamesBothDesignations) {
 }
 
 TEST(GuidanceTest, CleanupGuidanceChoosesByPolicyAndFlags) {
-  EXPECT_EQ(cleanup_guidance("n", true, true, true), policy_guidance("n"));
-  EXPECT_EQ(cleanup_guidance("n", false, false, false), no_eviction_guidance("n"));
-  EXPECT_EQ(cleanup_guidance("n", false, true, false), "");
-  EXPECT_EQ(cleanup_guidance("n", false, false, true), "");
+  EXPECT_EQ(cleanup_guidance("n", {.policy_enabled = true, .gpu_pod_eviction = true, .auto_drain = true}),
+            policy_guidance("n"));
+  EXPECT_EQ(cleanup_guidance("n", {}), no_eviction_guidance("n"));
+  EXPECT_EQ(cleanup_guidance("n", {.gpu_pod_eviction = true}), "");
+  EXPECT_EQ(cleanup_guidance("n", {.auto_drain = true}), "");
 }
 
 // The multi-line block goes through the text log unchanged (tabs, blank lines, final newline), next to

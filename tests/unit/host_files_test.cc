@@ -92,12 +92,12 @@ TEST_F(HostFilesTest, FirstMellanoxDeviceInBdfOrder) {
 }
 
 TEST_F(HostFilesTest, MofedReadiness) {
-  EXPECT_FALSE(host_->mofed_ready(false));
+  EXPECT_FALSE(host_->mofed_ready(Mofed::kContainer));
   test::write_file(root_ + "/run/mellanox/drivers/.driver-ready", "");
-  EXPECT_TRUE(host_->mofed_ready(false));
-  EXPECT_FALSE(host_->mofed_ready(true));  // host MOFED: only mlx5_core in /proc/modules counts
+  EXPECT_TRUE(host_->mofed_ready(Mofed::kContainer));
+  EXPECT_FALSE(host_->mofed_ready(Mofed::kHost));  // host MOFED: only mlx5_core in /proc/modules counts
   test::write_file(root_ + "/proc/modules", "mlx5_core 2445312 1 mlx5_ib, Live 0x0\n");
-  EXPECT_TRUE(host_->mofed_ready(true));
+  EXPECT_TRUE(host_->mofed_ready(Mofed::kHost));
 }
 
 TEST_F(HostFilesTest, WaitForMofedReturnsOnceReadyAndLogsProgress) {
@@ -106,8 +106,9 @@ TEST_F(HostFilesTest, WaitForMofedReturnsOnceReadyAndLogsProgress) {
     if (n == 3) test::write_file(root_ + "/run/mellanox/drivers/.driver-ready", "");
   };
   LogCapture logs;
-  const Status st = wait_for_mofed(*host_, false, clock, Deadline::after(clock, std::chrono::minutes(1)),
-                                   CancelToken(), std::chrono::seconds(5));
+  const Status st =
+      wait_for_mofed(*host_, Mofed::kContainer, clock, Deadline::after(clock, std::chrono::minutes(1)),
+                     CancelToken(), std::chrono::seconds(5));
   ASSERT_TRUE(st.ok()) << st.error().message;
   EXPECT_EQ(clock.sleeps(), 3);
   const std::string log = logs.text();
@@ -119,8 +120,9 @@ TEST_F(HostFilesTest, WaitForMofedReturnsOnceReadyAndLogsProgress) {
 
 TEST_F(HostFilesTest, WaitForMofedFailsAtTheDeadline) {
   FakeClock clock;
-  const Status st = wait_for_mofed(*host_, true, clock, Deadline::after(clock, std::chrono::seconds(12)),
-                                   CancelToken(), std::chrono::seconds(5));
+  const Status st =
+      wait_for_mofed(*host_, Mofed::kHost, clock, Deadline::after(clock, std::chrono::seconds(12)),
+                     CancelToken(), std::chrono::seconds(5));
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.error().message, HasSubstr("MOFED driver not ready after 12s"));
   EXPECT_THAT(st.error().message, HasSubstr("mlx5_core"));
@@ -133,7 +135,8 @@ TEST_F(HostFilesTest, WaitForMofedStopsWhenCancelled) {
   clock.on_sleep = [&](int n) {
     if (n == 2) cancel.cancel();
   };
-  const Status st = wait_for_mofed(*host_, false, clock, Deadline::none(), cancel, std::chrono::seconds(5));
+  const Status st =
+      wait_for_mofed(*host_, Mofed::kContainer, clock, Deadline::none(), cancel, std::chrono::seconds(5));
   ASSERT_FALSE(st.ok());
   EXPECT_THAT(st.error().message, HasSubstr("interrupted"));
   EXPECT_EQ(clock.sleeps(), 2);

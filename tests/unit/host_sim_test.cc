@@ -269,13 +269,13 @@ TEST_F(SimHostTest, ProcModulesFileUnderTheRootWinsOverTheSynthesisedOne) {
   module("nvidia", 1, {"nvidia_uvm"});
   module("nvidia_uvm", 0);
   EXPECT_THAT(host_->nvidia_modules_table(), ::testing::ContainsRegex("nvidia +0 +1 +nvidia_uvm\n"));
-  EXPECT_FALSE(host_->mofed_ready(/*use_host_mofed=*/true));
+  EXPECT_FALSE(host_->mofed_ready(Mofed::kHost));
   module("mlx5_core", 0);
-  EXPECT_TRUE(host_->mofed_ready(true));  // synthesised from sys/module
+  EXPECT_TRUE(host_->mofed_ready(Mofed::kHost));  // synthesised from sys/module
 
   test::write_file(root_ + "/proc/modules", "nvidia 999 7 - Live 0x0\n");
   EXPECT_THAT(host_->nvidia_modules_table(), ::testing::ContainsRegex("nvidia +999 +7"));
-  EXPECT_FALSE(host_->mofed_ready(true));
+  EXPECT_FALSE(host_->mofed_ready(Mofed::kHost));
 }
 
 }  // namespace

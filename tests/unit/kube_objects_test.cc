@@ -10,6 +10,8 @@
 #include "support/process.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 using ::testing::ElementsAre;

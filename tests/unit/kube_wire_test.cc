@@ -13,6 +13,8 @@
 #include "kube/watch_stream.h"
 
 namespace dm::kube {
+
+using Json = nlohmann::json;
 namespace {
 
 using std::chrono::milliseconds;
@@ -21,7 +23,7 @@ using ::testing::ElementsAre;
 TEST(RetryTest, RetryableStatuses) {
   EXPECT_TRUE(retryable_status(0));  // no response: connection error
   EXPECT_TRUE(retryable_status(429));
-  EXPECT_FALSE(retryable_status(429, /*retry_429=*/false));
+  EXPECT_FALSE(retryable_status(429, On429::kReturn));
   EXPECT_TRUE(retryable_status(500));
   EXPECT_TRUE(retryable_status(503));
   EXPECT_TRUE(retryable_status(504));
@@ -32,22 +34,22 @@ TEST(RetryTest, RetryableStatuses) {
 
 TEST(RetryTest, AWriteIsSentAgainOnlyWhenThatCannotRepeatIt) {
   // Reads: whenever the status is worth retrying.
-  EXPECT_TRUE(may_send_again("GET", 0, true, false));
-  EXPECT_TRUE(may_send_again("GET", 503, true, false));
-  EXPECT_FALSE(may_send_again("GET", 404, true, false));
+  EXPECT_TRUE(may_send_again("GET", 0, {}));
+  EXPECT_TRUE(may_send_again("GET", 503, {}));
+  EXPECT_FALSE(may_send_again("GET", 404, {}));
   for (const char* method : {"POST", "PUT", "PATCH", "DELETE"}) {
     SCOPED_TRACE(method);
     // It never left, or the server turned it away: it did not happen.
-    EXPECT_TRUE(may_send_again(method, 0, /*request_sent=*/false, false));
-    EXPECT_TRUE(may_send_again(method, 429, true, false));
-    EXPECT_FALSE(may_send_again(method, 429, true, false, /*retry_429=*/false));
+    EXPECT_TRUE(may_send_again(method, 0, {.request_sent = false}));
+    EXPECT_TRUE(may_send_again(method, 429, {}));
+    EXPECT_FALSE(may_send_again(method, 429, {.on_429 = On429::kReturn}));
     // It may have happened: only a write whose replay fails cleanly is sent again.
-    EXPECT_FALSE(may_send_again(method, 0, /*request_sent=*/true, false));
-    EXPECT_FALSE(may_send_again(method, 500, true, false));
-    EXPECT_FALSE(may_send_again(method, 503, true, false));
-    EXPECT_TRUE(may_send_again(method, 0, true, /*replay_harmless=*/true));
-    EXPECT_TRUE(may_send_again(method, 503, true, /*replay_harmless=*/true));
-    EXPECT_FALSE(may_send_again(method, 409, true, /*replay_harmless=*/true));
+    EXPECT_FALSE(may_send_again(method, 0, {.request_sent = true}));
+    EXPECT_FALSE(may_send_again(method, 500, {}));
+    EXPECT_FALSE(may_send_again(method, 503, {}));
+    EXPECT_TRUE(may_send_again(method, 0, {.replay_harmless = true}));
+    EXPECT_TRUE(may_send_again(method, 503, {.replay_harmless = true}));
+    EXPECT_FALSE(may_send_again(method, 409, {.replay_harmless = true}));
   }
 }
 
@@ -275,9 +277,8 @@ constexpr std::string_view kTrickyList =
     "\n {\"metadata\":{\"name\":\"b\",\"uid\":\"u2\",\"namespace\":\"n\"},\"status\":{}}\n"
     R"(],"tail":{"items":["not","these"]}})";
 
-Json parse_in_pieces(std::string_view text, size_t piece, bool identity_only) {
-  ListBodyParser parser(
-      [identity_only](std::string_view item) { return parse_list_item(item, identity_only); });
+Json parse_in_pieces(std::string_view text, size_t piece, ListItems items) {
+  ListBodyParser parser([items](std::string_view item) { return parse_list_item(item, items); });
   for (size_t i = 0; i < text.size(); i += piece) parser.feed(text.substr(i, piece));
   return parser.finish();
 }
@@ -287,10 +288,10 @@ TEST(ListBodyParserTest, SameAsParsingTheWholeTextInAnyPieces) {
   ASSERT_FALSE(whole.is_discarded());
   ASSERT_EQ(whole["items"].size(), 2U);
   for (size_t piece : {1UL, 2UL, 3UL, 7UL, 64UL, kTrickyList.size()}) {
-    const Json j = parse_in_pieces(kTrickyList, piece, false);
+    const Json j = parse_in_pieces(kTrickyList, piece, ListItems::kWhole);
     EXPECT_EQ(j, whole) << "pieces of " << piece;
   }
-  const Json j = parse_in_pieces(kTrickyList, 5, false);
+  const Json j = parse_in_pieces(kTrickyList, 5, ListItems::kWhole);
   EXPECT_EQ(j["items"][0]["metadata"]["name"], "a}]");
   EXPECT_EQ(j["items"][0]["metadata"]["annotations"]["q"], R"(say "}]" [)");
   EXPECT_FALSE(j["items"][0]["metadata"].contains("managedFields"));
@@ -299,7 +300,7 @@ TEST(ListBodyParserTest, SameAsParsingTheWholeTextInAnyPieces) {
 }
 
 TEST(ListBodyParserTest, IdentitiesKeepOnlyTheNamesOfEachItem) {
-  const Json j = parse_in_pieces(kTrickyList, 4, true);
+  const Json j = parse_in_pieces(kTrickyList, 4, ListItems::kIdentityOnly);
   ASSERT_FALSE(j.is_discarded());
   EXPECT_EQ(j["items"][0], (Json{{"metadata", {{"name", "a}]"}, {"uid", "u1"}}}}));
   EXPECT_EQ(j["items"][1], (Json{{"metadata", {{"name", "b"}, {"uid", "u2"}, {"namespace", "n"}}}}));
@@ -310,7 +311,7 @@ TEST(ListBodyParserTest, EachItemGoesThroughTheItemParser) {
   int calls = 0;
   ListBodyParser parser([&calls](std::string_view item) {
     ++calls;
-    Json j = parse_list_item(item, false);
+    Json j = parse_list_item(item, ListItems::kWhole);
     j.erase("status");
     return j;
   });
@@ -327,10 +328,10 @@ TEST(ListBodyParserTest, BrokenOrCutTextIsNotJson) {
        {text.substr(0, text.size() - 1), text.substr(0, text.size() / 2),
         std::string(R"({"items":[{"a":1},{"b":}]})"), std::string(R"({"items":[{}]}})"),
         std::string(R"({"items":[{"a":"x}]})"), std::string("[1,2")}) {
-    EXPECT_TRUE(parse_in_pieces(bad, 3, false).is_discarded()) << bad;
+    EXPECT_TRUE(parse_in_pieces(bad, 3, ListItems::kWhole).is_discarded()) << bad;
   }
-  EXPECT_EQ(parse_in_pieces("", 1, false), Json::object());  // a 2xx without a body
-  EXPECT_EQ(parse_in_pieces(R"({"kind":"List","items":[]})", 2, false),
+  EXPECT_EQ(parse_in_pieces("", 1, ListItems::kWhole), Json::object());  // a 2xx without a body
+  EXPECT_EQ(parse_in_pieces(R"({"kind":"List","items":[]})", 2, ListItems::kWhole),
             (Json{{"kind", "List"}, {"items", Json::array()}}));
 }
 

@@ -6,6 +6,8 @@
 #include <vector>
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 struct Case {

@@ -9,6 +9,8 @@
 #include "support/process.h"
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 Json fixture(const std::string& name) {

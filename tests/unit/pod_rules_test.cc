@@ -10,6 +10,8 @@
 #include "support/process.h"
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 Json fixture(const std::string& name) {
@@ -141,14 +143,14 @@ TEST(PodRulesTest, GpuClientDesignation) {
 TEST(PodRulesTest, DaemonSetFilter) {
   FakeApi api;
   const Json ds_pod = fixture("gpu-daemonset-pod");
-  auto ignore = daemonset_filter(true, false, api.facts());
+  auto ignore = daemonset_filter(DaemonSetPods::kIgnore, DrainOptions{}, api.facts());
   EXPECT_EQ(ignore.name, "daemonset");
   FilterResult r = ignore.apply(ds_pod);
   EXPECT_EQ(r.verdict, Verdict::kSkip);
   EXPECT_TRUE(contains(r.reason, "ignoring DaemonSet-managed Pods")) << r.reason;
   EXPECT_EQ(api.ds_lookups, 1);
 
-  r = daemonset_filter(false, false, api.facts()).apply(ds_pod);
+  r = daemonset_filter(DaemonSetPods::kRefuse, DrainOptions{}, api.facts()).apply(ds_pod);
   EXPECT_EQ(r.verdict, Verdict::kError);
   EXPECT_TRUE(contains(r.reason, "cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)"));
 
@@ -166,7 +168,7 @@ TEST(PodRulesTest, DaemonSetFilter) {
   EXPECT_EQ(r.verdict, Verdict::kError);
   EXPECT_TRUE(contains(r.reason, "monitoring/gpu-agent is gone")) << r.reason;
   EXPECT_TRUE(contains(r.reason, "DRAIN_USE_FORCE=true"));
-  r = daemonset_filter(true, true, api.facts()).apply(ds_pod);
+  r = daemonset_filter(DaemonSetPods::kIgnore, DrainOptions{.force = true}, api.facts()).apply(ds_pod);
   EXPECT_EQ(r.verdict, Verdict::kDelete);
   EXPECT_TRUE(contains(r.reason, "orphaned")) << r.reason;
 
@@ -178,7 +180,8 @@ TEST(PodRulesTest, DaemonSetFilter) {
   EXPECT_TRUE(contains(r.reason, "forbidden")) << r.reason;
 
   // Without an injected lookup the DaemonSet is assumed to exist.
-  EXPECT_EQ(daemonset_filter(true, false, PodFacts{}).apply(ds_pod).verdict, Verdict::kSkip);
+  EXPECT_EQ(daemonset_filter(DaemonSetPods::kIgnore, DrainOptions{}, PodFacts{}).apply(ds_pod).verdict,
+            Verdict::kSkip);
 }
 
 TEST(PodRulesTest, MirrorEmptyDirControllerFilters) {
@@ -190,23 +193,25 @@ TEST(PodRulesTest, MirrorEmptyDirControllerFilters) {
   EXPECT_EQ(mirror_filter(Verdict::kSkip).apply(fixture("gpu-bare-pod")).verdict, Verdict::kDelete);
 
   const Json ed = fixture("gpu-emptydir-pod");
-  FilterResult r = emptydir_filter(false).apply(ed);
+  FilterResult r = emptydir_filter(DrainOptions{}).apply(ed);
   EXPECT_EQ(r.verdict, Verdict::kError);
   EXPECT_TRUE(contains(r.reason, "DRAIN_DELETE_EMPTYDIR_DATA=true")) << r.reason;
-  r = emptydir_filter(true).apply(ed);
+  r = emptydir_filter(DrainOptions{.delete_emptydir_data = true}).apply(ed);
   EXPECT_EQ(r.verdict, Verdict::kDelete);
   EXPECT_FALSE(r.reason.empty());  // a warning
-  EXPECT_EQ(emptydir_filter(false).apply(fixture("gpu-succeeded-bare-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(emptydir_filter(DrainOptions{}).apply(fixture("gpu-succeeded-bare-pod")).verdict,
+            Verdict::kDelete);
 
   const Json bare = fixture("gpu-bare-pod");
-  r = controller_filter(false).apply(bare);
+  r = controller_filter(DrainOptions{}).apply(bare);
   EXPECT_EQ(r.verdict, Verdict::kError);
   EXPECT_TRUE(contains(r.reason, "DRAIN_USE_FORCE=true")) << r.reason;
-  r = controller_filter(true).apply(bare);
+  r = controller_filter(DrainOptions{.force = true}).apply(bare);
   EXPECT_EQ(r.verdict, Verdict::kDelete);
   EXPECT_FALSE(r.reason.empty());
-  EXPECT_EQ(controller_filter(false).apply(fixture("gpu-succeeded-bare-pod")).verdict, Verdict::kDelete);
-  EXPECT_EQ(controller_filter(false).apply(fixture("gpu-deployment-pod")).verdict, Verdict::kDelete);
+  EXPECT_EQ(controller_filter(DrainOptions{}).apply(fixture("gpu-succeeded-bare-pod")).verdict,
+            Verdict::kDelete);
+  EXPECT_EQ(controller_filter(DrainOptions{}).apply(fixture("gpu-deployment-pod")).verdict, Verdict::kDelete);
 }
 
 TEST(PodRulesTest, GpuFilterAndClaims) {

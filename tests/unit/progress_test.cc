@@ -18,18 +18,11 @@ using std::chrono::seconds;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-// 2026-11-30T22:00:00Z, moving with the fake clock.
-struct Wall {
-  const test::FakeClock& clock;
-  std::chrono::system_clock::time_point operator()() const {
-    return std::chrono::system_clock::time_point(seconds(1796076000)) +
-           std::chrono::duration_cast<std::chrono::system_clock::duration>(clock.now().time_since_epoch());
-  }
-};
+// The fake clock's wall time starts at 2026-11-30T22:00:00Z and moves with it.
 
 TEST(RunProgress, PhasesTakeTheTimeBetweenTheirBoundaries) {
   test::FakeClock clock;
-  RunProgress p(clock, Wall{clock});
+  RunProgress p(clock);
   EXPECT_FALSE(p.current());
   clock.advance(milliseconds(300));  // before the first phase: counted in the total only
   p.begin(Phase::kPauseOperands);
@@ -57,7 +50,7 @@ TEST(RunProgress, PhasesTakeTheTimeBetweenTheirBoundaries) {
 
 TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
   test::FakeClock clock;
-  RunProgress p(clock, Wall{clock});
+  RunProgress p(clock);
   p.begin(Phase::kPauseOperands);
   p.add_paused_labels(8);
   p.add_pods_gone(Phase::kPauseOperands, 4);
@@ -80,7 +73,7 @@ TEST(RunProgress, SummaryCountsWhatEachPhaseDid) {
 // evict-workloads phase of their own when nothing is left for it (no drain, no DRA).
 TEST(RunProgress, WorkloadsEvictedDuringPauseOperandsAreCountedApartWithoutTheirPhase) {
   test::FakeClock clock;
-  RunProgress p(clock, Wall{clock});
+  RunProgress p(clock);
   p.begin(Phase::kPauseOperands);
   p.add_paused_labels(4);
   clock.advance(milliseconds(2300));
@@ -101,7 +94,7 @@ TEST(RunProgress, WorkloadsEvictedDuringPauseOperandsAreCountedApartWithoutTheir
 
 TEST(RunProgress, AnnotationNamesThePhaseItsStartAndThePodsAWaitStillWaitsFor) {
   test::FakeClock clock;
-  RunProgress p(clock, Wall{clock});
+  RunProgress p(clock);
   clock.advance(seconds(2));
   p.begin(Phase::kPauseOperands);
   EXPECT_EQ(p.annotation_value(),

@@ -10,6 +10,7 @@ namespace dm::manager {
 namespace {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 const Taint kOurs{"nvidia.com/gpu-driver-update", "k8s-driver-manager", "NoSchedule"};
 

@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
+using kube::Taint;
 namespace {
 
 TEST(TaintsTest, ParsesKeyValueEffect) {

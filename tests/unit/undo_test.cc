@@ -17,14 +17,14 @@ namespace {
 
 struct Recorder {
   std::vector<std::string> calls;
-  UndoAction action(const std::string& name, bool fail = false, bool required = true) {
+  UndoAction action(const std::string& name, bool fail = false, UndoNeed need = UndoNeed::kRequired) {
     return {name,
             [this, name, fail]() -> Status {
               calls.push_back(name);
               if (fail) return Error(name + " failed");
               return ok_status();
             },
-            required};
+            need};
   }
 };
 
@@ -67,7 +67,7 @@ TEST(UndoList, OptionalFailureIsOnlyAWarningOnTheSuccessPath) {
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
-  list.add(r.action("uncordon", /*fail=*/true, /*required=*/false));
+  list.add(r.action("uncordon", /*fail=*/true, UndoNeed::kOptional));
   ASSERT_TRUE(list.run_all());
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "restore labels"}));
   EXPECT_TRUE(list.empty());
@@ -80,7 +80,7 @@ TEST(UndoList, OptionalFailureStaysForTheCleanupWhenARequiredOneFailsLater) {
   UndoList list;
   list.add(r.action("restore labels", /*fail=*/true));
   list.add(r.action("remove taint"));
-  list.add(r.action("uncordon", /*fail=*/true, /*required=*/false));
+  list.add(r.action("uncordon", /*fail=*/true, UndoNeed::kOptional));
   ASSERT_FALSE(list.run_all());
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
   EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon", "restore labels"}));
@@ -92,7 +92,7 @@ TEST(UndoList, OptionalFailureAfterSigtermStopsTheSuccessPathAndStays) {
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
-  list.add(r.action("uncordon", /*fail=*/true, /*required=*/false));
+  list.add(r.action("uncordon", /*fail=*/true, UndoNeed::kOptional));
   CancelToken cancel;
   cancel.cancel();
   auto s = list.run_all(cancel);
@@ -119,7 +119,7 @@ TEST(UndoList, BestEffortRunsEverythingAndNamesWhatIsLeft) {
 // after a failure.
 TEST(UndoList, UpstreamNamedFailuresUseUpstreamsWarnings) {
   auto failing = [](const std::string& name) {
-    return UndoAction{name, []() -> Status { return Error("boom"); }, /*required=*/false, "uncordon node"};
+    return UndoAction{name, []() -> Status { return Error("boom"); }, UndoNeed::kOptional, "uncordon node"};
   };
   {
     test::LogCapture log;

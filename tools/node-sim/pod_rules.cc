@@ -7,6 +7,8 @@
 #include "kube/objects.h"
 
 namespace nodesim {
+
+using Json = nlohmann::json;
 namespace {
 
 // Annotation value, or "" if absent.

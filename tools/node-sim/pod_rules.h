@@ -12,8 +12,6 @@
 namespace nodesim {
 
 using dm::go_true;
-using Json = nlohmann::json;
-
 // Annotation: seconds (may be 0 or a decimal) a terminating pod takes to finish, instead of its grace period.
 inline constexpr const char* kTerminateAfterAnnotation = "node-sim/terminate-after-seconds";
 // Annotation: "true" => the pod never finishes terminating.
@@ -29,7 +27,7 @@ inline constexpr const char* kDriverComponentValue = "nvidia-driver";
 inline constexpr const char* kGpuClientAnnotation = "nvidia.com/gpu.client";
 
 // "ns/name" of a pod, for logs and the users file.
-std::string pod_key(const Json& pod);
+std::string pod_key(const nlohmann::json& pod);
 
 // The pod holds the GPU device while it runs: the device plugin allocates it a GPU (dm::kube::
 // pod_is_allocated_gpu: a non-zero GPU resource in a container), the kubelet prepared an allocated claim of
@@ -40,38 +38,38 @@ std::string pod_key(const Json& pod);
 // The resource half is deliberately not driver-manager's "uses a GPU" rule (dm::kube::
 // pod_declares_gpu_resource: any quantity, the pods it evicts): a device plugin hands a device only to a
 // non-zero request, and node-sim simulates what the kernel sees, not what a pod declares.
-bool holds_gpu(const Json& pod, bool gpu_claim = false);
+bool holds_gpu(const nlohmann::json& pod, bool gpu_claim = false);
 
 // status.phase == "Running".
-bool is_running(const Json& pod);
+bool is_running(const nlohmann::json& pod);
 
 // The pod is annotated node-sim/loads-driver with a true value, or is a GPU Operator driver pod (labelled
 // app.kubernetes.io/component=nvidia-driver, as the operator's driver DaemonSet labels its pods).
-bool loads_driver(const Json& pod);
+bool loads_driver(const nlohmann::json& pod);
 
 // Some container of the pod is running, as a kubelet reports it (status.containerStatuses[].state.running),
 // and the pod is not Succeeded or Failed: its processes may hold the device.
-bool has_running_container(const Json& pod);
+bool has_running_container(const nlohmann::json& pod);
 
 // Every container of spec.containers is reported running (init containers are done).
-bool all_containers_running(const Json& pod);
+bool all_containers_running(const nlohmann::json& pod);
 
 // The literal value of the first DRIVER_CONFIG_DIGEST environment variable of the pod's containers
 // (then its init containers), as the driver container records it in the driver state file.
-std::optional<std::string> driver_config_digest(const Json& pod);
+std::optional<std::string> driver_config_digest(const nlohmann::json& pod);
 
 // Not terminating, not finished, and not yet Running with Ready=True: a kubelet would (re)start it.
-bool needs_start(const Json& pod);
+bool needs_start(const nlohmann::json& pod);
 
 // How long the pod's termination takes once node-sim has seen it terminating: the terminate-after
 // annotation if present and valid, else metadata.deletionGracePeriodSeconds (0 if absent).
 // nullopt when the pod is stuck (annotation node-sim/stuck-terminating: "true").
 // `warning` receives a message if the annotation is present but invalid (it is then ignored).
-std::optional<double> termination_delay_seconds(const Json& pod, std::string* warning = nullptr);
+std::optional<double> termination_delay_seconds(const nlohmann::json& pod, std::string* warning = nullptr);
 
 // The status subresource strategic-merge patch that makes the pod Running and Ready, with every container
 // running and ready (init containers terminated with exit code 0). `now` is an RFC 3339 time.
-Json running_status_patch(const Json& pod, const std::string& now, const std::string& host_ip,
-                          const std::string& pod_ip);
+nlohmann::json running_status_patch(const nlohmann::json& pod, const std::string& now,
+                                    const std::string& host_ip, const std::string& pod_ip);
 
 }  // namespace nodesim

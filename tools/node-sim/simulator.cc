@@ -16,7 +16,7 @@
 namespace nodesim {
 namespace {
 
-using dm::kube::Json;
+using Json = nlohmann::json;
 using dm::kube::PatchType;
 namespace paths = dm::kube::paths;
 

@@ -11,7 +11,9 @@ std::vector<std::string> cleanup_on_failure(const CleanupInput& in, const Error&
   spdlog::info("Performing cleanup on failure");
   const auto& s = in.settings;
   const std::string guidance =
-      cleanup_guidance(in.node.node(), in.policy, s.enable_gpu_pod_eviction, s.enable_auto_drain);
+      cleanup_guidance(in.node.node(), {.policy_enabled = in.policy,
+                                        .gpu_pod_eviction = s.enable_gpu_pod_eviction,
+                                        .auto_drain = s.enable_auto_drain});
   if (!guidance.empty()) {
     spdlog::warn("{}", guidance);
     spdlog::warn("{}", gpu_client_guidance(in.node.node()));

@@ -58,6 +58,10 @@ struct PlannedStep {
   std::optional<Phase> phase;  // the phase it runs in; nullopt on the pre-installed path (no phases)
 };
 
+// What becomes of a GPU-client taint left by an earlier run: a run that will unload the driver (the nvidia
+// module is loaded) keeps it on until after the unload; the other paths remove it at the start.
+enum class LeftoverTaint { kKeepUntilUnload, kRemoveNow };
+
 // What the decision is made from.
 struct FlowFacts {
   bool host_driver = false;       // a driver is installed on the host itself

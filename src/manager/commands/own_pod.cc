@@ -11,6 +11,7 @@
 namespace dm::manager {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 std::optional<OwnPodRef> own_pod_ref(const std::string& pod_name, const std::string& pod_namespace,
                                      const std::string& hostname, const std::string& operator_namespace) {

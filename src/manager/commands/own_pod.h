@@ -47,6 +47,6 @@ Duration cleanup_budget(Duration grace_period);
 
 // Nullopt when the pod tolerates `taint`; else the error explaining why the run refuses to start and what
 // to change.
-std::optional<Error> check_tolerates_taint(const OwnPod& pod, const Taint& taint);
+std::optional<Error> check_tolerates_taint(const OwnPod& pod, const kube::Taint& taint);
 
 }  // namespace dm::manager

@@ -25,6 +25,7 @@ namespace dm::manager {
 namespace {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 // The plan being built: what every step's rendering reads, and what the steps before it took.
 class PlanBuilder {
@@ -118,7 +119,8 @@ PodPlan PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& s
         ledger_.decide({d.pod, PodAction::kRefused, step, d.reason, d.warnings, d.filter});
         break;
       case Verdict::kSkip:
-        if (d.notice != Notice::kQuiet) ledger_.note_skip(d.pod, "gpu-client: " + d.reason, true);
+        if (d.notice != Notice::kQuiet)
+          ledger_.note_skip(d.pod, "gpu-client: " + d.reason, PodLedger::Weight::kStrong);
         break;
     }
   }
@@ -176,7 +178,7 @@ void PlanBuilder::take_gpu_workloads() {
       ledger_.decide({d.pod, PodAction::kRefused, "gpu-workloads", "GPU pod cannot be evicted: " + d.reason,
                       d.warnings, d.filter});
     } else {
-      ledger_.note_skip(d.pod, d.reason, false);
+      ledger_.note_skip(d.pod, d.reason, PodLedger::Weight::kWeak);
     }
   }
   if (!planned->plan.ok()) {
@@ -416,7 +418,8 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   facts.host_driver = in.host_driver_version.has_value();
   if (!facts.host_driver) {
     plan.refusals = refusals_before_any_write(settings, in, plan);
-    plan_leftovers(plan, in.node, snapshot, in.nvidia_loaded);
+    plan_leftovers(plan, in, snapshot,
+                   in.nvidia_loaded ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow);
   }
   facts.refused = !plan.refusals.empty();
   facts.nvidia_loaded = in.nvidia_loaded;

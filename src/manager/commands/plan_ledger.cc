@@ -24,8 +24,9 @@ void PodLedger::decide(PlanPod pod) {
   decided_[pod.pod] = std::move(pod);
 }
 
-void PodLedger::note_skip(const std::string& ref, const std::string& reason, bool strong) {
+void PodLedger::note_skip(const std::string& ref, const std::string& reason, Weight weight) {
   if (reason.empty()) return;
+  const bool strong = weight == Weight::kStrong;
   auto it = skip_reason_.find(ref);
   if (it == skip_reason_.end() || (strong && !strong_.count(ref))) {
     skip_reason_[ref] = reason;

@@ -19,8 +19,10 @@ class PodLedger {
   [[nodiscard]] std::vector<nlohmann::json> remaining() const;
   // Takes a pod (the first step to take it keeps it).
   void decide(PlanPod pod);
+  // How telling a skip reason is: a strong one (the pod is a GPU client) replaces a weak one.
+  enum class Weight { kWeak, kStrong };
   // A reason for a pod no step takes (the most telling skip seen: a strong one wins), kept until the end.
-  void note_skip(const std::string& ref, const std::string& reason, bool strong);
+  void note_skip(const std::string& ref, const std::string& reason, Weight weight);
   // Every pod, the untaken ones `ignored` with their reason, or `default_reason`.
   [[nodiscard]] std::vector<PlanPod> finish(const std::string& default_reason) const;
 

@@ -17,16 +17,20 @@
 namespace dm::manager {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 namespace {
 constexpr const char* kOnTheNodeOnly = "on the node only";
 }  // namespace
 
-void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, bool will_unload) {
+void plan_leftovers(Plan& plan, const PlanInputs& in, const Snapshot& snapshot,
+                    LeftoverTaint leftover_taint) {
+  const Json& node = in.node;
   if (auto owned = taint_owner_annotation(node)) {
-    plan.leftovers.push_back(
-        "taint " + *owned + " of an earlier run: " +
-        (will_unload ? "kept on until the driver is unloaded, then removed" : "removed at the start"));
+    plan.leftovers.push_back("taint " + *owned + " of an earlier run: " +
+                             (leftover_taint == LeftoverTaint::kKeepUntilUnload
+                                  ? "kept on until the driver is unloaded, then removed"
+                                  : "removed at the start"));
   }
   if (cordoned_by_us(node)) {
     plan.leftovers.push_back(std::string("cordon of an earlier run: ") +
@@ -40,7 +44,7 @@ void plan_leftovers(Plan& plan, const Json& node, const Snapshot& snapshot, bool
         "label {} recorded as paused by a run (was \"{}\"): restored with the other labels", key, before));
   }
   if (auto lease = lease_of(node)) {
-    const auto now = std::chrono::system_clock::now();
+    const auto now = in.read_at;
     if (!lease->expired(now)) {
       const auto left =
           std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now).count();

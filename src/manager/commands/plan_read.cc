@@ -66,7 +66,7 @@ void read_host(const Settings& settings, host::Host& host, PlanInputs& in) {
   in.skip = decide_skip_uninstall(settings, host);
   if (settings.gpu_direct_rdma_enabled) {
     in.mellanox_device = host.first_mellanox_device();
-    in.mofed_ready = host.mofed_ready(settings.use_host_mofed);
+    in.mofed_ready = host.mofed_ready(settings.use_host_mofed ? host::Mofed::kHost : host::Mofed::kContainer);
   }
 }
 
@@ -175,6 +175,7 @@ int run_plan(const Settings& in_settings, const std::string& output) {
     spdlog::critical("plan failed: {} (with {})", inputs.error().message, connection->config.source);
     return 1;
   }
+  inputs->read_at = SystemClock().wall_now();
   Plan plan = build_plan(settings, *inputs);
   if (!vfio_found) {
     plan.notes.push_back("VFIO_MANAGE_PATH=\"" + settings.vfio_manage +

@@ -93,6 +93,7 @@ PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, cons
                             std::vector<Json> pods) {
   PlanInputs p;
   p.node = node;
+  p.read_at = in.shared.read_at;
   p.pods = std::move(pods);
   std::sort(p.pods.begin(), p.pods.end(),
             [](const Json& a, const Json& b) { return kube::ref_string(a) < kube::ref_string(b); });
@@ -215,19 +216,21 @@ int run_plan_wave(const Settings& in_settings, const WaveSelection& selection, c
   auto connection = connect(settings, kube::ClientOptions());
   if (!connection) return 1;
   const uint64_t before = connection->client->request_count();
-  const auto started = std::chrono::steady_clock::now();
+  SystemClock clock;
+  const auto started = clock.now();
   auto inputs = read_wave_inputs(settings, selection, *connection->client);
   if (inputs) inputs->requests = connection->client->request_count() - before;
   if (!inputs) {
     spdlog::critical("plan failed: {} (with {})", inputs.error().message, connection->config.source);
     return 1;
   }
-  const auto read = std::chrono::steady_clock::now();
+  inputs->shared.read_at = clock.wall_now();
+  const auto read = clock.now();
   const Wave wave = build_wave(settings, selection, *inputs);
   spdlog::debug("plan: read {} nodes and {} pods with {} requests in {:.3f} s, planned them in {:.3f} s",
                 inputs->nodes.size(), inputs->pods.size(), inputs->requests,
                 std::chrono::duration<double>(read - started).count(),
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - read).count());
+                std::chrono::duration<double>(clock.now() - read).count());
   const std::string text = output == "json" ? wave_to_json(wave).dump(2) + "\n" : render_wave_text(wave);
   std::fputs(text.c_str(), stdout);
   std::fflush(stdout);

@@ -84,15 +84,15 @@ std::string format_phase_duration(Duration d) {
   return fmt::format("{}m{}.{}s", minutes, rest / 10, rest % 10);
 }
 
-RunProgress::RunProgress(const Clock& clock, WallClock wall)
-    : clock_(clock), wall_(std::move(wall)), run_start_(clock.now()), run_start_wall_(wall_()) {}
+RunProgress::RunProgress(const Clock& clock)
+    : clock_(clock), run_start_(clock.now()), run_start_wall_(clock.wall_now()) {}
 
 void RunProgress::begin(Phase p) {
   std::lock_guard lk(mu_);
   end_locked();
   current_ = p;
   phase_start_ = clock_.now();
-  phase_start_wall_ = wall_();
+  phase_start_wall_ = clock_.wall_now();
 }
 
 void RunProgress::end() {

@@ -7,7 +7,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -46,9 +45,7 @@ std::string format_phase_duration(Duration d);
 // Thread-safe: waits may report from any thread.
 class RunProgress {
  public:
-  using WallClock = std::function<std::chrono::system_clock::time_point()>;
-  explicit RunProgress(
-      const Clock& clock, WallClock wall = [] { return std::chrono::system_clock::now(); });
+  explicit RunProgress(const Clock& clock);
 
   // Ends the current phase (its duration is kept) and begins `p`.
   void begin(Phase p);
@@ -83,7 +80,6 @@ class RunProgress {
   void end_locked();
 
   const Clock& clock_;
-  WallClock wall_;
   mutable std::mutex mu_;
   TimePoint run_start_;
   std::chrono::system_clock::time_point run_start_wall_;

@@ -19,8 +19,9 @@ ProgressReporter::~ProgressReporter() {
   stop();
 }
 
-void ProgressReporter::begin(Phase phase, bool ride_along) {
+void ProgressReporter::begin(Phase phase, StateWrite write) {
   progress_.begin(phase);
+  const bool ride_along = write == StateWrite::kRideAlong;
   {
     std::lock_guard lk(state_mu_);
     pending_ = ride_along;

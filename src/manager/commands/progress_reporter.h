@@ -19,6 +19,9 @@
 
 namespace dm::manager {
 
+// When a phase's state is written: at once, or with the node patch or the wait that follows at once.
+enum class StateWrite { kNow, kRideAlong };
+
 class ProgressReporter {
  public:
   ProgressReporter(kube::Api& client, const Clock& clock, std::string node_name, KnownNode& known);
@@ -30,7 +33,7 @@ class ProgressReporter {
 
   // Begins `phase`. Its state is written before this returns (so that a watcher sees every phase, in
   // order), unless it rides along with the node patch or the wait that follows at once.
-  void begin(Phase phase, bool ride_along);
+  void begin(Phase phase, StateWrite write);
   // The state to put into a node patch sent now, when the current phase left it to that patch.
   std::optional<std::string> ride_along_state();
   // The patch that carried it was applied.

@@ -34,7 +34,7 @@ std::string join(const std::vector<std::string>& parts) {
 }  // namespace
 
 Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const std::string& node_name,
-                                   bool force) {
+                                   LiveLease live_lease) {
   RecoverReport report;
   NodeOps node_ops(client, clock, CancelToken{}, node_name);
   auto node = node_ops.get();
@@ -42,10 +42,11 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
 
   // A run in progress owns its taint, cordon and paused labels: undoing them under it would let GPU clients
   // back onto a node whose driver is being unloaded.
-  if (auto lease = lease_of(*node); lease && !lease->expired(std::chrono::system_clock::now())) {
-    const auto left = std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration -
-                                                                       std::chrono::system_clock::now());
-    if (!force) {
+  const auto now = clock.wall_now();
+  if (auto lease = lease_of(*node); lease && !lease->expired(now)) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now);
+    if (live_lease == LiveLease::kRefuse) {
       return Error("node " + node_name + " is held by a run of driver-manager in progress (" + lease->holder +
                    ", lease valid for " + std::to_string(left.count()) +
                    " s more): let it finish, or if that run is gone (e.g. its pod was deleted), wait for the "
@@ -65,7 +66,7 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
   {
     const bool ours = cordoned_by_us(*node);
     const bool cordoned = node->contains("spec") && (*node)["spec"].value("unschedulable", false);
-    if (auto u = node_ops.uncordon(false); !u) return u.error();
+    if (auto u = node_ops.uncordon(NodeOps::Whose::kOurs); !u) return u.error();
     if (ours && cordoned) report.done.emplace_back("uncordoned");
     if (!ours && cordoned) report.left.emplace_back("cordon (not made by driver-manager)");
   }
@@ -101,13 +102,13 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
   return report;
 }
 
-int run_recover(const Settings& settings, bool force) {
+int run_recover(const Settings& settings, LiveLease live_lease) {
   if (!require_node_name(settings, "the name of the node to recover")) return 1;
   SystemClock clock;
   auto connection = connect(settings, restart_tolerant_options(clock));  // like uninstall_driver
   if (!connection) return 1;
   spdlog::info("Recovering node {} from what an interrupted run of driver-manager left", settings.node_name);
-  auto report = recover_node(*connection->client, clock, settings.node_name, force);
+  auto report = recover_node(*connection->client, clock, settings.node_name, live_lease);
   if (!report) {
     spdlog::critical("recover failed: {}", report.error().message);
     return 1;

@@ -21,12 +21,16 @@ struct RecoverReport {
   std::vector<std::string> left;  // what it found but left alone, and why
 };
 
-// The recovery of `node`; `force` takes a live lease for a dead run's.
+// What recover does on a node whose lease is still live: refuse (a run may be in progress), or take it
+// for a dead run's (--force).
+enum class LiveLease { kRefuse, kOverride };
+
+// The recovery of `node`.
 Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const std::string& node,
-                                   bool force);
+                                   LiveLease live_lease);
 
 // The sub-command: settings.node_name / settings.kubeconfig as for uninstall_driver. Exit code 0 when the
 // node is clean afterwards, 1 otherwise (refused, or a request failed).
-int run_recover(const Settings& settings, bool force);
+int run_recover(const Settings& settings, LiveLease live_lease);
 
 }  // namespace dm::manager

@@ -106,7 +106,9 @@ int Uninstall::run(const kube::Config& config) {
   gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
                        label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
   gpu_clients_->use_known_node(&known_node_);
-  if (auto a = adopt_leftovers(*node, host_.module_loaded("nvidia")); !a) return fail(a.error());
+  const LeftoverTaint taint =
+      host_.module_loaded("nvidia") ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow;
+  if (auto a = adopt_leftovers(*node, taint); !a) return fail(a.error());
 
   Status s = main_path();
   if (!s) return fail(s.error());
@@ -199,11 +201,11 @@ void Uninstall::count_phase() {
   phase_modules_ = modules;
 }
 
-void Uninstall::enter(Phase phase, bool ride_along, bool event) {
+void Uninstall::enter(Phase phase, StateWrite write, PhaseEvent event) {
   count_phase();
   spdlog::debug("Phase {}", phase_name(phase));
-  reporter_.begin(phase, ride_along);
-  if (event)
+  reporter_.begin(phase, write);
+  if (event == PhaseEvent::kSend)
     node_.event_in_background(std::string(phase_event_reason(phase)), std::string(phase_description(phase)),
                               "Normal");
 }
@@ -248,7 +250,7 @@ int Uninstall::fail(const Error& error) {
       count_phase();
       reporter_.progress().begin(Phase::kCleanupOnFailure);
     } else {
-      enter(Phase::kCleanupOnFailure, /*ride_along=*/false, /*event=*/false);
+      enter(Phase::kCleanupOnFailure, StateWrite::kNow, PhaseEvent::kNone);
     }
     NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
     undo_node_ = &cleanup_node;
@@ -327,7 +329,8 @@ Status Uninstall::execute() {
     if (step == Step::kDrainAfterFailedEviction && !drain_pending_) continue;
     if (!step_is_report(step)) {
       if (phase && phase != reporter_.progress().current() && opens_phase(step)) {
-        enter(*phase, /*ride_along=*/step == Step::kPauseOperands);  // with the pause patch
+        // The pause's state goes with the pause patch.
+        enter(*phase, step == Step::kPauseOperands ? StateWrite::kRideAlong : StateWrite::kNow);
       }
       before_check(step);
       if (auto c = check_cancelled(); !c) return c;
@@ -373,7 +376,7 @@ Status Uninstall::run_step(Step step) {
       return pause_operands();
     case Step::kTakeGpuUsersOff:
       // operands, annotated gpu clients and GPU workloads go side by side
-      return take_gpu_users_off(flow_.evict_workloads);
+      return take_gpu_users_off();
     case Step::kReportSkipDecision:
       report_skip_decision();
       return ok_status();

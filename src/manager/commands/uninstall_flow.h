@@ -72,9 +72,9 @@ class Uninstall {
   int pre_installed_path(const std::string& version);
 
   // Steps.
-  Status adopt_leftovers(const nlohmann::json& node, bool will_unload);
+  Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status pause_operands();
-  Status take_gpu_users_off(bool with_workloads);
+  Status take_gpu_users_off();  // the workloads too when flow_.evict_workloads
   void report_skip_decision() const;
   Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside);
   Status drain_after_failed_eviction();
@@ -105,9 +105,10 @@ class Uninstall {
   int fail(const Error& error);
 
   // Progress where operators look (manager/progress_reporter): at each phase boundary the state annotation
-  // on the node (`ride_along`: written with the node patch or the wait that follows at once) and a Normal
-  // Event.
-  void enter(Phase phase, bool ride_along = false, bool event = true);
+  // on the node (written now, or with the node patch or the wait that follows at once) and, unless kNone,
+  // a Normal Event.
+  enum class PhaseEvent { kSend, kNone };
+  void enter(Phase phase, StateWrite write = StateWrite::kNow, PhaseEvent event = PhaseEvent::kSend);
   void count_phase();  // what left the node during the phase that ends now
 
   const Settings& settings_;

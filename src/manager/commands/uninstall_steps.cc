@@ -78,7 +78,7 @@ Status Uninstall::pause_operands() {
 // the operand wait (it only reads the pod watch) and the workload eviction on their own. A failed eviction
 // that falls back to the full drain is no failure here: the drain runs once the others are done, so it
 // never evicts a client or an operand that they are still taking off the node.
-Status Uninstall::take_gpu_users_off(bool with_workloads) {
+Status Uninstall::take_gpu_users_off() {
   const auto waits = pause_waits(snapshot_, table_);
   const auto& ns = settings_.operator_namespace;
   log_operand_waits_start(pods_, waits, ns);
@@ -101,7 +101,7 @@ Status Uninstall::take_gpu_users_off(bool with_workloads) {
   });
   Status evicted = ok_status();
   std::thread evictor;
-  if (with_workloads) {
+  if (flow_.evict_workloads) {
     evictor = std::thread([&] {
       evicted = evict_workloads(stop_workloads, waits);
       if (!evicted) failed(kWorkloads);
@@ -129,8 +129,8 @@ Status Uninstall::take_gpu_users_off(bool with_workloads) {
 // Leftovers of an earlier run that crashed (our taint, our cordon): a path that will unload the driver
 // adopts them - they stay on until after the unload, so clients kept away by them cannot come back in
 // between - and the other paths undo them now.
-Status Uninstall::adopt_leftovers(const nlohmann::json& node, bool will_unload) {
-  if (will_unload) {
+Status Uninstall::adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint) {
+  if (taint == LeftoverTaint::kKeepUntilUnload) {
     gpu_clients_->adopt_leftover_taint(node);
   } else if (auto h = gpu_clients_->heal_leftover_taint(node); !h) {
     return h.error().wrap("failed to remove the GPU client taint left by an earlier run");
@@ -157,12 +157,12 @@ void Uninstall::register_uncordon() {
   if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
   undo_.add({"uncordon node " + settings_.node_name,
              [this]() -> Status {
-               if (auto u = undo_node().uncordon(false); !u) {
+               if (auto u = undo_node().uncordon(NodeOps::Whose::kOurs); !u) {
                  return u.error().wrap("failed to uncordon node " + settings_.node_name);
                }
                return ok_status();
              },
-             /*required=*/false, "uncordon node"});
+             UndoNeed::kOptional, "uncordon node"});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -171,12 +171,13 @@ void Uninstall::register_legacy_uncordon() {
   if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
     return;
   undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
-             [this]() -> Status { return undo_node().uncordon(true); }, /*required=*/false, "uncordon node"});
+             [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
+             UndoNeed::kOptional, "uncordon node"});
 }
 
 void Uninstall::register_label_restore() {
   undo_.add({"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); },
-             /*required=*/true, "reschedule GPU operator components"});
+             UndoNeed::kRequired, "reschedule GPU operator components"});
 }
 
 // See docs/behaviour.md, Skip-uninstall.
@@ -362,7 +363,8 @@ Status Uninstall::wait_for_mofed() {
   const auto deadline = settings_.mofed_wait_timeout == Duration::zero()
                             ? Deadline::none()
                             : Deadline::after(clock_, settings_.mofed_wait_timeout);
-  return host::wait_for_mofed(host_, settings_.use_host_mofed, clock_, deadline, cancel_);
+  const auto mofed = settings_.use_host_mofed ? host::Mofed::kHost : host::Mofed::kContainer;
+  return host::wait_for_mofed(host_, mofed, clock_, deadline, cancel_);
 }
 
 // Pauses `labels` and records, in the same patch, what they were before (see paused_record.h).

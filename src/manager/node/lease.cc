@@ -33,8 +33,8 @@ std::optional<SysClock::time_point> parse_rfc3339(const std::string& s) {
   return SysClock::from_time_t(t);
 }
 
-std::string age(SysClock::time_point t) {
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(SysClock::now() - t).count();
+std::string age(SysClock::time_point now, SysClock::time_point t) {
+  const auto s = std::chrono::duration_cast<std::chrono::seconds>(now - t).count();
   return std::to_string(s) + "s";
 }
 
@@ -87,14 +87,14 @@ Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
       seen != nullptr && !lease_of(*seen) ? Result<Json>(*seen) : client_.get(kube::paths::node(node_));
   if (!node) return node.error().wrap("failed to get node " + node_);
   const auto current = lease_of(*node);
-  const auto now = SysClock::now();
+  const auto now = clock_.wall_now();
   if (current && current->holder != holder_ && !current->expired(now)) return Attempt{current, {}};
   if (current && current->holder == holder_) {
     spdlog::info("Taking over the lease on node {} of an earlier attempt of {} (renewed {} ago)", node_,
-                 holder_, age(current->renewed));
+                 holder_, age(now, current->renewed));
   } else if (current) {
     spdlog::info("The lease on node {} of {} expired {} ago (its run crashed or was killed); taking it over",
-                 node_, current->holder, age(current->renewed + current->duration));
+                 node_, current->holder, age(now, current->renewed + current->duration));
   }
   const LeaseRecord mine{holder_, now, options_.duration};
   const Json body = {{"metadata",
@@ -124,7 +124,7 @@ Result<Json> NodeLease::acquire(const CancelToken& cancel, const Json* seen) {
     if (!t) return t.error();
     // Node status updates change the resourceVersion all the time: a conflict alone is no other holder.
     if (t->conflict && ++conflicts < 20) continue;
-    if (t->conflict) t->other = LeaseRecord{"(the node keeps changing)", SysClock::now(), {}};
+    if (t->conflict) t->other = LeaseRecord{"(the node keeps changing)", clock_.wall_now(), {}};
     if (!t->other) {
       taken = std::move(t->node);
       break;
@@ -136,12 +136,12 @@ Result<Json> NodeLease::acquire(const CancelToken& cancel, const Json* seen) {
           "starting a second one. It ends by itself; if that run is gone, its lease lapses {}s after its "
           "last "
           "renewal",
-          node_, other.holder, age(other.renewed), other.duration.count()));
+          node_, other.holder, age(clock_.wall_now(), other.renewed), other.duration.count()));
     }
     if (clock_.now() >= next_log) {
       spdlog::info(
           "Waiting for the run of driver-manager that holds node {} to finish ({}, lease renewed {} ago)",
-          node_, other.holder, age(other.renewed));
+          node_, other.holder, age(clock_.wall_now(), other.renewed));
       next_log = clock_.now() + options_.log_every;
     }
     if (!clock_.sleep_for(std::chrono::seconds(2), cancel)) return Error("terminated by SIGTERM");
@@ -166,7 +166,7 @@ Result<bool> NodeLease::renew_once() {
                   current ? current->holder : std::string("nobody"));
     return false;
   }
-  const LeaseRecord mine{holder_, SysClock::now(), options_.duration};
+  const LeaseRecord mine{holder_, clock_.wall_now(), options_.duration};
   const Json body = {{"metadata",
                       {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
                        {"annotations", {{std::string(kLeaseAnnotation), mine.to_string()}}}}}};

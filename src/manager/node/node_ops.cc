@@ -123,12 +123,12 @@ Result<CordonOutcome> NodeOps::cordon() {
   return last.wrap("failed to cordon node " + node_);
 }
 
-Status NodeOps::uncordon(bool legacy) {
+Status NodeOps::uncordon(Whose whose) {
   auto node = get();
   if (!node) return node.error();
   const bool ours = cordoned_by_us(*node);
   const bool cordoned = kube::node_unschedulable(*node);
-  if (!ours && !(legacy && cordoned)) {
+  if (!ours && !(whose == Whose::kAnyone && cordoned)) {
     if (cordoned) {
       spdlog::info("Node {} was not cordoned by driver-manager; leaving it cordoned", node_);
     }

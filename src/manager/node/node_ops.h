@@ -65,9 +65,11 @@ class NodeOps {
   // conditional on the node's resourceVersion so that a concurrent admin cordon is never taken for ours.
   Result<CordonOutcome> cordon();
 
+  // Whose cordon uncordon() lifts: only ours, or (upstream's UNCORDON_ALWAYS) whoever cordoned the node.
+  enum class Whose { kOurs, kAnyone };
   // Uncordons the node if our annotation is on it (and removes the annotation). A cordon without our
-  // annotation is left alone (logged), unless `legacy` (upstream: uncordon whatever cordoned it).
-  Status uncordon(bool legacy);
+  // annotation is left alone (logged), unless `whose` is kAnyone.
+  Status uncordon(Whose whose);
 
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
   Status drop_cordon_annotation();

@@ -12,6 +12,7 @@
 namespace dm::manager {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 namespace {
 

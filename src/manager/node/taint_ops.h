@@ -33,7 +33,7 @@ std::optional<std::string> taint_owner_annotation(const nlohmann::json& node);
 // What adding `taint` to `node` takes.
 struct TaintAddPlan {
   TaintOutcome outcome = TaintOutcome::kAdded;
-  Taint effective;  // the taint on the node afterwards with taint's key and effect
+  kube::Taint effective;  // the taint on the node afterwards with taint's key and effect
   std::optional<nlohmann::json>
       patch;  // merge-patch body (with metadata.resourceVersion), if a write is needed
   // TaintOps::add: the node's resourceVersion at which the taint was seen in place (the answer to our
@@ -44,12 +44,12 @@ struct TaintAddPlan {
 // kPresentNotOurs when a taint with the same key+effect is there and our annotation does not name it;
 // kAlreadyOurs when our annotation names exactly `taint` and it is there. A taint of ours with other
 // key/value/effect (GPU_CLIENT_TAINT changed since a crashed run) is dropped in the same patch.
-TaintAddPlan plan_taint_add(const nlohmann::json& node, const Taint& taint);
+TaintAddPlan plan_taint_add(const nlohmann::json& node, const kube::Taint& taint);
 
 // What removing our taint from `node` takes.
 struct TaintRemovePlan {
   std::optional<std::string> owned;     // our annotation's value (nullopt: we own nothing here)
-  std::optional<Taint> removed;         // the taint that the patch removes (nullopt: it is not on the node)
+  std::optional<kube::Taint> removed;   // the taint that the patch removes (nullopt: it is not on the node)
   std::optional<nlohmann::json> patch;  // merge-patch body, if a write is needed
 };
 // Removes exactly the taint our annotation names (key, value and effect) and the annotation; an
@@ -66,10 +66,10 @@ class TaintOps {
 
   // GETs the node and adds `taint` (+ our annotation) unless a taint with its key and effect is there.
   // On 409 (the node changed since the GET) it reads the node again and retries.
-  Result<TaintAddPlan> add(const Taint& taint);
+  Result<TaintAddPlan> add(const kube::Taint& taint);
   // Removes the taint our annotation names (+ the annotation), from `node` if given (saves a GET when the
   // caller has just read the node) and from a fresh GET after a conflict. Returns the removed taint.
-  Result<std::optional<Taint>> remove_ours(const nlohmann::json* node = nullptr);
+  Result<std::optional<kube::Taint>> remove_ours(const nlohmann::json* node = nullptr);
 
   [[nodiscard]] const std::string& node() const { return node_; }
 

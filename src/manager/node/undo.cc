@@ -52,7 +52,7 @@ Status UndoList::run_all(const CancelToken& cancel) {
   while (auto a = take_newest()) {
     auto s = a->run();
     if (s) continue;
-    if (a->required) {
+    if (a->need == UndoNeed::kRequired) {
       result = s;
       put_back(std::move(*a));
       break;

@@ -14,10 +14,13 @@
 
 namespace dm::manager {
 
+// On the success path: a failing kRequired undo fails the run; a failing kOptional one is only a warning.
+enum class UndoNeed { kRequired, kOptional };
+
 struct UndoAction {
   std::string name;  // what it does, for logs: "remove the GPU client taint nvidia.com/gpu:NoSchedule"
   std::function<Status()> run;
-  bool required = true;  // on the success path a failure fails the run (false: only a warning)
+  UndoNeed need = UndoNeed::kRequired;
   // Upstream's name for the step in its failure warning ("uncordon node"): a failure is then logged as
   // "Failed to <it>: <err>" (" during cleanup" added after a failure), its text; "" = "Failed to <name>".
   std::string upstream_name{};

@@ -53,13 +53,6 @@ void log_decisions(const PodPlan& plan) {
   }
 }
 
-std::vector<EvictionTarget> targets_of(const PodPlan& plan) {
-  std::vector<EvictionTarget> out;
-  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p, true));
-  for (const auto& p : plan.to_wait) out.push_back(eviction_target(p, false));
-  return out;
-}
-
 EvictionOptions eviction_options(const DrainContext& ctx, std::string what) {
   EvictionOptions o;
   o.what = std::move(what);

@@ -132,10 +132,21 @@ void eviction_worker(kube::Api& client, const PodWatch& watch, const Clock& cloc
 
 }  // namespace
 
-EvictionTarget eviction_target(const Json& pod, bool evict) {
+EvictionTarget eviction_target(const Json& pod) {
   const auto& md = pod.at("metadata");
-  return {md.value("namespace", ""), md.value("name", ""), md.value("uid", ""), evict,
+  return {md.value("namespace", ""), md.value("name", ""), md.value("uid", ""), true,
           kube::pod_grace_period_seconds(pod)};
+}
+
+std::vector<EvictionTarget> targets_of(const PodPlan& plan) {
+  std::vector<EvictionTarget> out;
+  out.reserve(plan.to_evict.size() + plan.to_wait.size());
+  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p));
+  for (const auto& p : plan.to_wait) {
+    out.push_back(eviction_target(p));
+    out.back().evict = false;
+  }
+  return out;
 }
 
 std::vector<size_t> eviction_order(const std::vector<EvictionTarget>& targets,

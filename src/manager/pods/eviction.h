@@ -13,6 +13,7 @@
 #include "common/result.h"
 #include "kube/api.h"
 #include "manager/pods/pod_watch.h"
+#include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
 
@@ -32,8 +33,10 @@ struct EvictionOptions {
   std::optional<int64_t> grace_period_seconds;               // nullopt: the pod's own grace period
 };
 
-// EvictionTarget from a pod object.
-EvictionTarget eviction_target(const nlohmann::json& pod, bool evict = true);
+// EvictionTarget (to evict) from a pod object.
+EvictionTarget eviction_target(const nlohmann::json& pod);
+// The targets of a pod plan: its pods to evict, then those already terminating (only waited for).
+std::vector<EvictionTarget> targets_of(const PodPlan& plan);
 
 // The targets to evict (not those only waited for), as indices into `targets`, in the order their evictions
 // go out: the longest grace period first (`grace_override`, when set, is every pod's), so that the pods that

@@ -12,6 +12,7 @@
 namespace dm::manager {
 
 using Json = nlohmann::json;
+using kube::Taint;
 
 namespace {
 
@@ -207,9 +208,7 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
   for (const auto& d : plan.decisions) log_decision(d);
   if (!plan.ok()) return refusal(what, plan.errors);
 
-  std::vector<EvictionTarget> targets;
-  for (const auto& p : plan.to_evict) targets.push_back(eviction_target(p, true));
-  for (const auto& p : plan.to_wait) targets.push_back(eviction_target(p, false));
+  const std::vector<EvictionTarget> targets = targets_of(plan);
   if (targets.empty()) {
     spdlog::info("No {} left to reset on node {}", what, settings_.node_name);
     return ok_status();

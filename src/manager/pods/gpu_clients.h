@@ -29,7 +29,7 @@ std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, con
 // The client pipeline of one phase as a run configured with `settings` applies it (`taint`: the one keeping
 // clients off, for the toleration warning).
 PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
-                                    const std::optional<Taint>& taint,
+                                    const std::optional<kube::Taint>& taint,
                                     const std::vector<std::string>& label_handled_keys);
 
 // The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
@@ -82,7 +82,7 @@ class GpuClientReset {
                const CancelToken& cancel);
   Status ensure_taint();
   void register_undo();
-  [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const;
+  [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<kube::Taint>& taint) const;
   // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
   // pods the watch is then given a moment to catch up with (waits and evictions go by the watch).
   Result<PodSnapshot> relist(const CancelToken& cancel);
@@ -96,8 +96,8 @@ class GpuClientReset {
   UndoList& undo_;
   std::vector<std::string> label_handled_keys_;
   TaintOps taint_ops_;
-  Result<Taint> taint_;
-  std::optional<Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)
+  Result<kube::Taint> taint_;
+  std::optional<kube::Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)
   bool owned_ = false;
   std::string taint_in_place_at_;  // the node's resourceVersion with the taint in place (the re-list's floor)
 };

@@ -15,11 +15,6 @@ namespace {
 
 constexpr size_t kMaxNamed = 10;
 
-void add_targets(const PodPlan& plan, std::vector<EvictionTarget>& out) {
-  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p, true));
-  for (const auto& p : plan.to_wait) out.push_back(eviction_target(p, false));
-}
-
 void add_names(const PodPlan& plan, const std::string& what, std::vector<std::string>& out) {
   for (const auto* list : {&plan.to_evict, &plan.to_wait}) {
     for (const auto& p : *list) out.push_back(kube::ref_string(p) + " (" + what + ")");
@@ -35,7 +30,7 @@ LateArrivals::LateArrivals(const DrainContext& ctx, GpuClientReset& clients, boo
 Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
   LateLook found;
   const PodPlan clients = clients_.plan_clients(pods);
-  add_targets(clients, found.clients);
+  found.clients = targets_of(clients);
   add_names(clients, "GPU client", found.names);
   found.refused = clients.errors;
   if (!workloads_) return found;
@@ -49,7 +44,7 @@ Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
   }
   auto planned = plan_gpu_workload_eviction(rest, drain_options(ctx_.settings), api_pod_facts(ctx_.client));
   if (!planned) return planned.error().wrap("failed to identify GPU pods");
-  add_targets(planned->plan, found.workloads);
+  found.workloads = targets_of(planned->plan);
   add_names(planned->plan, "GPU workload", found.names);
   found.refused.insert(found.refused.end(), planned->plan.errors.begin(), planned->plan.errors.end());
   return found;

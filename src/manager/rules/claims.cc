@@ -3,6 +3,8 @@
 #include "kube/objects.h"
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 std::vector<std::string> claim_names(const Json& pod) {
   std::vector<std::string> out;
   for (const auto& claim : kube::pod_resource_claims(pod)) {

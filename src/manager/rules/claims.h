@@ -9,21 +9,20 @@
 
 namespace dm::manager {
 
-using Json = nlohmann::json;
-
 // DRA driver name of NVIDIA GPU claims (ComputeDomain and other drivers' claims do not count).
 inline constexpr std::string_view kGpuDraDriver = "gpu.nvidia.com";
 
 // Names of the ResourceClaims (in the pod's namespace) a pod references: resourceClaimName if set, else
 // the status.resourceClaimStatuses entry of the same name (template-generated); unresolved ones skipped.
-std::vector<std::string> claim_names(const Json& pod);
+std::vector<std::string> claim_names(const nlohmann::json& pod);
 
 // True if the claim has status.allocation and any status.allocation.devices.results[].driver is
 // gpu.nvidia.com (admin-access claims included).
-bool is_allocated_gpu_claim(const Json& claim);
+bool is_allocated_gpu_claim(const nlohmann::json& claim);
 
 // The allocated GPU claims (is_allocated_gpu_claim) among `claims` (a list's items, any namespace) that
 // `pod` references.
-std::vector<const Json*> gpu_claims_of(const Json& pod, const std::vector<Json>& claims);
+std::vector<const nlohmann::json*> gpu_claims_of(const nlohmann::json& pod,
+                                                 const std::vector<nlohmann::json>& claims);
 
 }  // namespace dm::manager

@@ -52,10 +52,9 @@ std::string gpu_client_guidance(std::string_view node) {
       node);
 }
 
-std::string cleanup_guidance(std::string_view node, bool policy_enabled, bool enable_gpu_pod_eviction,
-                             bool enable_auto_drain) {
-  if (policy_enabled) return policy_guidance(node);
-  if (!enable_gpu_pod_eviction && !enable_auto_drain) return no_eviction_guidance(node);
+std::string cleanup_guidance(std::string_view node, const GuidanceCase& c) {
+  if (c.policy_enabled) return policy_guidance(node);
+  if (!c.gpu_pod_eviction && !c.auto_drain) return no_eviction_guidance(node);
   return {};
 }
 

@@ -20,9 +20,15 @@ std::string no_eviction_guidance(std::string_view node);
 // holding the GPU must be stopped.
 std::string gpu_client_guidance(std::string_view node);
 
-// The block cleanup-on-failure prints: policy_guidance if `policy_enabled`, else no_eviction_guidance
+// What decides the guidance: the upgrade policy and the two eviction switches.
+struct GuidanceCase {
+  bool policy_enabled = false;
+  bool gpu_pod_eviction = false;  // ENABLE_GPU_POD_EVICTION
+  bool auto_drain = false;        // ENABLE_AUTO_DRAIN
+};
+
+// The block cleanup-on-failure prints: policy_guidance if the policy is enabled, else no_eviction_guidance
 // when eviction and auto-drain are both off, else "" (no guidance).
-std::string cleanup_guidance(std::string_view node, bool policy_enabled, bool enable_gpu_pod_eviction,
-                             bool enable_auto_drain);
+std::string cleanup_guidance(std::string_view node, const GuidanceCase& c);
 
 }  // namespace dm::manager

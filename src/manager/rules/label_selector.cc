@@ -4,6 +4,8 @@
 
 namespace dm::manager {
 
+using Json = nlohmann::json;
+
 namespace {
 
 bool label_char(char c) {

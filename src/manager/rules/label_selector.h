@@ -10,8 +10,6 @@
 
 namespace dm::manager {
 
-using Json = nlohmann::json;
-
 // A Kubernetes label selector: `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`,
 // comma-separated (all must hold). Empty = matches everything.
 class LabelSelector {
@@ -19,7 +17,7 @@ class LabelSelector {
   LabelSelector() = default;
   // Errors quote the selector and say what is wrong.
   static Result<LabelSelector> parse(std::string_view text);
-  [[nodiscard]] bool matches(const Json& labels) const;  // labels: metadata.labels (object or null)
+  [[nodiscard]] bool matches(const nlohmann::json& labels) const;  // labels: metadata.labels (object or null)
   [[nodiscard]] bool empty() const { return requirements_.empty(); }
   [[nodiscard]] const std::string& text() const { return text_; }
 

@@ -5,6 +5,8 @@
 #include "manager/rules/labels.h"
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 OperandSpec row(std::string_view suffix, Batch batch, Inclusion in_batch, std::string_view app,

@@ -14,8 +14,6 @@
 
 namespace dm::manager {
 
-using Json = nlohmann::json;
-
 // app=<this> pods in the operator namespace are the DRA kubelet plugin (waited for after the plugin batch).
 inline constexpr std::string_view kDraPluginApp = "nvidia-dra-driver-kubelet-plugin";
 
@@ -73,26 +71,26 @@ struct Snapshot {
 };
 
 // Reads the snapshot from a Node object (JSON as returned by GET /api/v1/nodes/<name>).
-Snapshot take_snapshot(const Json& node, const std::vector<OperandSpec>& table);
+Snapshot take_snapshot(const nlohmann::json& node, const std::vector<OperandSpec>& table);
 
 // The strategic-merge body {"metadata":{"labels":{...}}} pausing the pause-batch rows with
 // non-empty snapshots. labels may be empty: then the caller sends nothing (see patch_has_labels).
-Json pause_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
+nlohmann::json pause_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The plugin batch: dra-driver paused, only if its snapshot is non-empty.
-Json plugin_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
+nlohmann::json plugin_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The restore batch: every row (pause and plugin) with a non-empty snapshot, value restore_value(snapshot).
-Json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
+nlohmann::json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The restore batch limited to the labels still at the value the pause wrote (pause_value of the snapshot);
 // labels already back at their restore value are left out, and labels someone else changed while they were
 // paused are left alone and reported.
 struct RestorePlan {
-  Json patch;  // as restore_patch, possibly without labels
+  nlohmann::json patch;  // as restore_patch, possibly without labels
   std::vector<std::pair<std::string, std::string>> changed_by_others;  // key, current value ("" = absent)
 };
 RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
-                                       const Json& current_node);
+                                       const nlohmann::json& current_node);
 // True if a patch body from the functions above has at least one label to write.
-bool patch_has_labels(const Json& patch);
+bool patch_has_labels(const nlohmann::json& patch);
 
 // One thing to wait for after a label batch: no pods left matching.
 struct OperandWait {

@@ -6,6 +6,8 @@
 #include <utility>
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
 namespace {
 
 FilterResult keep() {
@@ -101,8 +103,8 @@ PodDecision PodPipeline::decide(const Json& pod) const {
   return d;
 }
 
-PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts) {
-  return {"daemonset", [ignore_all_daemonsets, force, exists = facts.daemonset_exists](const Json& pod) {
+PodFilter daemonset_filter(DaemonSetPods existing, const DrainOptions& options, const PodFacts& facts) {
+  return {"daemonset", [existing, force = options.force, exists = facts.daemonset_exists](const Json& pod) {
             const auto ref = kube::controller_ref(pod);
             if (!ref || ref->kind != "DaemonSet" || kube::pod_finished(pod)) return keep();
             const std::string& ds = ref->name;
@@ -117,7 +119,7 @@ PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFact
                             " is gone (set DRAIN_USE_FORCE=true to delete such orphaned pods)");
               }
             }
-            if (!ignore_all_daemonsets) {
+            if (existing == DaemonSetPods::kRefuse) {
               return fail("cannot delete DaemonSet-managed Pods (use --ignore-daemonsets to ignore)");
             }
             return skip("ignoring DaemonSet-managed Pods (DaemonSet " + ds + ")");
@@ -138,9 +140,9 @@ PodFilter mirror_filter(Verdict verdict) {
       }};
 }
 
-PodFilter emptydir_filter(bool delete_emptydir_data) {
+PodFilter emptydir_filter(const DrainOptions& options) {
   return {
-      "emptydir", [delete_emptydir_data](const Json& pod) {
+      "emptydir", [delete_emptydir_data = options.delete_emptydir_data](const Json& pod) {
         if (!kube::pod_has_emptydir_volume(pod) || kube::pod_finished(pod)) return keep();
         if (!delete_emptydir_data) {
           return fail(
@@ -151,8 +153,8 @@ PodFilter emptydir_filter(bool delete_emptydir_data) {
       }};
 }
 
-PodFilter controller_filter(bool force) {
-  return {"controller", [force](const Json& pod) {
+PodFilter controller_filter(const DrainOptions& options) {
+  return {"controller", [force = options.force](const Json& pod) {
             if (kube::pod_finished(pod) || kube::controller_ref(pod)) return keep();
             if (force) return warn("deleting Pods that declare no controller (DRAIN_USE_FORCE=true)");
             return fail(
@@ -197,20 +199,18 @@ PodFilter terminating_wait_filter() {
 }
 
 PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts) {
-  return PodPipeline(
-      "gpu-workloads",
-      {daemonset_filter(true, options.force, facts), mirror_filter(Verdict::kSkip),
-       emptydir_filter(options.delete_emptydir_data), controller_filter(options.force), gpu_filter(facts)},
-      "GPU pod");
+  return PodPipeline("gpu-workloads",
+                     {daemonset_filter(DaemonSetPods::kIgnore, options, facts), mirror_filter(Verdict::kSkip),
+                      emptydir_filter(options), controller_filter(options), gpu_filter(facts)},
+                     "GPU pod");
 }
 
 PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector& selector,
                                 const PodFacts& facts) {
-  return PodPipeline(
-      "drain",
-      {selector_filter(selector), daemonset_filter(true, options.force, facts), mirror_filter(Verdict::kSkip),
-       emptydir_filter(options.delete_emptydir_data), controller_filter(options.force)},
-      "drained");
+  return PodPipeline("drain",
+                     {selector_filter(selector), daemonset_filter(DaemonSetPods::kIgnore, options, facts),
+                      mirror_filter(Verdict::kSkip), emptydir_filter(options), controller_filter(options)},
+                     "drained");
 }
 
 PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {

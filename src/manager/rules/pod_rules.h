@@ -21,8 +21,6 @@
 
 namespace dm::manager {
 
-using Json = nlohmann::json;
-
 // Pod annotation designating a third-party GPU client (value: Go bool; true = reset it, false = opt out).
 inline constexpr std::string_view kGpuClientAnnotation = "nvidia.com/gpu.client";
 // Additionally set (Go bool true) on a gpu-client that is a DRA kubelet plugin serving claims: it is reset
@@ -33,9 +31,10 @@ inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gp
 // --- Pod facts computed from the JSON alone (the generic ones are in kube/objects.h) ------------------
 // DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
 // custom labels.
-bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key);
+bool is_daemonset_pod_with_node_selector_key(const nlohmann::json& pod, std::string_view key);
 // The pods of `pods` for which is_daemonset_pod_with_node_selector_key holds.
-std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key);
+std::vector<nlohmann::json> daemonset_pods_with_node_selector_key(const std::vector<nlohmann::json>& pods,
+                                                                  std::string_view key);
 
 // How a pod is designated by kGpuClientAnnotation.
 enum class ClientDesignation {
@@ -44,9 +43,9 @@ enum class ClientDesignation {
   kOptOut,   // Go-bool false
   kInvalid,  // not a Go bool: treated as not designated, said so in the decision
 };
-ClientDesignation gpu_client_designation(const Json& pod);
+ClientDesignation gpu_client_designation(const nlohmann::json& pod);
 // kGpuClientDraPluginAnnotation parses as Go-bool true.
-bool is_dra_plugin_client(const Json& pod);
+bool is_dra_plugin_client(const nlohmann::json& pod);
 
 // --- Filters and pipelines ------------------------------------------------------------------------
 enum class Verdict {
@@ -71,7 +70,7 @@ struct FilterResult {
 
 struct PodFilter {
   std::string name;  // short, appears in the log line ("daemonset", "mirror", ...)
-  std::function<FilterResult(const Json& pod)> apply;
+  std::function<FilterResult(const nlohmann::json& pod)> apply;
 };
 
 // The outcome for one pod.
@@ -91,7 +90,7 @@ class PodPipeline {
   // delete_reason: the decision's reason when every filter lets a pod through.
   PodPipeline(std::string name, std::vector<PodFilter> filters, std::string delete_reason = {});
   // Runs the filters in order; the first non-delete verdict wins.
-  [[nodiscard]] PodDecision decide(const Json& pod) const;
+  [[nodiscard]] PodDecision decide(const nlohmann::json& pod) const;
   [[nodiscard]] const std::string& name() const { return name_; }
   [[nodiscard]] const std::vector<PodFilter>& filters() const { return filters_; }
 
@@ -107,19 +106,28 @@ struct PodFacts {
   // Does DaemonSet ns/name exist (GET apps/v1 daemonset; 404 => false).
   std::function<Result<bool>(const std::string& ns, const std::string& name)> daemonset_exists;
   // Does the pod hold an allocated gpu.nvidia.com ResourceClaim (claims.h + GET resourceclaims).
-  std::function<Result<bool>(const Json& pod)> holds_gpu_claim;
+  std::function<Result<bool>(const nlohmann::json& pod)> holds_gpu_claim;
 };
 
+struct DrainOptions {
+  bool force = false;                 // DRAIN_USE_FORCE
+  bool delete_emptydir_data = false;  // DRAIN_DELETE_EMPTYDIR_DATA
+};
+
+// What the daemonset filter does with a pod of an existing DaemonSet (kubectl drain's --ignore-daemonsets).
+enum class DaemonSetPods { kRefuse, kIgnore };
+
 // Individual filters (kubectl drain's, in its order, plus ours).
-// DaemonSet-owned, non-terminal: DaemonSet missing => delete with a warning if force, else error; present
-// => skip with a warning if ignore_all, else error "cannot delete DaemonSet-managed Pods ...".
-PodFilter daemonset_filter(bool ignore_all_daemonsets, bool force, const PodFacts& facts);
+// DaemonSet-owned, non-terminal: DaemonSet missing => delete with a warning if options.force, else error;
+// present => skip with a warning if kIgnore, else error "cannot delete DaemonSet-managed Pods ...".
+PodFilter daemonset_filter(DaemonSetPods existing, const DrainOptions& options, const PodFacts& facts);
 // Mirror (static) pod: `verdict` (drain: kSkip; gpu clients: kError, the kubelet recreates it).
 PodFilter mirror_filter(Verdict verdict);
-// Non-terminal pod with an emptyDir volume: delete with a warning if allowed, else error.
-PodFilter emptydir_filter(bool delete_emptydir_data);
-// Non-terminal pod without a controller: delete with a warning if force, else error.
-PodFilter controller_filter(bool force);
+// Non-terminal pod with an emptyDir volume: delete with a warning if options.delete_emptydir_data, else
+// error.
+PodFilter emptydir_filter(const DrainOptions& options);
+// Non-terminal pod without a controller: delete with a warning if options.force, else error.
+PodFilter controller_filter(const DrainOptions& options);
 // Skip pods that do not use a GPU (requests_gpu_resources || facts.holds_gpu_claim); a claim lookup
 // error is an error verdict.
 PodFilter gpu_filter(const PodFacts& facts);
@@ -129,11 +137,6 @@ PodFilter selector_filter(const LabelSelector& selector);
 PodFilter terminal_skip_filter();
 // Wait for (do not evict) pods that are already terminating.
 PodFilter terminating_wait_filter();
-
-struct DrainOptions {
-  bool force = false;                 // DRAIN_USE_FORCE
-  bool delete_emptydir_data = false;  // DRAIN_DELETE_EMPTYDIR_DATA
-};
 
 // GPU workload eviction: daemonset(ignore all) -> mirror(skip) -> emptydir -> controller -> gpu.
 PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts);
@@ -150,8 +153,8 @@ enum class GpuClientPhase {
 
 struct GpuClientOptions {
   GpuClientPhase phase = GpuClientPhase::kWithOperands;
-  bool force = false;          // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
-  std::optional<Taint> taint;  // pods tolerating it get a warning (they come back at once)
+  bool force = false;  // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
+  std::optional<kube::Taint> taint;  // pods tolerating it get a warning (they come back at once)
   // Node label keys this run paused (gpu.deploy.client, the custom key): DaemonSet pods selecting on one
   // are handled (and waited for) through the label, not evicted.
   std::vector<std::string> label_handled_keys;
@@ -163,17 +166,17 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options);
 
 // A pipeline applied to a pod list.
 struct PodPlan {
-  std::vector<Json> to_evict;          // kDelete
-  std::vector<Json> to_wait;           // kWaitOnly
-  std::vector<PodDecision> decisions;  // one per input pod, input order (log each)
-  std::vector<std::string> errors;     // "<ns/name>: <reason>" for each kError
+  std::vector<nlohmann::json> to_evict;  // kDelete
+  std::vector<nlohmann::json> to_wait;   // kWaitOnly
+  std::vector<PodDecision> decisions;    // one per input pod, input order (log each)
+  std::vector<std::string> errors;       // "<ns/name>: <reason>" for each kError
   [[nodiscard]] bool ok() const { return errors.empty(); }
 };
-PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods);
+PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<nlohmann::json>& pods);
 // The pods of the node as the pod watch's cache held them at one moment, shared with the cache instead of
 // copied: the cache never changes a pod it handed out (an update replaces it), so a snapshot stays valid
 // without a lock.
-using PodSnapshot = std::vector<std::shared_ptr<const Json>>;
+using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
 // plan_pods over a snapshot (no pod is copied but those the plan keeps).
 PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
 
@@ -184,8 +187,8 @@ struct GpuEvictionPlan {
   PodPlan plan;
   size_t gpu_pods = 0;
 };
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
-                                                   const PodFacts& facts);
+Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<nlohmann::json>& pods,
+                                                   const DrainOptions& options, const PodFacts& facts);
 Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
                                                    const PodFacts& facts);
 

@@ -10,9 +10,6 @@
 
 namespace dm::manager {
 
-using std::chrono::minutes;
-using std::chrono::seconds;
-
 struct Settings {
   // Upstream's flags and environment variables, same defaults (README.md, Configuration).
   std::string node_name;                            // NODE_NAME (required)
@@ -31,15 +28,16 @@ struct Settings {
   std::optional<std::string> driver_config_digest;  // DRIVER_CONFIG_DIGEST (unset = nullopt)
 
   // Beyond upstream (each has a flag and an environment variable, see README).
-  Duration operand_wait_timeout = minutes(5);  // OPERAND_WAIT_TIMEOUT: one deadline for all operand waits
-  Duration gpu_client_eviction_timeout = minutes(5);                   // GPU_CLIENT_EVICTION_TIMEOUT
+  Duration operand_wait_timeout =
+      std::chrono::minutes(5);  // OPERAND_WAIT_TIMEOUT: one deadline for all operand waits
+  Duration gpu_client_eviction_timeout = std::chrono::minutes(5);      // GPU_CLIENT_EVICTION_TIMEOUT
   std::string gpu_client_taint = std::string(kDefaultGpuClientTaint);  // GPU_CLIENT_TAINT
-  Duration eviction_retry_interval = seconds(5);   // PDB-blocked (429) eviction retry interval
-  Duration mofed_wait_timeout = Duration::zero();  // MOFED_WAIT_TIMEOUT; zero = no limit (upstream)
-  Duration pre_installed_sleep = seconds(60);      // upstream's 60 s before failing on a host driver
-  bool legacy_uncordon = false;                    // UNCORDON_ALWAYS: upstream's uncordon-even-if-not-ours
-  std::string sim_root;                            // DRIVER_MANAGER_SIM_ROOT / --sim-root: simulated host
-  std::string vfio_manage = "vfio-manage";         // VFIO_MANAGE_PATH: the vfio-manage binary
+  Duration eviction_retry_interval = std::chrono::seconds(5);  // PDB-blocked (429) eviction retry interval
+  Duration mofed_wait_timeout = Duration::zero();           // MOFED_WAIT_TIMEOUT; zero = no limit (upstream)
+  Duration pre_installed_sleep = std::chrono::seconds(60);  // upstream's 60 s before failing on a host driver
+  bool legacy_uncordon = false;             // UNCORDON_ALWAYS: upstream's uncordon-even-if-not-ours
+  std::string sim_root;                     // DRIVER_MANAGER_SIM_ROOT / --sim-root: simulated host
+  std::string vfio_manage = "vfio-manage";  // VFIO_MANAGE_PATH: the vfio-manage binary
 
   // Facts of the pod this program runs in (environment only, no flags): where to find the own pod.
   std::string pod_name;       // POD_NAME (downward API, optional)

@@ -4,6 +4,9 @@
 #include <cctype>
 
 namespace dm::manager {
+
+using Json = nlohmann::json;
+using kube::Taint;
 namespace {
 
 bool alnum(char c) {
