@@ -1041,15 +1041,19 @@ TEST_F(KubeClientTest, WatchResumesAfterTheServerClosesTheStream) {
     ++syncs;
     start = clock.now();
   };
-  h.on_event = [&](const WatchEvent& e) { seen.push_back(e.type + " " + name(e.object)); };
-  // Creates one object every 1.5 s, so each lands in a later watch request (each lasts 1 s).
+  // Creates one object at a time, 1.5 s after the previous one was seen (1.5 s after the list for the first),
+  // so each lands in a later watch request (each lasts 1 s) even when this callback runs late on a busy
+  // machine.
   h.done = [&] {
     if (seen.size() == 3) return true;
-    const auto due = static_cast<int>((clock.now() - start) / 1500ms);
-    while (created < std::min(due, 3)) {
+    if (created == static_cast<int>(seen.size()) && created < 3 && clock.now() - start >= 1500ms) {
       EXPECT_TRUE(client_->create(cm_path(ns), configmap("r" + std::to_string(created++))).ok());
     }
     return false;
+  };
+  h.on_event = [&](const WatchEvent& e) {
+    seen.push_back(e.type + " " + name(e.object));
+    start = clock.now();
   };
   h.tick = 100ms;
   ListOptions o;
