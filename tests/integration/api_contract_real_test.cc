@@ -24,6 +24,8 @@ class RealBackend {
     client_ = std::move(*c);
   }
   kube::Api& api() { return *client_; }
+  // The control plane's controller-manager runs it.
+  void run_daemonset_controller() {}
   // The disruption controller has seen the budget and its pod.
   void await_budget(const std::string& ns, const std::string& name) {
     const bool processed = eventually([&] {

@@ -6,6 +6,7 @@
 //   static void SetUpTestSuite() / TearDownTestSuite()   one cluster for the suite (or nothing)
 //   kube::Api& api()                                     a client as the cluster's admin
 //   void await_budget(ns, name)                          until the disruption controller has computed it
+//   void run_daemonset_controller()                      DaemonSets get their pods from now on
 #pragma once
 
 #include <gmock/gmock.h>
@@ -14,6 +15,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -340,6 +343,65 @@ TYPED_TEST_P(ApiContract, AResourceClaimThatIsNotThereIsNotFound) {
   EXPECT_TRUE(r.error().not_found()) << r.error().message;
 }
 
+// The DaemonSet controller as the flow meets it: a pod for a node the node selector picks; a NoSchedule taint
+// the pod does not tolerate leaves the running pod alone, a NoExecute one deletes it. (The real controller
+// creates its pod with a node affinity for the scheduler to bind, the in-memory one binds it itself: the
+// pod's node is either.)
+TYPED_TEST_P(ApiContract, ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute) {
+  this->backend_.run_daemonset_controller();
+  const std::string pick = "contract-ds";
+  ASSERT_TRUE(this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
+                                {{"metadata", {{"labels", {{pick, this->ns_}}}}}}));
+  // A node with no kubelet is tainted not-ready / unreachable by the node lifecycle controller.
+  nlohmann::json tolerations = nlohmann::json::array();
+  for (const char* key : {"node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"})
+    tolerations.push_back({{"key", key}, {"operator", "Exists"}});
+  const nlohmann::json ds = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "DaemonSet"},
+      {"metadata", {{"name", "agent"}, {"namespace", this->ns_}}},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app", "agent"}}}}},
+        {"template",
+         {{"metadata", {{"labels", {{"app", "agent"}}}}},
+          {"spec",
+           {{"nodeSelector", {{pick, this->ns_}}},
+            {"tolerations", tolerations},
+            {"automountServiceAccountToken", false},
+            {"containers", nlohmann::json::array({{{"name", "main"}, {"image", "example.com/x:1"}}})}}}}}}}};
+  ASSERT_TRUE(this->api().create("/apis/apps/v1/namespaces/" + this->ns_ + "/daemonsets", ds));
+  const auto pod_on_node = [&]() -> std::optional<nlohmann::json> {
+    auto pods = this->api().list_all(kube::paths::pods(this->ns_), {});
+    if (!pods) return std::nullopt;
+    for (const auto& p : *pods) {
+      if (kube::pod_node_name(p) == this->node_ || p.dump().find('"' + this->node_ + '"') != std::string::npos)
+        return p;
+    }
+    return std::nullopt;
+  };
+  std::optional<nlohmann::json> pod;
+  ASSERT_TRUE(eventually([&] { return (pod = pod_on_node()).has_value(); }))
+      << "the DaemonSet got no pod for the node";
+  const std::string uid = kube::uid(*pod);
+  const auto taint = [&](const char* effect) {
+    ASSERT_TRUE(this->api().patch(
+        kube::paths::node(this->node_), kube::PatchType::kMerge,
+        {{"spec", {{"taints", nlohmann::json::array({{{"key", "contract/keep-off"}, {"effect", effect}}})}}}}));
+  };
+  taint("NoSchedule");
+  // Nothing is to happen: a few seconds for a controller that would delete it to do so.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  pod = pod_on_node();
+  ASSERT_TRUE(pod.has_value()) << "the pod was deleted under a NoSchedule taint";
+  EXPECT_EQ(kube::uid(*pod), uid);
+  EXPECT_FALSE(kube::terminating(*pod)) << "the pod is being deleted under a NoSchedule taint";
+  taint("NoExecute");
+  EXPECT_TRUE(eventually([&] {
+    pod = pod_on_node();
+    return !pod || kube::uid(*pod) != uid || kube::terminating(*pod);
+  })) << "the pod stayed under a NoExecute taint it does not tolerate";
+}
+
 REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             StrategicMergePatchMergesLabelsAndSetsUnschedulable,
                             AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
@@ -350,6 +412,7 @@ REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             APendingPodIsEvictedWhateverItsBudget, EvictingAPodThatIsGoneIs404,
                             AnEventAboutTheNodeIsRecordedInDefault,
                             AnAccessReviewIsAnsweredWithoutStoringAnything,
-                            AResourceClaimThatIsNotThereIsNotFound);
+                            AResourceClaimThatIsNotThereIsNotFound,
+                            ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute);
 
 }  // namespace dm::test::contract

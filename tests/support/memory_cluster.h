@@ -26,7 +26,9 @@
 // * faults: a request fails with a chosen status, or times out (optionally after it was applied); the server
 //   can be "down" (every request fails as unreachable).
 // A DaemonSet stand-in (start_daemonsets()) keeps one pod of each DaemonSet on each node its node selector
-// matches and no untolerated NoSchedule/NoExecute taint keeps off, and deletes it when it no longer matches.
+// matches: it starts one where no untolerated NoSchedule/NoExecute taint keeps it off, and deletes it when
+// the selector no longer matches or an untolerated NoExecute taint arrives (a NoSchedule taint leaves a
+// running pod alone, as in Kubernetes).
 #pragma once
 
 #include <atomic>

@@ -164,24 +164,30 @@ void MemoryCluster::reconcile_daemonsets() {
     const Json selector = tmpl["spec"].value("nodeSelector", Json::object());
     for (const auto& node : nodes) {
       const auto node_labels = kube::labels(node);
-      bool fits = true;
+      bool fits = true;  // the node selector matches
       for (const auto& [k, v] : selector.items()) {
         auto it = node_labels.find(k);
         fits = fits && it != node_labels.end() && v.is_string() && it->second == v.get<std::string>();
       }
+      // As the real controller: an untolerated NoSchedule taint keeps a new pod off but leaves a running one;
+      // an untolerated NoExecute taint, like a node selector that no longer matches, also deletes it.
+      bool may_start = fits;
+      bool may_stay = fits;
       const auto tolerations = kube::pod_tolerations(tmpl);
       for (const auto& taint : kube::node_taints(node)) {
-        if (taint.effect != "PreferNoSchedule" && !kube::tolerates(tolerations, taint)) fits = false;
+        if (taint.effect == "PreferNoSchedule" || kube::tolerates(tolerations, taint)) continue;
+        may_start = false;
+        if (taint.effect == "NoExecute") may_stay = false;
       }
       bool has_live = false;
       for (const auto& p : pods) {
         const auto owner = kube::controller_ref(p);
         if (!owner || owner->uid != kube::uid(ds) || kube::pod_node_name(p) != kube::name(node)) continue;
-        if (!fits && !kube::terminating(p))
+        if (!may_stay && !kube::terminating(p))
           (void)remove(kube::paths::pod(kube::namespace_of(p), kube::name(p)));
         has_live = has_live || !kube::terminating(p);
       }
-      if (!fits || has_live) continue;
+      if (!may_start || has_live) continue;
       Json pod = {{"apiVersion", "v1"},
                   {"kind", "Pod"},
                   {"metadata", tmpl.value("metadata", Json::object())},

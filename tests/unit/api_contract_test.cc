@@ -14,6 +14,7 @@ class MemoryBackend {
   kube::Api& api() { return cluster_; }
   // The in-memory cluster computes a budget's allowance when it is asked.
   void await_budget(const std::string& /*ns*/, const std::string& /*name*/) {}
+  void run_daemonset_controller() { cluster_.start_daemonsets(); }
 
  private:
   MemoryCluster cluster_;

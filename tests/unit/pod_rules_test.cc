@@ -118,9 +118,16 @@ TEST(PodRulesTest, PodFacts) {
 TEST(PodRulesTest, DaemonSetPodsByNodeSelectorKey) {
   const auto pods = fixtures({"client-ds-pod", "client-selector-rs-pod", "custom-ds-pod", "operand-ds-pod",
                               "cpu-pod", "client-labelled-ds-pod"});
-  EXPECT_EQ(refs(daemonset_pods_with_node_selector_key(pods, "nvidia.com/gpu.deploy.client")),
+  const auto with_key = [&pods](std::string_view key) {
+    std::vector<Json> out;
+    for (const auto& p : pods) {
+      if (is_daemonset_pod_with_node_selector_key(p, key)) out.push_back(p);
+    }
+    return out;
+  };
+  EXPECT_EQ(refs(with_key("nvidia.com/gpu.deploy.client")),
             (std::set<std::string>{"nvsentinel/health-agent-q2", "nvsentinel/health-agent-annotated"}));
-  EXPECT_EQ(refs(daemonset_pods_with_node_selector_key(pods, "example.com/gpu-agent")),
+  EXPECT_EQ(refs(with_key("example.com/gpu-agent")),
             (std::set<std::string>{"dra/dra-plugin-z9"}));
   // Any value counts, as long as the key is there.
   Json p = fixture("client-ds-pod");

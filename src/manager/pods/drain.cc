@@ -74,10 +74,6 @@ EvictionSwitches eviction_switches(const Settings& settings, bool upgrade_policy
           !upgrade_policy_enabled && settings.enable_auto_drain};
 }
 
-bool workload_step_runs(const EvictionSwitches& switches, bool dra_on) {
-  return switches.gpu_pod_eviction || (dra_on && switches.auto_drain);
-}
-
 Status evict_gpu_workloads(const DrainContext& ctx, const TakenBeside& beside,
                            std::vector<std::string>* evicted_uids) {
   // Upstream logs both: the first from its flow, the second from its Kubernetes client.

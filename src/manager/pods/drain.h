@@ -43,8 +43,6 @@ struct EvictionSwitches {
   bool auto_drain = false;        // ENABLE_AUTO_DRAIN, unless the policy is on
 };
 EvictionSwitches eviction_switches(const Settings& settings, bool upgrade_policy_enabled);
-// The GPU-workload step runs (cordon, then eviction) with eviction on, or with DRA and the drain fallback on.
-bool workload_step_runs(const EvictionSwitches& switches, bool dra_on);
 
 // The deadline of DRAIN_TIMEOUT_SECONDS (zero = no limit, as upstream).
 Deadline drain_deadline(const DrainContext& ctx);

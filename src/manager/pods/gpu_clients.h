@@ -46,9 +46,6 @@ class GpuClientReset {
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
   void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
 
-  // The keys of label_handled_client_keys(), once the flow has read the node (before any reset).
-  void set_label_handled_keys(std::vector<std::string> keys) { label_handled_keys_ = std::move(keys); }
-
   // Startup self-healing on a path that will not unload the driver: removes a taint that an earlier,
   // crashed run added (our ownership annotation on `node`, the node as just read; no request when none).
   Status heal_leftover_taint(const nlohmann::json& node);

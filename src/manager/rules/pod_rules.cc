@@ -35,14 +35,6 @@ bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view k
   return kube::controlled_by_kind(pod, "DaemonSet") && kube::pod_node_selector_has(pod, key);
 }
 
-std::vector<Json> daemonset_pods_with_node_selector_key(const std::vector<Json>& pods, std::string_view key) {
-  std::vector<Json> out;
-  for (const auto& p : pods) {
-    if (is_daemonset_pod_with_node_selector_key(p, key)) out.push_back(p);
-  }
-  return out;
-}
-
 ClientDesignation gpu_client_designation(const Json& pod) {
   const auto v = kube::annotation(pod, kGpuClientAnnotation);
   if (!v) return ClientDesignation::kNone;

@@ -32,9 +32,6 @@ inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gp
 // DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
 // custom labels.
 bool is_daemonset_pod_with_node_selector_key(const nlohmann::json& pod, std::string_view key);
-// The pods of `pods` for which is_daemonset_pod_with_node_selector_key holds.
-std::vector<nlohmann::json> daemonset_pods_with_node_selector_key(const std::vector<nlohmann::json>& pods,
-                                                                  std::string_view key);
 
 // How a pod is designated by kGpuClientAnnotation.
 enum class ClientDesignation {
