@@ -374,7 +374,8 @@ TYPED_TEST_P(ApiContract, ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoE
     auto pods = this->api().list_all(kube::paths::pods(this->ns_), {});
     if (!pods) return std::nullopt;
     for (const auto& p : *pods) {
-      if (kube::pod_node_name(p) == this->node_ || p.dump().find('"' + this->node_ + '"') != std::string::npos)
+      if (kube::pod_node_name(p) == this->node_ ||
+          p.dump().find('"' + this->node_ + '"') != std::string::npos)
         return p;
     }
     return std::nullopt;
@@ -386,7 +387,8 @@ TYPED_TEST_P(ApiContract, ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoE
   const auto taint = [&](const char* effect) {
     ASSERT_TRUE(this->api().patch(
         kube::paths::node(this->node_), kube::PatchType::kMerge,
-        {{"spec", {{"taints", nlohmann::json::array({{{"key", "contract/keep-off"}, {"effect", effect}}})}}}}));
+        {{"spec",
+          {{"taints", nlohmann::json::array({{{"key", "contract/keep-off"}, {"effect", effect}}})}}}}));
   };
   taint("NoSchedule");
   // Nothing is to happen: a few seconds for a controller that would delete it to do so.

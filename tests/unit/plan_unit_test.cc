@@ -3,9 +3,14 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
+#include <optional>
+#include <string>
 
 #include "manager/commands/plan.h"
+#include "manager/node/lease.h"
+#include "manager/rules/node_keys.h"
 #include "manager/rules/pdb.h"
 #include "manager/rules/skip.h"
 #include "support/process.h"
@@ -215,6 +220,25 @@ TEST(Plan, LeftoversOfAnEarlierRunAreNamed) {
   EXPECT_THAT(p.leftovers[1], HasSubstr("uncordoned at the end"));
   EXPECT_EQ(p.taint_action, TaintAction::kAlreadyOurs);
   EXPECT_EQ(p.cordon, CordonAction::kAlreadyOurs);
+}
+
+TEST(Plan, ALeaseIsJudgedAtTheTimeTheNodeWasRead) {
+  using std::chrono::seconds;
+  const auto read_at = std::chrono::system_clock::time_point(seconds(1'800'000'000));
+  const auto with_lease = [&](seconds renewed_before,
+                              std::optional<std::chrono::system_clock::time_point> at) {
+    PlanInputs in = full_inputs();
+    const LeaseRecord lease{.holder = "pod-a", .renewed = read_at - renewed_before, .duration = seconds(60)};
+    in.node["metadata"]["annotations"][std::string(kLeaseAnnotation)] = lease.to_string();
+    in.read_at = at;
+    const Plan p = build_plan(settings(), in);
+    EXPECT_EQ(p.leftovers.size(), 1U);
+    return p.leftovers.empty() ? std::string() : p.leftovers[0];
+  };
+  EXPECT_THAT(with_lease(seconds(20), read_at), HasSubstr("a run holds the node's lease (pod-a, 40 s left)"));
+  EXPECT_THAT(with_lease(seconds(61), read_at), HasSubstr("a lapsed lease of an earlier run (pod-a)"));
+  // Built without a time of reading, a lease is neither live nor lapsed.
+  EXPECT_THAT(with_lease(seconds(61), std::nullopt), HasSubstr("whether it is still held is unknown"));
 }
 
 TEST(Pdb, SelectorsFollowTheirApiVersion) {

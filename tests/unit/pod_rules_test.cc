@@ -127,8 +127,7 @@ TEST(PodRulesTest, DaemonSetPodsByNodeSelectorKey) {
   };
   EXPECT_EQ(refs(with_key("nvidia.com/gpu.deploy.client")),
             (std::set<std::string>{"nvsentinel/health-agent-q2", "nvsentinel/health-agent-annotated"}));
-  EXPECT_EQ(refs(with_key("example.com/gpu-agent")),
-            (std::set<std::string>{"dra/dra-plugin-z9"}));
+  EXPECT_EQ(refs(with_key("example.com/gpu-agent")), (std::set<std::string>{"dra/dra-plugin-z9"}));
   // Any value counts, as long as the key is there.
   Json p = fixture("client-ds-pod");
   p["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.client"] = "paused-for-driver-upgrade";

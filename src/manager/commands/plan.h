@@ -30,10 +30,11 @@ namespace dm::manager {
 
 // Everything the plan is decided from. The reads fill it (read_plan_inputs); unit tests build it by hand.
 struct PlanInputs {
-  nlohmann::json node;                              // GET node
-  std::chrono::system_clock::time_point read_at{};  // when it was read: a lease's time left counts from it
-  std::vector<nlohmann::json> pods;                 // the pods on the node
-  PodFacts facts;  // DaemonSet and ResourceClaim lookups (null functions: none asked)
+  nlohmann::json node;  // GET node
+  // When the node was read: a lease's time left counts from it (unset: a lease's state is not judged).
+  std::optional<std::chrono::system_clock::time_point> read_at;
+  std::vector<nlohmann::json> pods;  // the pods on the node
+  PodFacts facts;                    // DaemonSet and ResourceClaim lookups (null functions: none asked)
 
   std::optional<OwnPodRef> own_pod_ref;
   std::optional<OwnPod> own_pod;

@@ -43,8 +43,11 @@ void plan_leftovers(Plan& plan, const PlanInputs& in, const Snapshot& snapshot,
     plan.leftovers.push_back(fmt::format(
         "label {} recorded as paused by a run (was \"{}\"): restored with the other labels", key, before));
   }
-  if (auto lease = lease_of(node)) {
-    const auto now = in.read_at;
+  if (auto lease = lease_of(node); lease && !in.read_at) {
+    plan.leftovers.push_back("the lease of a run (" + lease->holder +
+                             "): whether it is still held is unknown (no time of reading)");
+  } else if (lease) {
+    const auto now = *in.read_at;
     if (!lease->expired(now)) {
       const auto left =
           std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now).count();

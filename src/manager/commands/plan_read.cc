@@ -122,6 +122,7 @@ Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client,
     return Error(read_error("cannot read node \"" + settings.node_name + "\"", node.error()));
   }
   in.node = std::move(*node);
+  in.read_at = SystemClock().wall_now();  // the lease in the node's annotations is as of now
 
   kube::ListOptions opts;
   opts.field_selector = "spec.nodeName=" + settings.node_name;
@@ -175,7 +176,6 @@ int run_plan(const Settings& in_settings, const std::string& output) {
     spdlog::critical("plan failed: {} (with {})", inputs.error().message, connection->config.source);
     return 1;
   }
-  inputs->read_at = SystemClock().wall_now();
   Plan plan = build_plan(settings, *inputs);
   if (!vfio_found) {
     plan.notes.push_back("VFIO_MANAGE_PATH=\"" + settings.vfio_manage +
