@@ -127,11 +127,9 @@ next_attempt_holds_the_node() {
 # A run that finds an earlier attempt's lease or taint on the node says so: the earlier attempt did not
 # restore the node.
 check_no_takeover() {  # NAME LOG
-  if grep -qE "of an earlier attempt of|left by an earlier run of driver-manager" <<<"$2"; then
-    fail "$1" "found: $(grep -E "of an earlier attempt of|left by an earlier run of driver-manager" <<<"$2" | head -n 2)"
-  else
-    pass "$1"
-  fi
+  local found
+  found=$(grep -E "of an earlier attempt of|left by an earlier run of driver-manager" <<<"$2" | head -n 2) || true
+  if [[ -n $found ]]; then fail "$1" "found: $found"; else pass "$1"; fi
 }
 k apply -f - >/dev/null <<PDB
 apiVersion: policy/v1beta1
