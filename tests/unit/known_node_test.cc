@@ -47,14 +47,5 @@ TEST(KnownNode, AVersionThatIsNotANumberAlwaysReplaces) {
   EXPECT_EQ(mark_of(k), "c");
 }
 
-TEST(KnownNode, ForgetDropsTheCopy) {
-  KnownNode k;
-  k.remember(node_at("10", "a"));
-  k.forget();
-  EXPECT_FALSE(k.copy().has_value());
-  k.remember(node_at("3", "b"));
-  EXPECT_EQ(mark_of(k), "b");
-}
-
 }  // namespace
 }  // namespace dm::manager

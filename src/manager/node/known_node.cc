@@ -35,9 +35,4 @@ std::optional<nlohmann::json> KnownNode::copy() const {
   return node_;
 }
 
-void KnownNode::forget() {
-  std::lock_guard lk(mu_);
-  node_.reset();
-}
-
 }  // namespace dm::manager

@@ -17,8 +17,6 @@ class KnownNode {
   void remember(const nlohmann::json& node);
   // The copy, if any.
   [[nodiscard]] std::optional<nlohmann::json> copy() const;
-  // Drops the copy (after a conflict: the next write reads the node).
-  void forget();
 
  private:
   mutable std::mutex mu_;
