@@ -6,6 +6,18 @@ namespace dm::kube {
 
 using Json = nlohmann::json;
 
+namespace {
+
+// A key's text as written, decoded: "item\"s" is not "items", "\u0069tems" is. Text that does not decode
+// is kept as it is (the List then does not parse as a whole either).
+std::string decoded_key(const std::string& written) {
+  if (written.find('\\') == std::string::npos) return written;
+  const Json key = Json::parse('"' + written + '"', nullptr, false);
+  return key.is_string() ? key.get<std::string>() : written;
+}
+
+}  // namespace
+
 void ListBodyParser::feed(std::string_view chunk) {
   if (!chunk.empty()) fed_ = true;
   for (const char c : chunk) {
@@ -15,27 +27,24 @@ void ListBodyParser::feed(std::string_view chunk) {
     }
     rest_.push_back(c);
     if (in_string_) {
-      if (string_char(c) && depth_ == 1) last_string_.push_back(c);
+      // The string's text as written, escapes included (the closing quote is the one character that ends
+      // it): a key is decoded only when its ':' shows it is one.
+      string_char(c);
+      if (in_string_ && depth_ == 1) last_string_.push_back(c);
       continue;
     }
     at_depth_one(c);
   }
 }
 
-bool ListBodyParser::string_char(char c) {
+void ListBodyParser::string_char(char c) {
   if (escaped_) {
     escaped_ = false;
-    return false;
-  }
-  if (c == '\\') {
+  } else if (c == '\\') {
     escaped_ = true;
-    return false;
-  }
-  if (c == '"') {
+  } else if (c == '"') {
     in_string_ = false;
-    return false;
   }
-  return true;
 }
 
 // Outside strings, outside the items array.
@@ -46,7 +55,7 @@ void ListBodyParser::at_depth_one(char c) {
       last_string_.clear();
       break;
     case ':':
-      if (depth_ == 1) key_ = last_string_;
+      if (depth_ == 1) key_ = decoded_key(last_string_);
       break;
     case '[':
       if (depth_ == 1 && key_ == "items") items_open_ = true;

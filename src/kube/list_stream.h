@@ -25,8 +25,8 @@ class ListBodyParser {
  private:
   void at_depth_one(char c);
   void in_items(char c);
-  // Inside a string: follows escapes and the closing quote; true for a plain character of its text.
-  bool string_char(char c);
+  // Inside a string: follows escapes and the closing quote (after which in_string_ is false).
+  void string_char(char c);
 
   ItemParser parse_item_;
   bool fed_ = false;
@@ -36,7 +36,8 @@ class ListBodyParser {
   bool escaped_ = false;  // the previous character of a string was a backslash
   // The List without its items' text ("items": []), then parsed as a whole.
   std::string rest_;
-  // The top-level object's last string and the key whose value follows (after its ':').
+  // The top-level object's last string as written (escapes included), and the key whose value follows (after
+  // its ':'), decoded.
   std::string last_string_;
   std::string key_;
   bool items_open_ = false;  // inside the top-level "items" array
