@@ -209,6 +209,13 @@ op_states() {
   awk '{ s = ($2 == "" || $2 == "true") ? "(none)" : $2; if (s != last) { printf "%s%s", (n++ ? " -> " : ""), s; last = s } }
        END { print "" }' "$OP_WORK/states.$1"
 }
+# The same sequence from the current watch, each state with the seconds since $1 (default: the watch's first
+# line) at which it was first seen: "upgrade-required@3 -> cordon-required@4 -> ...".
+op_states_timed() {
+  awk -v t0="${1:-}" '{ if (t0 == "") t0 = $1; s = ($2 == "" || $2 == "true") ? "(none)" : $2
+         if (s != last) { printf "%s%s@%d", (n++ ? " -> " : ""), s, $1 - t0; last = s } }
+       END { print "" }' "$OP_WATCH_FILE"
+}
 # The time of the first line whose state is $2 (after the time $3, if given).
 op_state_time() {
   awk -v s="$2" -v after="${3:-0}" '$2 == s && $1 >= after { print $1; exit }' "$OP_WORK/states.$1"

@@ -33,6 +33,7 @@ scenario_end() {
   local took=$(($(date +%s) - $2))
   op_watch_stop
   printf '[ operator ] %s: %d s; %s: %s\n' "$1" "$took" "$OP_UPGRADE_LABEL" "$(op_states "$1")"
+  printf '[ operator ] %s: seconds into the scenario: %s\n' "$1" "$(op_states_timed "$2")"
 }
 # The driver pod's init container: "<exit code> <restart count>" of its current (terminated) state.
 init_state() {
@@ -46,7 +47,7 @@ all_apps_running() {
     and .status.phase == "Running")] | length == 5' >/dev/null
 }
 refcnt() { cat "$OP_SIM/sys/module/nvidia/refcnt" 2>/dev/null || echo none; }
-fail_debug() { fail "$@"; op_debug; }
+fail_debug() { fail "$@"; op_debug; [[ -z ${OP_WATCH_FILE:-} ]] || echo "--- $OP_UPGRADE_LABEL so far: $(op_states_timed)"; }
 
 # --- install ---------------------------------------------------------------------------------------------
 t0=$(date +%s)
@@ -147,10 +148,13 @@ v=${OP_VERSIONS[2]}
 k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\",
   \"manager\":{\"env\":[{\"name\":\"DRIVER_MANAGER_SIM_ROOT\",\"value\":\"/run/nvidia\"},
   {\"name\":\"GPU_CLIENT_EVICTION_TIMEOUT\",\"value\":\"20s\"}]}}}}" >/dev/null
-blocked_pod=
+blocked_pod= first_pod=
 min_restarts=0
+# The upgrade controller moves the node on watch events and, when none comes, on its own requeue every two
+# minutes: the way to the first attempt (upgrade-required .. pod-restart-required) can wait for up to two of
+# those, so the first attempt is given 480 s; the second follows the first by the kubelet's back-off only.
 for attempt in 1 2; do
-  if op_wait 240 "failed attempt $attempt of the init container" \
+  if op_wait $((attempt == 1 ? 480 : 240)) "failed attempt $attempt of the init container" \
       'blocked_pod=$(op_driver_pod); [[ -n $blocked_pod ]] && failed_and_waiting "$blocked_pod" $min_restarts'; then
     min_restarts=$((RESTARTS + 1))
     # The failed run's own log (the kubelet names it after the restart count it ran with).
