@@ -135,10 +135,15 @@ TEST_F(LateArrivals, AControllerThatKeepsPlacingPodsEndsInAClearErrorWithTheNode
 
   ASSERT_EQ(code, 1) << dm->log();
   const std::string log = dm->log();
-  EXPECT_THAT(log, HasSubstr("(round 3 of 3)"));
+  // Rounds with growing pauses between them (1 s, 2 s, 4 s, 8 s, 8 s ...) until 30 s have passed since the
+  // first late pod was found: the fourth round starts about 13 s in, and is followed by the longest pause.
+  EXPECT_THAT(log, HasSubstr("(round 4; pods still arriving 30s after the first late one fail the run)"));
+  EXPECT_THAT(log, HasSubstr("Looking again for GPU pods on node late-loop in 1s"));
+  EXPECT_THAT(log, HasSubstr("Looking again for GPU pods on node late-loop in 8s"));
   EXPECT_THAT(log,
               ::testing::ContainsRegex("level=fatal msg=GPU pods keep arriving on node late-loop after it "
-                                       "was cordoned and tainted: evicted late arrivals 3 times"));
+                                       "was cordoned and tainted: evicted late arrivals [0-9]+ times in "
+                                       "([3-9][0-9]|[1-9][0-9][0-9]+)s, and still "));
   EXPECT_THAT(log, HasSubstr("Something keeps placing GPU pods on the node"));
   EXPECT_THAT(log, Not(HasSubstr("Unloading NVIDIA driver kernel modules")));
   EXPECT_TRUE(s.sim().refcnt().has_value()) << "nothing was unloaded";

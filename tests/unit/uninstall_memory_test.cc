@@ -382,6 +382,7 @@ TEST(UninstallMemory, AGpuWorkloadBoundAfterTheCordonIsEvictedAsALateArrivalBefo
 
   ASSERT_EQ(r.exit_code, 0) << r.log;
   EXPECT_THAT(r.log, HasSubstr("1 GPU pod(s) arrived late on node node-a: workloads/latecomer"));
+  EXPECT_THAT(r.log, HasSubstr("Looking again for GPU pods on node node-a in 1s"));
   EXPECT_THAT(r.log, HasSubstr("No more GPU pods arrived late on node node-a"));
   EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer", "workloads/latecomer"));
   EXPECT_FALSE(s.driver_loaded()) << "the latecomer held the GPU until it was evicted";

@@ -125,9 +125,10 @@ std::string_view action_name(CordonAction a) {
 
 std::string late_arrivals_line(bool workloads) {
   return fmt::format(
-      "look once more (a fresh list) for {} bound after the {}; evict them and look again, at most {} times",
+      "look once more (a fresh list) for {} bound after the {}; evict them and look again after a pause, "
+      "for at most {}",
       workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
-      workloads ? "cordon and the taint" : "taint", kLateArrivalRounds);
+      workloads ? "cordon and the taint" : "taint", format_duration(kLateArrivalPatience));
 }
 
 std::string render_plan_text(const Plan& p) {

@@ -3,9 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "kube/objects.h"
+#include "manager/pods/pod_watch.h"
 
 namespace dm::manager {
 
@@ -71,7 +74,9 @@ Status LateArrivals::evict(const LateLook& found) {
 Status LateArrivals::evict_until_none() {
   const std::string& node = ctx_.node.node();
   spdlog::info("Looking once more for GPU pods on node {} before the unload (a fresh list)", node);
-  for (int round = 0;; ++round) {
+  std::optional<TimePoint> first_found;
+  Duration pause = kLateArrivalFirstPause;
+  for (int round = 1;; ++round) {
     auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, node, "", ctx_.cancel);
     if (!pods) return pods.error();
     auto found = look(*pods);
@@ -83,25 +88,31 @@ Status LateArrivals::evict_until_none() {
           fmt::join(found->refused, "; ")));
     }
     if (found->empty()) {
-      spdlog::info("No {}GPU pods arrived late on node {}", round == 0 ? "" : "more ", node);
+      spdlog::info("No {}GPU pods arrived late on node {}", round == 1 ? "" : "more ", node);
       return ok_status();
     }
     const std::string names = join_names(found->names, kMaxNamed);
-    if (round == kLateArrivalRounds) {
+    const TimePoint now = ctx_.clock.now();
+    if (!first_found) first_found = now;
+    if (now - *first_found >= kLateArrivalPatience) {
       return Error(fmt::format(
-          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} "
-          "times, "
-          "and still {}. Something keeps placing GPU pods on the node (a controller that sets spec.nodeName "
-          "itself, or pods that tolerate the cordon and the taint): stop it, then run driver-manager again",
-          node, kLateArrivalRounds, names));
+          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} times "
+          "in {}, and still {}. Something keeps placing GPU pods on the node (a controller that sets "
+          "spec.nodeName itself, or pods that tolerate the cordon and the taint): stop it, then run "
+          "driver-manager again",
+          node, round - 1, format_duration(now - *first_found), names));
     }
     spdlog::warn(
         "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon "
-        "or "
-        "the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all after "
-        "an API server restart), and it would hold the GPU at the unload: evicting them too (round {} of {})",
-        found->names.size(), node, names, round + 1, kLateArrivalRounds);
+        "or the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all "
+        "after an API server restart), and it would hold the GPU at the unload: evicting them too (round {}; "
+        "pods still arriving {} after the first late one fail the run)",
+        found->names.size(), node, names, round, format_duration(kLateArrivalPatience));
     if (auto s = evict(*found); !s) return s;
+    // The scheduler's caches need a moment to catch up; a look at once would find the next pod it is placing.
+    spdlog::info("Looking again for GPU pods on node {} in {}", node, format_duration(pause));
+    if (!ctx_.clock.sleep_for(pause, ctx_.cancel)) return Error("terminated by SIGTERM");
+    pause = std::min(pause * 2, kLateArrivalLongestPause);
   }
 }
 

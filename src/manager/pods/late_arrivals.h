@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "common/clock.h"
 #include "common/result.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/eviction.h"
@@ -18,8 +19,13 @@
 
 namespace dm::manager {
 
-// How many times late arrivals are evicted before the run gives up (something keeps placing pods).
-inline constexpr int kLateArrivalRounds = 3;
+// How long pods may keep arriving before the run gives up (something keeps placing them): a lagging
+// scheduler sees the cordon and the taint within seconds, even after an API server restart (its watches
+// come back with a back-off of a few seconds); whatever still places pods after this is something else.
+inline constexpr Duration kLateArrivalPatience = std::chrono::seconds(30);
+// The pause before the next look after a round's evictions: the first, then doubled, at most the last.
+inline constexpr Duration kLateArrivalFirstPause = std::chrono::seconds(1);
+inline constexpr Duration kLateArrivalLongestPause = std::chrono::seconds(8);
 
 // What one look found, by who takes it: the client reset (annotated clients, under the taint) or the
 // GPU-workload eviction (only when this run evicts workloads).
@@ -40,9 +46,10 @@ class LateArrivals {
   // Told once, before the first late pod is evicted (the run's phase).
   void on_first_eviction(std::function<void()> f) { on_first_eviction_ = std::move(f); }
 
-  // Looks (fresh LIST) until nothing arrived late; evicts what did and waits for it, at most
-  // kLateArrivalRounds times; then a pod still arriving is an error naming it. A late pod that may not be
-  // evicted (no controller without DRAIN_USE_FORCE, ...) is an error at once.
+  // Looks (fresh LIST) until nothing arrived late; evicts what did, waits for it and pauses before the
+  // next look (kLateArrivalFirstPause, doubling); a pod still arriving once kLateArrivalPatience has passed
+  // since the first late one was found is an error naming it. A late pod that may not be evicted (no
+  // controller without DRAIN_USE_FORCE, ...) is an error at once.
   Status evict_until_none();
 
   // After a refused unload: when every pod among `holder_uids` (the pods whose processes hold the driver)
