@@ -294,6 +294,8 @@ op_nudge() {
 
 # op_wait_upgrade_done SECONDS VERSION: the driver pod of VERSION Ready, the validator Ready, then (nudged
 # once) the node's label at upgrade-done.
+# The upgrade controller moves a node on watch events and, when none comes, on its two-minute requeue: an
+# upgrade can wait for two of those before the driver pod is even replaced, hence the callers' 480 s.
 op_wait_upgrade_done() {
   local secs=$1 version=$2
   op_wait "$secs" "the driver pod of $version to be Ready" "op_driver_ready $version" || return 1

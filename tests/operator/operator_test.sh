@@ -54,7 +54,7 @@ t0=$(date +%s)
 op_watch_start install
 v=${OP_VERSIONS[0]}
 op_policy "$v"
-if op_wait_upgrade_done 300 "$v"; then
+if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
   check_eq "install: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
@@ -77,7 +77,7 @@ t0=$(date +%s)
 op_watch_start upgrade
 v=${OP_VERSIONS[1]}
 k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\"}}}" >/dev/null
-if op_wait_upgrade_done 300 "$v"; then
+if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
   check_eq "upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
@@ -184,7 +184,7 @@ for attempt in 1 2; do
 done
 check_eq "blocked: the controller waits in pod-restart-required" pod-restart-required "$(op_label "$OP_UPGRADE_LABEL")"
 k -n gpu-apps patch pdb gpu-metrics-budget --type merge -p '{"spec":{"minAvailable":0}}' >/dev/null
-if op_wait_upgrade_done 300 "$v"; then
+if op_wait_upgrade_done 480 "$v"; then
   check_eq "blocked: the same pod's next attempt completed" "$first_pod" "$(op_driver_pod)"
   read -r _ s e <<<"$(init_phase "$first_pod")"
   check_eq "blocked: ... exit 0 after the failed attempts" "terminated 0" "$s $e"
@@ -231,7 +231,7 @@ for nudge in 1 2 3; do
   op_log "the node was not marked upgrade-required: nudging the operator's node labeling ($nudge)"
   op_nudge
 done
-if op_wait_upgrade_done 300 "$v"; then
+if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
   check_eq "crd install: the NVIDIADriver's DaemonSet runs the driver" true \
     "$(k -n "$OP_NS" get pod "$pod" -o json | jq '.metadata.ownerReferences[0].name != "nvidia-driver-daemonset"')"
@@ -249,7 +249,7 @@ t0=$(date +%s)
 op_watch_start crd-upgrade
 v=${OP_VERSIONS[4]}
 nvidiadriver "$v"
-if op_wait_upgrade_done 300 "$v"; then
+if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
   check_eq "crd upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
