@@ -96,7 +96,8 @@ Status LateArrivals::evict_until_none() {
     if (!first_found) first_found = now;
     if (now - *first_found >= kLateArrivalPatience) {
       return Error(fmt::format(
-          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} times "
+          "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} "
+          "times "
           "in {}, and still {}. Something keeps placing GPU pods on the node (a controller that sets "
           "spec.nodeName itself, or pods that tolerate the cordon and the taint): stop it, then run "
           "driver-manager again",
