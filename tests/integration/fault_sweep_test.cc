@@ -13,8 +13,8 @@
 // The faults:
 //  * SIGKILL, then an immediate rerun of the same pod: the rerun completes; no GPU holder (client, workload,
 //    operand) came back before the unload (node-sim's refcount never rises after the kill, but for pods the
-//    run named as arrived late and evicted: see holder_came_back); the node is as
-//    it was (labels, annotations, taints, schedulability, an admin's changes untouched).
+//    run named as arrived late and evicted: see holder_came_back); the node is as it was (labels,
+//    annotations, taints, schedulability, an admin's changes untouched).
 //  * SIGTERM: exit 143 within the pod's grace period, the node as it was.
 //  * The API server stopped for 15 s then started again, or frozen (SIGSTOP) for 15 s then let go: the run,
 //    let go at its boundary as the outage begins, completes and leaves the node as it was. One outage per

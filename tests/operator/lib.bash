@@ -205,16 +205,14 @@ op_watch_stop() {
   OP_WATCH_PID=
 }
 # The distinct consecutive states ("(none)" for no label), joined with " -> ".
-op_states() {
-  awk '{ s = ($2 == "" || $2 == "true") ? "(none)" : $2; if (s != last) { printf "%s%s", (n++ ? " -> " : ""), s; last = s } }
-       END { print "" }' "$OP_WORK/states.$1"
-}
-# The same sequence from the current watch, each state with the seconds since $1 (default: the watch's first
-# line) at which it was first seen: "upgrade-required@3 -> cordon-required@4 -> ...".
-op_states_timed() {
-  awk -v t0="${1:-}" '{ if (t0 == "") t0 = $1; s = ($2 == "" || $2 == "true") ? "(none)" : $2
-         if (s != last) { printf "%s%s@%d", (n++ ? " -> " : ""), s, $1 - t0; last = s } }
-       END { print "" }' "$OP_WATCH_FILE"
+op_states() { op_state_sequence "$OP_WORK/states.$1"; }
+# The same for the current watch, each state with the seconds since $1 (default: the watch's first line) at
+# which it was first seen: "upgrade-required@3 -> cordon-required@4 -> ...".
+op_states_timed() { op_state_sequence "$OP_WATCH_FILE" "${1:-first}"; }
+op_state_sequence() {  # FILE [T0|first]: without T0, no times
+  awk -v t0="${2:-}" '{ s = ($2 == "" || $2 == "true") ? "(none)" : $2; if (t0 == "first") t0 = $1
+         if (s != last) { printf "%s%s", (n++ ? " -> " : ""), s; if (t0 != "") printf "@%d", $1 - t0; last = s } }
+       END { print "" }' "$1"
 }
 # The time of the first line whose state is $2 (after the time $3, if given).
 op_state_time() {

@@ -47,7 +47,7 @@ all_apps_running() {
     and .status.phase == "Running")] | length == 5' >/dev/null
 }
 refcnt() { cat "$OP_SIM/sys/module/nvidia/refcnt" 2>/dev/null || echo none; }
-fail_debug() { fail "$@"; op_debug; [[ -z ${OP_WATCH_FILE:-} ]] || echo "--- $OP_UPGRADE_LABEL so far: $(op_states_timed)"; }
+fail_debug() { fail "$@"; op_debug; [[ -z ${OP_WATCH_PID:-} ]] || echo "--- $OP_UPGRADE_LABEL so far: $(op_states_timed)"; }
 
 # --- install ---------------------------------------------------------------------------------------------
 t0=$(date +%s)
@@ -117,13 +117,17 @@ failed_and_waiting() {
   [[ ($s == waiting || $s == terminated) && $e == 1 && $RESTARTS -ge $2 ]]
 }
 # The node's lease was renewed after the driver pod POD's last failed run finished: the next attempt runs.
+# Both times are whole seconds, and the kubelet may start the next attempt within the second the failed one
+# ended, so the same second counts (a lease the failed run left would also be named by the next attempt's
+# log, which check_no_takeover reads). LEASE_VS_FINISHED says what was compared, for a failure's message.
 next_attempt_holds_the_node() {
   local renewed finished
   renewed=$(op_node_json | jq -r '.metadata.annotations["nvidia.com/gpu-driver-manager.lease"] // "{}"
     | fromjson? | .renewTime // empty')
   finished=$(k -n "$OP_NS" get pod "$1" -o json | jq -r '.status.initContainerStatuses[]?
     | select(.name == "k8s-driver-manager") | .state.terminated.finishedAt // .lastState.terminated.finishedAt // empty')
-  [[ -n $renewed && -n $finished ]] && (($(date -d "$renewed" +%s) > $(date -d "$finished" +%s)))
+  LEASE_VS_FINISHED="lease renewed ${renewed:-(none)}, failed run finished ${finished:-(unknown)}"
+  [[ -n $renewed && -n $finished ]] && (($(date -d "$renewed" +%s) >= $(date -d "$finished" +%s)))
 }
 # A run that finds an earlier attempt's lease or taint on the node says so: the earlier attempt did not
 # restore the node.
@@ -171,6 +175,7 @@ for attempt in 1 2; do
     left=$(op_leftovers cordon-ok)
     if [[ -z $left ]] || ! next_attempt_holds_the_node "$blocked_pod"; then
       check_eq "blocked: after failed attempt $attempt the node is restored (no taint, paused label, record)" "" "$left"
+      [[ -z $left ]] || echo "     (${LEASE_VS_FINISHED:-})"
     else
       echo "     (attempt $((attempt + 1)) had already taken the node when it was read: its log is checked)"
     fi
