@@ -68,9 +68,9 @@ class DriverUpgrade : public ::testing::Test {
     c().apply(std::string("apiVersion: v1\nkind: Namespace\nmetadata: {name: ") + kOperatorNs +
               "}\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: " + kAppsNs + "}\n");
     for (const char* ns : {kOperatorNs, kAppsNs}) {
-      // Pods can only be created once the namespace's default ServiceAccount has its token.
+      // Pods can only be created once the namespace's default ServiceAccount exists.
       ASSERT_TRUE(eventually([&] {
-        return !c().kubectl({"-n", ns, "get", "sa", "default", "-o", "jsonpath={.secrets[0].name}"})
+        return !c().kubectl({"-n", ns, "get", "sa", "default", "-o", "jsonpath={.metadata.name}"})
                     .out.empty();
       }));
     }
@@ -85,7 +85,7 @@ class DriverUpgrade : public ::testing::Test {
         kOperatorNs + "}]\n");
     ASSERT_TRUE(eventually([&] {
       return !c().kubectl(
-                     {"-n", kOperatorNs, "get", "sa", "nvidia-driver", "-o", "jsonpath={.secrets[0].name}"})
+                     {"-n", kOperatorNs, "get", "sa", "nvidia-driver", "-o", "jsonpath={.metadata.name}"})
                   .out.empty();
     }));
     ASSERT_EQ(

@@ -3,6 +3,7 @@
 // no process, cgroup, network device or state directory behind.
 #include "support/real_node.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -50,7 +51,15 @@ TEST_F(RealNodeTest, RunsAPodAndDownLeavesNothingBehind) {
   const json n = cluster_->get_json({"node", "real-node-1"});
   EXPECT_NE(n["status"]["nodeInfo"].value("containerRuntimeVersion", ""), "") << n.dump();
   EXPECT_EQ(n["status"]["nodeInfo"].value("containerRuntimeVersion", "").rfind("containerd://", 0), 0U);
-  EXPECT_EQ(n["status"]["nodeInfo"].value("kubeletVersion", ""), "v1.20.2");
+  // The kubelet and the control plane are one pinned Kubernetes release (tools/k8s-build/kubernetes), and the
+  // runtime is containerd 2 (CRI v1).
+  const auto server = cluster_->kubectl({"get", "--raw", "/version"});
+  ASSERT_EQ(server.exit_code, 0) << server.err;
+  const std::string server_version = json::parse(server.out).value("gitVersion", "");
+  EXPECT_THAT(server_version, ::testing::StartsWith("v1.37."));
+  EXPECT_EQ(n["status"]["nodeInfo"].value("kubeletVersion", ""), server_version);
+  EXPECT_THAT(n["status"]["nodeInfo"].value("containerRuntimeVersion", ""),
+              ::testing::StartsWith("containerd://2."));
   EXPECT_EQ(n["status"]["allocatable"].value("nvidia.com/gpu", ""), "8");
 
   // A pod on the pod network that writes what it sees and holds the (simulated) GPU.

@@ -29,7 +29,7 @@ class RealBackend {
   // The disruption controller has seen the budget and its pod.
   void await_budget(const std::string& ns, const std::string& name) {
     const bool processed = eventually([&] {
-      auto pdb = client_->get("/apis/policy/v1beta1/namespaces/" + ns + "/poddisruptionbudgets/" + name);
+      auto pdb = client_->get("/apis/policy/v1/namespaces/" + ns + "/poddisruptionbudgets/" + name);
       if (!pdb || !pdb->contains("status")) return false;
       const auto& st = (*pdb)["status"];
       return st.value("observedGeneration", 0) >= (*pdb)["metadata"].value("generation", 1) &&

@@ -55,17 +55,17 @@ class HarnessTest : public ::testing::Test {
     cluster_ = nullptr;
   }
 
-  // Creates a namespace and waits for its default ServiceAccount token (1.20 rejects pods before that).
+  // Creates a namespace and waits for its default ServiceAccount (pods are rejected before it exists).
   static void create_namespace(const std::string& ns) {
     cluster_->apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n");
     ASSERT_TRUE(eventually(
         [&] {
           auto out = cluster_->kubectl(
-              {"-n", ns, "get", "serviceaccount", "default", "-o", "jsonpath={.secrets[0].name}"});
+              {"-n", ns, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.name}"});
           return out.exit_code == 0 && !out.out.empty();
         },
         60))
-        << "no default ServiceAccount token in namespace " << ns;
+        << "no default ServiceAccount in namespace " << ns;
   }
 
   // The pod as JSON, or null if it does not exist.

@@ -1,4 +1,4 @@
-// The Kubernetes client against a real (1.20) control plane: every verb, selectors, paging, errors, eviction,
+// The Kubernetes client against a real control plane: every verb, selectors, paging, errors, eviction,
 // events, and list_watch (events, done, deadline, cancel, resume, re-list after 410).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -85,13 +85,13 @@ class KubeClientTest : public ::testing::Test {
     return std::move(*c);
   }
 
-  // A fresh namespace whose default ServiceAccount is ready (pods need its token secret in 1.20).
+  // A fresh namespace whose default ServiceAccount exists (pods are refused before it does).
   static std::string make_namespace(const std::string& ns) {
     auto out = cluster_->kubectl({"create", "namespace", ns});
     if (out.exit_code != 0) throw std::runtime_error(out.err);
     test::eventually([&] {
       auto sa = cluster_->kubectl(
-          {"-n", ns, "get", "serviceaccount", "default", "-o", "jsonpath={.secrets[0].name}"});
+          {"-n", ns, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.name}"});
       return sa.exit_code == 0 && !sa.out.empty();
     });
     return ns;
@@ -189,12 +189,10 @@ class KubeClientTest : public ::testing::Test {
     test::write_file(file, token + "\n");
     return c;
   }
-  // Revokes a legacy service-account token by deleting its Secret (the API server looks it up).
+  // Revokes a service account's bound tokens by deleting the account (the API server checks that the account
+  // a token is bound to still exists).
   static void revoke(const std::string& ns, const std::string& sa) {
-    auto secret =
-        cluster_->kubectl({"-n", ns, "get", "serviceaccount", sa, "-o", "jsonpath={.secrets[0].name}"});
-    ASSERT_EQ(secret.exit_code, 0) << secret.err;
-    auto del = cluster_->kubectl({"-n", ns, "delete", "secret", secret.out});
+    auto del = cluster_->kubectl({"-n", ns, "delete", "serviceaccount", sa});
     ASSERT_EQ(del.exit_code, 0) << del.err;
   }
   // The user of the audited `list` requests of config maps in `ns` ("" for rejected ones).
@@ -686,11 +684,11 @@ TEST_F(KubeClientTest, BudgetBlocksEvictionWith429AndNoRetry) {
     mark_ready(ns, p);
   }
   cluster_->apply(
-      "apiVersion: policy/v1beta1\nkind: PodDisruptionBudget\nmetadata:\n  name: guard\n  namespace: " + ns +
+      "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata:\n  name: guard\n  namespace: " + ns +
       "\nspec:\n  minAvailable: 2\n  selector:\n    matchLabels:\n      app: guarded\n");
   // The disruption controller must have counted the healthy pods.
   ASSERT_TRUE(test::eventually([&] {
-    auto pdb = client_->get("/apis/policy/v1beta1/namespaces/" + ns + "/poddisruptionbudgets/guard");
+    auto pdb = client_->get("/apis/policy/v1/namespaces/" + ns + "/poddisruptionbudgets/guard");
     if (!pdb.ok()) return false;
     const Json* healthy = find(*pdb, {"status", "currentHealthy"});
     return healthy != nullptr && healthy->get<int>() == 2;

@@ -4,7 +4,7 @@
 // it), an idle node, and a node with a host-installed driver. The table is compared with a golden file
 // (tests/fixtures/plan/wave.txt; pod-name hashes normalised, DM_UPDATE_GOLDEN=1 rewrites it), `-o json` is
 // parsed back, the audit log shows only reads, and the number of requests does not grow with the number
-// of nodes. Kubernetes 1.20 serves no resource.k8s.io, so DRA claims are covered by plan_wave_unit_test.
+// of nodes. DRA claims on JSON fixtures are covered by plan_wave_unit_test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -105,7 +105,7 @@ TEST_F(PlanWave, FiveNodesOneListPerKindNothingWritten) {
   kubectl_ok(cluster(), {"create", "namespace", kOperatorNs});
   ASSERT_TRUE(eventually([&] {
     auto o = cluster().kubectl(
-        {"-n", kOperatorNs, "get", "serviceaccount", "default", "-o", "jsonpath={.secrets[0].name}"});
+        {"-n", kOperatorNs, "get", "serviceaccount", "default", "-o", "jsonpath={.metadata.name}"});
     return o.exit_code == 0 && !o.out.empty();
   }));
   std::map<std::string, std::unique_ptr<Scenario>> nodes;

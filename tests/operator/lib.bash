@@ -111,7 +111,7 @@ kind: Endpoints
 metadata: {name: kubernetes, namespace: default}
 subsets: [{addresses: [{ip: "${cidr%.0/24}.1"}], ports: [{name: https, port: $port, protocol: TCP}]}]
 EOF
-  k apply --validate=false -f "$OP_PEERS/crds/" >/dev/null || op_die "cannot create the operator's CRDs"
+  k apply -f "$OP_PEERS/crds/" >/dev/null || op_die "cannot create the operator's CRDs"
   k create namespace "$OP_NS" >/dev/null
   local kernel; kernel=$(uname -r)
   k label node "$OP_NODE" --overwrite feature.node.kubernetes.io/pci-10de.present=true \
@@ -119,7 +119,7 @@ EOF
     feature.node.kubernetes.io/system-os_release.VERSION_ID=22.04 \
     "feature.node.kubernetes.io/kernel-version.full=$kernel" >/dev/null
   op_wait 60 "the default ServiceAccount of $OP_NS" \
-    '[[ -n $(k -n "$OP_NS" get sa default -o jsonpath="{.secrets[0].name}" 2>/dev/null) ]]'
+    '[[ -n $(k -n "$OP_NS" get sa default -o jsonpath="{.metadata.name}" 2>/dev/null) ]]'
 }
 
 # The operator, out of cluster, in a private mount namespace with its assets at /opt/gpu-operator.
@@ -171,7 +171,7 @@ d["manager"]["env"] = [{"name": "DRIVER_MANAGER_SIM_ROOT", "value": "/run/nvidia
 exec(os.environ["EXTRA"])
 yaml.safe_dump(cp, sys.stdout, sort_keys=False)
 ' >"$OP_WORK/clusterpolicy.yaml" || op_die "cannot make the ClusterPolicy"
-  k apply --validate=false -f "$OP_WORK/clusterpolicy.yaml" >/dev/null || op_die "cannot apply the ClusterPolicy"
+  k apply -f "$OP_WORK/clusterpolicy.yaml" >/dev/null || op_die "cannot apply the ClusterPolicy"
 }
 
 # op_wait SECONDS WHAT CONDITION: evaluates CONDITION every second until it holds; 1 (with a line) if not.

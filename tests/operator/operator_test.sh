@@ -137,7 +137,7 @@ check_no_takeover() {  # NAME LOG
   if [[ -n $found ]]; then fail "$1" "found: $found"; else pass "$1"; fi
 }
 k apply -f - >/dev/null <<PDB
-apiVersion: policy/v1beta1
+apiVersion: policy/v1
 kind: PodDisruptionBudget
 metadata: {name: gpu-metrics-budget, namespace: gpu-apps}
 spec: {minAvailable: 1, selector: {matchLabels: {app: gpu-metrics}}}
@@ -216,7 +216,7 @@ spec = {"driverType": "gpu", "default": True, "repository": d["repository"], "im
         "version": sys.argv[2], "imagePullPolicy": "IfNotPresent", "manager": d["manager"],
         "startupProbe": d["startupProbe"]}
 yaml.safe_dump({"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": "gpu-driver"},
-                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy.yaml" "$1" | k apply --validate=false -f - >/dev/null
+                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy.yaml" "$1" | k apply -f - >/dev/null
 }
 t0=$(date +%s)
 op_watch_start crd-install

@@ -265,8 +265,8 @@ TYPED_TEST_P(ApiContract, AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause) {
   this->make_pod("guarded", {{"app", "guarded"}}, this->node_);
   this->make_ready("guarded");
   ASSERT_TRUE(this->api().create(
-      "/apis/policy/v1beta1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
-      {{"apiVersion", "policy/v1beta1"},
+      "/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1"},
        {"kind", "PodDisruptionBudget"},
        {"metadata", {{"name", "guard-budget"}}},
        {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "guarded"}}}}}}}}));
@@ -279,7 +279,7 @@ TYPED_TEST_P(ApiContract, AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause) {
   EXPECT_THAT(refused.error().message, ::testing::HasSubstr("disruption budget guard-budget"));
   EXPECT_FALSE(kube::terminating(*this->api().get(kube::paths::pod(this->ns_, "guarded"))));
 
-  ASSERT_TRUE(this->api().remove("/apis/policy/v1beta1/namespaces/" + this->ns_ +
+  ASSERT_TRUE(this->api().remove("/apis/policy/v1/namespaces/" + this->ns_ +
                                  "/poddisruptionbudgets/guard-budget"));
   auto evicted = this->api().evict(this->ns_, "guarded");
   ASSERT_TRUE(evicted) << evicted.error().message;
@@ -292,8 +292,8 @@ TYPED_TEST_P(ApiContract, AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause) {
 TYPED_TEST_P(ApiContract, APendingPodIsEvictedWhateverItsBudget) {
   this->make_pod("pending", {{"app", "pending"}}, this->node_);
   ASSERT_TRUE(this->api().create(
-      "/apis/policy/v1beta1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
-      {{"apiVersion", "policy/v1beta1"},
+      "/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1"},
        {"kind", "PodDisruptionBudget"},
        {"metadata", {{"name", "pending-budget"}}},
        {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", "pending"}}}}}}}}));
@@ -333,10 +333,133 @@ TYPED_TEST_P(ApiContract, AnAccessReviewIsAnsweredWithoutStoringAnything) {
   EXPECT_TRUE(r->at("status").value("allowed", false));
 }
 
+// policy/v1: an evicted pod is told why it goes (the DisruptionTarget condition) before it terminates.
+TYPED_TEST_P(ApiContract, AnEvictedPodCarriesTheDisruptionTargetCondition) {
+  this->make_pod("told", {{"app", "told"}}, this->node_);
+  this->make_ready("told");
+  ASSERT_TRUE(this->api().evict(this->ns_, "told"));
+  auto pod = this->api().get(kube::paths::pod(this->ns_, "told"));
+  ASSERT_TRUE(pod) << "a pod on a node stays while it terminates";
+  EXPECT_TRUE(kube::terminating(*pod));
+  const nlohmann::json* conditions = kube::find(*pod, {"status", "conditions"});
+  ASSERT_NE(conditions, nullptr);
+  bool found = false;
+  for (const auto& c : *conditions) {
+    if (c.value("type", "") != "DisruptionTarget") continue;
+    found = true;
+    EXPECT_EQ(c.value("status", ""), "True");
+    EXPECT_EQ(c.value("reason", ""), "EvictionByEvictionAPI");
+  }
+  EXPECT_TRUE(found) << pod->dump();
+}
+
+// policy/v1: a budget with an empty selector covers every pod of its namespace (policy/v1beta1 covered none).
+TYPED_TEST_P(ApiContract, ABudgetWithAnEmptySelectorCoversEveryPodOfItsNamespace) {
+  this->make_pod("anyone", {{"app", "anyone"}}, this->node_);
+  this->make_ready("anyone");
+  ASSERT_TRUE(this->api().create(
+      "/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "everyone"}}},
+       {"spec", {{"minAvailable", 1}, {"selector", nlohmann::json::object()}}}}));
+  this->backend_.await_budget(this->ns_, "everyone");
+  auto refused = this->api().evict(this->ns_, "anyone");
+  ASSERT_FALSE(refused);
+  EXPECT_TRUE(refused.error().too_many_requests()) << refused.error().message;
+  EXPECT_TRUE(refused.error().has_cause("DisruptionBudget")) << refused.error().message;
+}
+
+// policy/v1 unhealthyPodEvictionPolicy: a running pod that is not Ready is evicted under AlwaysAllow although
+// the budget allows no disruption.
+TYPED_TEST_P(ApiContract, AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget) {
+  this->make_pod("steady", {{"app", "mixed"}}, this->node_);
+  this->make_ready("steady");
+  this->make_pod("stuck", {{"app", "mixed"}}, this->node_);
+  ASSERT_TRUE(this->api().patch(kube::paths::pod(this->ns_, "stuck") + "/status", kube::PatchType::kStrategicMerge,
+                                {{"status",
+                                  {{"phase", "Running"},
+                                   {"conditions", nlohmann::json::array({{{"type", "Ready"}, {"status", "False"}}})}}}}));
+  ASSERT_TRUE(this->api().create(
+      "/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+      {{"apiVersion", "policy/v1"},
+       {"kind", "PodDisruptionBudget"},
+       {"metadata", {{"name", "mixed-budget"}}},
+       {"spec",
+        {{"minAvailable", 2},
+         {"unhealthyPodEvictionPolicy", "AlwaysAllow"},
+         {"selector", {{"matchLabels", {{"app", "mixed"}}}}}}}}));
+  this->backend_.await_budget(this->ns_, "mixed-budget");
+  auto ready = this->api().evict(this->ns_, "steady");
+  ASSERT_FALSE(ready) << "the Ready pod is guarded: the budget wants 2 and has 1";
+  EXPECT_TRUE(ready.error().too_many_requests()) << ready.error().message;
+  auto unready = this->api().evict(this->ns_, "stuck");
+  ASSERT_TRUE(unready) << unready.error().message;
+}
+
+// DRA (resource.k8s.io/v1): a claim keeps the allocation and the consumers its status is given; the claim
+// guard reads exactly these fields.
+TYPED_TEST_P(ApiContract, AResourceClaimKeepsItsAllocationAndReservedFor) {
+  const std::string path = "/apis/resource.k8s.io/v1/namespaces/" + this->ns_ + "/resourceclaims";
+  ASSERT_TRUE(this->api().create(
+      path, {{"apiVersion", "resource.k8s.io/v1"},
+             {"kind", "ResourceClaim"},
+             {"metadata", {{"name", "gpu-claim"}}},
+             {"spec",
+              {{"devices",
+                {{"requests",
+                  nlohmann::json::array({{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}})}}}}}}));
+  auto holder = this->make_pod("claimant", {{"app", "claimant"}}, this->node_);
+  const nlohmann::json status = {
+      {"status",
+       {{"allocation",
+         {{"devices",
+           {{"results", nlohmann::json::array({{{"request", "gpu"},
+                                                 {"driver", "gpu.nvidia.com"},
+                                                 {"pool", this->node_},
+                                                 {"device", "gpu-0"}}})}}}}},
+        {"reservedFor", nlohmann::json::array({{{"resource", "pods"},
+                                                {"name", "claimant"},
+                                                {"uid", kube::uid(holder)}}})}}}};
+  auto r = this->api().patch(path + "/gpu-claim/status", kube::PatchType::kMerge, status);
+  ASSERT_TRUE(r) << r.error().message;
+  auto claim = this->api().get(kube::paths::resource_claim(this->ns_, "gpu-claim"));
+  ASSERT_TRUE(claim) << claim.error().message;
+  const nlohmann::json* results = kube::find(*claim, {"status", "allocation", "devices", "results"});
+  ASSERT_NE(results, nullptr);
+  ASSERT_EQ(results->size(), 1U);
+  EXPECT_EQ((*results)[0].value("driver", ""), "gpu.nvidia.com");
+  const nlohmann::json* reserved = kube::find(*claim, {"status", "reservedFor"});
+  ASSERT_NE(reserved, nullptr);
+  ASSERT_EQ(reserved->size(), 1U);
+  EXPECT_EQ((*reserved)[0].value("uid", ""), kube::uid(holder));
+}
+
+// DRA: the ResourceSlices a driver publishes for a node are found by node and driver.
+TYPED_TEST_P(ApiContract, ResourceSlicesAreSelectedByNodeAndDriver) {
+  const auto slice = [&](const std::string& name, const std::string& driver) {
+    return nlohmann::json{
+        {"apiVersion", "resource.k8s.io/v1"},
+        {"kind", "ResourceSlice"},
+        {"metadata", {{"name", name}}},
+        {"spec",
+         {{"driver", driver},
+          {"nodeName", this->node_},
+          {"pool", {{"name", this->node_}, {"generation", 1}, {"resourceSliceCount", 1}}},
+          {"devices", nlohmann::json::array({{{"name", "gpu-0"}}})}}}};
+  };
+  ASSERT_TRUE(this->api().create("/apis/resource.k8s.io/v1/resourceslices", slice(this->node_ + "-gpu", "gpu.nvidia.com")));
+  ASSERT_TRUE(this->api().create("/apis/resource.k8s.io/v1/resourceslices", slice(this->node_ + "-nic", "nic.example.com")));
+  kube::ListOptions o;
+  o.field_selector = "spec.nodeName=" + this->node_ + ",spec.driver=gpu.nvidia.com";
+  auto slices = this->api().list_all("/apis/resource.k8s.io/v1/resourceslices", o);
+  ASSERT_TRUE(slices) << slices.error().message;
+  EXPECT_EQ(this->names(*slices), std::vector<std::string>{this->node_ + "-gpu"});
+  for (const char* n : {"-gpu", "-nic"}) (void)this->api().remove("/apis/resource.k8s.io/v1/resourceslices/" + this->node_ + n);
+}
+
 // The DRA claim guard reads each claim a pod references; one that is not there - also on a server that
-// serves no resource.k8s.io/v1, as 1.20 does - is NotFound, which the guard takes as "no GPU claim". (A
-// claim that is there, with its allocation, needs a server with resource.k8s.io/v1: the in-memory cluster
-// stores it like any object, and uninstall_memory_test's DraClaimGuard case relies on that.)
+// serves no resource.k8s.io/v1 - is NotFound, which the guard takes as "no GPU claim".
 TYPED_TEST_P(ApiContract, AResourceClaimThatIsNotThereIsNotFound) {
   auto r = this->api().get(kube::paths::resource_claim(this->ns_, "no-such-claim"));
   ASSERT_FALSE(r);
@@ -415,6 +538,11 @@ REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             AnEventAboutTheNodeIsRecordedInDefault,
                             AnAccessReviewIsAnsweredWithoutStoringAnything,
                             AResourceClaimThatIsNotThereIsNotFound,
+                            AnEvictedPodCarriesTheDisruptionTargetCondition,
+                            ABudgetWithAnEmptySelectorCoversEveryPodOfItsNamespace,
+                            AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget,
+                            AResourceClaimKeepsItsAllocationAndReservedFor,
+                            ResourceSlicesAreSelectedByNodeAndDriver,
                             ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute);
 
 }  // namespace dm::test::contract

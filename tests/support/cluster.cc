@@ -3,12 +3,21 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
 namespace dm::test {
+
+std::string kubectl_program() {
+  const char* cache = std::getenv("K8S_CACHE");
+  const std::string built =
+      std::string(cache != nullptr && *cache != '\0' ? cache : "/var/cache/driver-manager-test-cluster") +
+      "/bin/kubectl";
+  return ::access(built.c_str(), X_OK) == 0 ? built : "kubectl";
+}
 
 std::unique_ptr<TestCluster> TestCluster::start() {
   // The cluster tears itself down if this test process dies without running the destructor.
@@ -52,7 +61,7 @@ void TestCluster::thaw_apiserver() const {
 
 CommandOutput TestCluster::kubectl(const std::vector<std::string>& args,
                                    const std::string& stdin_data) const {
-  std::vector<std::string> argv = {"kubectl", "--kubeconfig", kubeconfig_};
+  std::vector<std::string> argv = {kubectl_program(), "--kubeconfig", kubeconfig_};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_command(argv, stdin_data);
 }
@@ -100,16 +109,15 @@ std::string TestCluster::service_account_kubeconfig(const std::string& ns, const
             "\nsubjects:\n- kind: ServiceAccount\n  name: " + name + "\n  namespace: " + ns + "\n";
   }
   apply(yaml);
-  // Kubernetes 1.20 creates a token Secret for each ServiceAccount.
+  // A bound, expiring token from the TokenRequest API, as the kubelet gets one for a pod (no token Secrets
+  // since Kubernetes 1.24). A day outlives any test.
   std::string token;
   if (!eventually(
           [&] {
-            auto sa = kubectl({"-n", ns, "get", "serviceaccount", name, "-o", "jsonpath={.secrets[0].name}"});
-            if (sa.exit_code != 0 || sa.out.empty()) return false;
-            auto tok = kubectl({"-n", ns, "get", "secret", sa.out, "-o", "jsonpath={.data.token}"});
-            if (tok.exit_code != 0 || tok.out.empty()) return false;
-            auto dec = run_command({"base64", "-d"}, tok.out);
-            token = dec.out;
+            auto tok = kubectl({"-n", ns, "create", "token", name, "--duration=24h"});
+            if (tok.exit_code != 0) return false;
+            token = tok.out;
+            while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
             return !token.empty();
           },
           60)) {

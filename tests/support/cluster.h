@@ -12,6 +12,10 @@
 
 namespace dm::test {
 
+// The kubectl built with the control plane ($K8S_CACHE/bin/kubectl, default
+// /var/cache/driver-manager-test-cluster/bin), else `kubectl` from PATH.
+std::string kubectl_program();
+
 class TestCluster {
  public:
   // Starts a cluster (the binaries must have been built with `scripts/cluster build`). Throws on failure
@@ -25,7 +29,7 @@ class TestCluster {
   [[nodiscard]] const std::string& state_dir() const { return state_dir_; }
   [[nodiscard]] std::string audit_log_path() const { return state_dir_ + "/audit.log"; }
 
-  // kubectl --kubeconfig <admin> args...
+  // kubectl --kubeconfig <admin> args... (the kubectl scripts/cluster build made, see kubectl_program()).
   CommandOutput kubectl(const std::vector<std::string>& args, const std::string& stdin_data = {}) const;
   // kubectl apply -f - ; throws with kubectl's stderr on failure.
   void apply(const std::string& yaml) const;

@@ -505,7 +505,25 @@ Status MemoryCluster::evict(const std::string& ns, const std::string& name,
   return ok_status();
 }
 
-// policy/v1beta1 eviction as the 1.20 server does it (mu_ held).
+namespace {
+
+// Does a policy/v1 budget's selector take this pod? An absent selector takes none, an empty one every pod of
+// the namespace (policy/v1beta1 took none with an empty one). matchLabels only: what the tests' budgets use.
+bool budget_selects(const Json& pdb, const Json* pod_labels) {
+  const Json* sel = kube::find(pdb, {"spec", "selector"});
+  if (sel == nullptr || !sel->is_object()) return false;
+  const Json* match = kube::find(*sel, {"matchLabels"});
+  if (match == nullptr || !match->is_object()) return true;
+  bool all = true;
+  for (const auto& [k, v] : match->items()) {
+    all = all && pod_labels != nullptr && pod_labels->contains(k) && (*pod_labels)[k] == v;
+  }
+  return all;
+}
+
+}  // namespace
+
+// policy/v1 eviction as the current API server does it (mu_ held).
 Status MemoryCluster::evict_locked(const Ref& ref, const kube::DeleteOptions& options) {
   const std::string path = kube::paths::pod(ref.ns, ref.name) + "/eviction";
   auto it = store_.find(ref.key());
@@ -518,11 +536,7 @@ Status MemoryCluster::evict_locked(const Ref& ref, const kube::DeleteOptions& op
     const Json* pod_labels = kube::find(pod, {"metadata", "labels"});
     const std::string prefix = "policy/poddisruptionbudgets/" + ref.ns + "/";
     for (auto b = store_.lower_bound(prefix); b != store_.end() && b->first.starts_with(prefix); ++b) {
-      const Json* sel = kube::find(b->second, {"spec", "selector", "matchLabels"});
-      if (sel == nullptr || !sel->is_object() || pod_labels == nullptr) continue;
-      bool all = true;
-      for (const auto& [k, v] : sel->items()) all = all && pod_labels->contains(k) && (*pod_labels)[k] == v;
-      if (all) budgets.push_back(b->second);
+      if (budget_selects(b->second, pod_labels)) budgets.push_back(b->second);
     }
   }
   if (budgets.size() > 1) {
@@ -535,20 +549,22 @@ Status MemoryCluster::evict_locked(const Ref& ref, const kube::DeleteOptions& op
     const Json& pdb = budgets.front();
     int64_t expected = 0;
     int64_t healthy = 0;
-    const Json sel = pdb["spec"]["selector"]["matchLabels"];
     for (const auto& [key, p] : store_) {
       if (!key.starts_with("/pods/" + ref.ns + "/")) continue;
-      const Json* l = kube::find(p, {"metadata", "labels"});
-      bool all = l != nullptr;
-      for (const auto& [k, v] : sel.items()) all = all && l->contains(k) && (*l)[k] == v;
-      if (!all || kube::terminating(p)) continue;
+      if (!budget_selects(pdb, kube::find(p, {"metadata", "labels"})) || kube::terminating(p)) continue;
       ++expected;
       if (kube::pod_ready(p)) ++healthy;
     }
     const int64_t desired = pdb["spec"].contains("minAvailable")
                                 ? number_or(pdb, {"spec", "minAvailable"}, expected)
                                 : expected - number_or(pdb, {"spec", "maxUnavailable"}, 0);
-    if (healthy - desired <= 0) {
+    // A running pod that is not Ready: `AlwaysAllow` evicts it whatever the budget; the default
+    // `IfHealthyBudget` when the budget is met without it (it is not one of the healthy pods).
+    const bool unhealthy = !kube::pod_ready(pod);
+    const bool always = kube::string_at(pdb, {"spec", "unhealthyPodEvictionPolicy"}) == "AlwaysAllow";
+    const bool allowed =
+        (unhealthy && (always || (healthy >= desired && desired > 0))) || healthy - desired > 0;
+    if (!allowed) {
       const Json details = {
           {"causes",
            Json::array({{{"reason", "DisruptionBudget"},
@@ -558,6 +574,20 @@ Status MemoryCluster::evict_locked(const Ref& ref, const kube::DeleteOptions& op
       return status_error("POST", path, 429, "TooManyRequests",
                           "Cannot evict pod as it would violate the pod's disruption budget.", details);
     }
+  }
+  // The pod is told why it goes: the DisruptionTarget condition, set before the deletion (a running pod on a
+  // node keeps it while it terminates).
+  if (!kube::terminating(pod) && !kube::pod_finished(pod)) {
+    Json marked = pod;
+    Json& conditions = marked["status"]["conditions"];
+    if (!conditions.is_array()) conditions = Json::array();
+    std::erase_if(conditions, [](const Json& c) { return c.value("type", "") == "DisruptionTarget"; });
+    conditions.push_back({{"type", "DisruptionTarget"},
+                          {"status", "True"},
+                          {"reason", "EvictionByEvictionAPI"},
+                          {"message", "Eviction API: evicting"},
+                          {"lastTransitionTime", now_rfc3339()}});
+    if (auto w = write_object(ref, std::move(marked), false); !w) return w.error();
   }
   auto r = delete_locked(ref, options);
   if (!r && r.error().http_status == 409) return conflict("create", path, ref);

@@ -1,6 +1,6 @@
 // An in-memory Kubernetes API for the fast test tier (label `unit`): kube::Api over a map of JSON objects,
-// as a virtual file system stands in for a disk. What the flow relies on is modelled after the 1.20 API
-// server, and tests/unit/api_contract_test.cc runs the same cases against this and the real server
+// as a virtual file system stands in for a disk. What the flow relies on is modelled after the current API
+// server (policy/v1, resource.k8s.io/v1), and tests/unit/api_contract_test.cc runs the same cases against this and the real server
 // (tests/integration/api_contract_real_test.cc) so the two cannot drift apart:
 //
 // * objects keyed by group, resource, namespace and name (the version is not part of the key: policy/v1 and
@@ -15,10 +15,13 @@
 //   deletionGracePeriodSeconds and stays until something (the kubelet stand-in, node-sim's Simulator run
 //   against this cluster) deletes it with grace 0; a pod on no node, a finished pod, or grace 0 goes at once
 //   (after one update that sets its deletionTimestamp, as the real server's deletion path makes);
-// * eviction: the pod's budget (one at most, else 500) must allow a disruption: a budget's allowance is
-//   computed as its controller would (healthy = Ready and not terminating); else 429 TooManyRequests with
-//   the cause DisruptionBudget "The disruption budget <name> needs <n> healthy pods and has <m> currently".
-//   Pending, finished and terminating pods are evicted without looking at budgets;
+// * eviction (policy/v1): the pod's budget (one at most, else 500; an empty selector takes every pod of the
+//   namespace) must allow a disruption: a budget's allowance is computed as its controller would (healthy =
+//   Ready and not terminating); else 429 TooManyRequests with the cause DisruptionBudget "The disruption
+//   budget <name> needs <n> healthy pods and has <m> currently". A running pod that is not Ready goes when
+//   the budget is met without it, or always under `unhealthyPodEvictionPolicy: AlwaysAllow`. Pending,
+//   finished and terminating pods are evicted without looking at budgets. An evicted pod gets the
+//   DisruptionTarget condition (reason EvictionByEvictionAPI) before its deletion;
 // * list_watch: a list, then every change after it, with selector transitions (an object that stops
 //   matching is DELETED for the watcher, one that starts matching ADDED); a refused watch (a 403 fault)
 //   ends it after the list, as the real server does;

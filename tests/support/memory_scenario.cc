@@ -233,7 +233,7 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
 }
 
 void MemoryScenario::block_with_pdb(const std::string& name, const std::string& app) {
-  cluster_.apply({{"apiVersion", "policy/v1beta1"},
+  cluster_.apply({{"apiVersion", "policy/v1"},
                   {"kind", "PodDisruptionBudget"},
                   {"metadata", {{"name", name}, {"namespace", workload_ns()}}},
                   {"spec", {{"minAvailable", 1}, {"selector", {{"matchLabels", {{"app", app}}}}}}}});

@@ -1,6 +1,5 @@
 // The wave's arithmetic (a node's time out, the upgrade policy, how many nodes at once, the wave's length),
-// the host facts inferred off the node, DRA claims on JSON fixtures (the test control plane, Kubernetes
-// 1.20, serves no resource.k8s.io), the summary, and the JSON schema (each node is the one-node plan).
+// the host facts inferred off the node, DRA claims on JSON fixtures, the summary, and the JSON schema (each node is the one-node plan).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

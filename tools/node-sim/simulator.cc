@@ -120,8 +120,8 @@ dm::Status Simulator::register_node() {
                            {"kernelVersion", "node-sim"},
                            {"osImage", "node-sim"},
                            {"containerRuntimeVersion", "node-sim://1"},
-                           {"kubeletVersion", "v1.20.2-node-sim"},
-                           {"kubeProxyVersion", "v1.20.2-node-sim"},
+                           {"kubeletVersion", "v1.37.2-node-sim"},
+                           {"kubeProxyVersion", "v1.37.2-node-sim"},
                            {"operatingSystem", "linux"},
                            {"architecture", "amd64"}}}}}};
   auto st = client_->patch(paths::node(name) + "/status", PatchType::kStrategicMerge, status);
