@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 
@@ -56,7 +57,12 @@ TEST_F(RealNodeTest, RunsAPodAndDownLeavesNothingBehind) {
   const auto server = cluster_->kubectl({"get", "--raw", "/version"});
   ASSERT_EQ(server.exit_code, 0) << server.err;
   const std::string server_version = json::parse(server.out).value("gitVersion", "");
-  EXPECT_THAT(server_version, ::testing::StartsWith("v1.37."));
+  const char* pin = std::getenv("K8S_PIN");
+  const std::string pinned = read_file(source_path("tools/k8s-build/" +
+                                                   std::string(pin != nullptr && *pin != '\0' ? pin : "kubernetes") +
+                                                   "/go.mod"));
+  EXPECT_THAT(pinned, ::testing::HasSubstr("require k8s.io/kubernetes " + server_version + "\n"))
+      << "the control plane is the pinned release";
   EXPECT_EQ(n["status"]["nodeInfo"].value("kubeletVersion", ""), server_version);
   EXPECT_THAT(n["status"]["nodeInfo"].value("containerRuntimeVersion", ""),
               ::testing::StartsWith("containerd://2."));

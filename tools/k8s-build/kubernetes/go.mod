@@ -1,6 +1,7 @@
 // The pinned Kubernetes that scripts/cluster build compiles (kube-apiserver, kube-controller-manager,
 // kube-scheduler, kube-proxy, kubelet, kubectl). k8s.io/kubernetes replaces its staging modules with
 // local paths, which only its own tree has: this module pins each one to the matching published v0.X.
+// Written by tools/k8s-build/pin-kubernetes v1.37.2.
 module driver-manager/k8s-build
 
 go 1.26.0
