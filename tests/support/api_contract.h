@@ -467,11 +467,17 @@ TYPED_TEST_P(ApiContract, AResourceClaimThatIsNotThereIsNotFound) {
 }
 
 // The DaemonSet controller as the flow meets it: a pod for a node the node selector picks; a NoSchedule taint
-// the pod does not tolerate leaves the running pod alone, a NoExecute one deletes it. (The real controller
+// the pod does not tolerate leaves the running pod alone, a NoExecute one deletes it (the taint eviction
+// controller, once the pod is bound). (The real controller
 // creates its pod with a node affinity for the scheduler to bind, the in-memory one binds it itself: the
 // pod's node is either.)
 TYPED_TEST_P(ApiContract, ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute) {
   this->backend_.run_daemonset_controller();
+  // Room for pods, as a kubelet reports it: the scheduler binds the DaemonSet's pod only to a node that has
+  // some (a pod that stays Pending is not the taint eviction's to delete).
+  const nlohmann::json room = {{"pods", "110"}, {"cpu", "4"}, {"memory", "8Gi"}};
+  ASSERT_TRUE(this->api().patch(kube::paths::node(this->node_) + "/status", kube::PatchType::kMerge,
+                                {{"status", {{"capacity", room}, {"allocatable", room}}}}));
   const std::string pick = "contract-ds";
   ASSERT_TRUE(this->api().patch(kube::paths::node(this->node_), kube::PatchType::kMerge,
                                 {{"metadata", {{"labels", {{pick, this->ns_}}}}}}));

@@ -581,7 +581,11 @@ Status MemoryCluster::evict_locked(const Ref& ref, const kube::DeleteOptions& op
     Json marked = pod;
     Json& conditions = marked["status"]["conditions"];
     if (!conditions.is_array()) conditions = Json::array();
-    std::erase_if(conditions, [](const Json& c) { return c.value("type", "") == "DisruptionTarget"; });
+    Json kept = Json::array();
+    for (const auto& c : conditions) {
+      if (c.value("type", "") != "DisruptionTarget") kept.push_back(c);
+    }
+    conditions = std::move(kept);
     conditions.push_back({{"type", "DisruptionTarget"},
                           {"status", "True"},
                           {"reason", "EvictionByEvictionAPI"},
