@@ -202,11 +202,29 @@ std::vector<ContainerResource> pod_container_resources(const Json& pod) {
   return out;
 }
 
+namespace {
+
+// Of spec.affinity only the required node affinity is read (pod placement).
+void keep_required_node_affinity(Json& spec) {
+  auto it = spec.find("affinity");
+  if (it == spec.end()) return;
+  const Json* required =
+      find(*it, {"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  if (required == nullptr) {
+    spec.erase(it);
+    return;
+  }
+  Json kept = {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", *required}}}};
+  *it = std::move(kept);
+}
+
+}  // namespace
+
 void drop_unread_pod_fields(Json& pod) {
   // The heavy parts first, then the scheduling and networking bookkeeping that every pod carries.
-  static constexpr std::string_view kSpec[] = {"initContainers",  "ephemeralContainers", "affinity",
-                                               "securityContext", "dnsPolicy",           "schedulerName",
-                                               "serviceAccount",  "enableServiceLinks",  "preemptionPolicy"};
+  static constexpr std::string_view kSpec[] = {"initContainers", "ephemeralContainers", "securityContext",
+                                               "dnsPolicy",      "schedulerName",       "serviceAccount",
+                                               "enableServiceLinks", "preemptionPolicy"};
   static constexpr std::string_view kContainer[] = {"env",
                                                     "envFrom",
                                                     "volumeMounts",
@@ -247,6 +265,7 @@ void drop_unread_pod_fields(Json& pod) {
   if (!pod.is_object()) return;
   if (auto spec = pod.find("spec"); spec != pod.end()) {
     erase_all(*spec, kSpec);
+    keep_required_node_affinity(*spec);
     each(*spec, "containers", [&](Json& c) { erase_all(c, kContainer); });
     each(*spec, "volumes", [](Json& v) { v.erase("projected"); });
   }

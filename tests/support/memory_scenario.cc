@@ -122,8 +122,9 @@ namespace {
 
 // A DaemonSet whose pods (labelled app=<name>) select nodes by `node_selector`; node-sim reads `annotations`.
 Json daemonset_json(const std::string& name, const std::string& ns,
-                    const std::map<std::string, std::string>& node_selector, const Json& annotations) {
-  return {{"apiVersion", "apps/v1"},
+                    const std::map<std::string, std::string>& node_selector, const Json& annotations,
+                    const Json& affinity_terms = nullptr) {
+  Json ds = {{"apiVersion", "apps/v1"},
           {"kind", "DaemonSet"},
           {"metadata", {{"name", name}, {"namespace", ns}}},
           {"spec",
@@ -134,6 +135,11 @@ Json daemonset_json(const std::string& name, const std::string& ns,
                {{"terminationGracePeriodSeconds", 5},
                 {"nodeSelector", node_selector},
                 {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}};
+  if (!affinity_terms.is_null()) {
+    ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+      ["nodeSelectorTerms"] = affinity_terms;
+  }
+  return ds;
 }
 
 Json node_sim_annotations(bool holds_gpu, bool stuck) {
@@ -159,8 +165,10 @@ void MemoryScenario::deploy_operands(const std::vector<MemOperand>& operands) {
 void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
   Json ann = node_sim_annotations(ds.holds_gpu, ds.stuck);
   if (!ds.gpu_client.empty()) ann["nvidia.com/gpu.client"] = ds.gpu_client;
-  cluster_.apply(daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann));
+  cluster_.apply(
+      daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann, ds.affinity_terms));
   label_node(ds.node_selector);
+  if (!ds.node_labels.empty()) label_node(ds.node_labels);
 }
 
 void MemoryScenario::deploy(const MemSetup& setup) {

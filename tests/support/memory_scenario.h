@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -53,6 +54,9 @@ struct MemDaemonSet {
   bool holds_gpu = false;
   std::string gpu_client = {};  // value of nvidia.com/gpu.client on its pods; "" = none
   bool stuck = false;           // its pods never finish terminating
+  // The nodeSelectorTerms of its required node affinity (null = none), and labels the node gets for it.
+  nlohmann::json affinity_terms = nullptr;
+  std::map<std::string, std::string> node_labels = {};
 };
 
 // What a test starts from: deploy() puts it on the node and waits until every pod of it runs.

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "kube/objects.h"
 #include "manager/commands/plan.h"
 #include "manager/node/lease.h"
 #include "manager/rules/node_keys.h"
@@ -131,6 +132,35 @@ TEST(Plan, AClientWithoutControllerIsRefusedAndNothingIsTainted) {
   ASSERT_EQ(p.refusals.size(), 1U);
   EXPECT_THAT(p.refusals[0], HasSubstr("ml/loner"));
   EXPECT_EQ(p.taint_action, TaintAction::kNone);
+}
+
+// A DaemonSet pod that the client label's pause takes off through its required node affinity (NVSentinel's
+// two terms, pinned to the node by matchFields) is waited for with the operands, named with its rule; the
+// same pod selecting the label by nodeSelector keeps upstream's wording.
+TEST(Plan, DaemonSetSelectingTheClientLabelByNodeAffinityIsWaitedFor) {
+  PlanInputs in = full_inputs();
+  in.node["metadata"]["labels"]["nvidia.com/gpu.deploy.client"] = "true";
+  Json agent = pod("nvsentinel", "health-agent-x1", {{"app", "health-agent"}}, Json::object(), "DaemonSet");
+  agent["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+       ["nodeSelectorTerms"] = Json::parse(R"([
+    {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]}],
+     "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+    {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "DoesNotExist"}],
+     "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}])");
+  Json selector_agent = pod("nvsentinel", "labelled-agent-x2", Json::object(), Json::object(), "DaemonSet");
+  selector_agent["spec"]["nodeSelector"] = {{"nvidia.com/gpu.deploy.client", "true"}};
+  in.pods.push_back(agent);
+  in.pods.push_back(selector_agent);
+  const Plan p = build_plan(settings(), in);
+  EXPECT_EQ(find(p, "nvsentinel/health-agent-x1").action, PodAction::kWait);
+  EXPECT_EQ(find(p, "nvsentinel/health-agent-x1").reason,
+            "daemon set pods with node affinity on nvidia.com/gpu.deploy.client: its node label is paused");
+  EXPECT_EQ(find(p, "nvsentinel/labelled-agent-x2").reason,
+            "daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client: its node label is paused");
+  EXPECT_THAT(render_plan_text(p), HasSubstr("node affinity on nvidia.com/gpu.deploy.client"));
+  // Without the label on the node (the affinity's second term), the pause takes nothing off.
+  in.node["metadata"]["labels"].erase("nvidia.com/gpu.deploy.client");
+  EXPECT_NE(find(build_plan(settings(), in), "nvsentinel/health-agent-x1").action, PodAction::kWait);
 }
 
 TEST(Plan, AGpuPodThatCannotBeEvictedIsRefused) {

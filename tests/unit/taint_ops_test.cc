@@ -137,16 +137,16 @@ TEST(TaintRemovePlan, UnparsableAnnotationIsDroppedAlone) {
 }
 
 TEST(LabelHandledClientKeys, OnlyKeysWhoseLabelIsPaused) {
+  const auto keys = [](Snapshot s, const std::string& custom) { return label_pause(s, operand_table(custom)).keys; };
   Snapshot s;
   s.labels[std::string(kClientLabel)] = "true";
   s.labels["example.com/gpu-clients"] = "";
-  EXPECT_EQ(label_handled_client_keys(s, "example.com/gpu-clients"),
-            std::vector<std::string>{std::string(kClientLabel)});
+  EXPECT_EQ(keys(s, "example.com/gpu-clients"), std::vector<std::string>{std::string(kClientLabel)});
   s.labels["example.com/gpu-clients"] = "on";
-  EXPECT_EQ(label_handled_client_keys(s, "example.com/gpu-clients"),
+  EXPECT_EQ(keys(s, "example.com/gpu-clients"),
             (std::vector<std::string>{std::string(kClientLabel), "example.com/gpu-clients"}));
   s.labels[std::string(kClientLabel)] = "";
-  EXPECT_EQ(label_handled_client_keys(s, ""), std::vector<std::string>{});
+  EXPECT_EQ(keys(s, ""), std::vector<std::string>{});
 }
 
 }  // namespace

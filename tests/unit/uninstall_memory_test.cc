@@ -252,6 +252,38 @@ TEST(UninstallMemory, ClientLabelAndCustomLabelDaemonSetsGoByTheirLabelsAndAreNo
   s.wait_running(s.workload_ns(), 2);  // their DaemonSets bring them back
 }
 
+// NVSentinel's shape: a DaemonSet that selects the node through its required node affinity, "client In
+// [true]" or "client DoesNotExist". The paused label matches neither term, so its controller takes the pod
+// off and the run waits for it like a nodeSelector one: never evicted, no taint, named with the rule.
+TEST(UninstallMemory, DaemonSetSelectingTheClientLabelByNodeAffinityIsWaitedFor) {
+  MemoryScenario s;
+  s.deploy({.daemonsets = {{.name = "health-agent",
+                            .node_selector = {},
+                            .holds_gpu = true,
+                            .gpu_client = "true",
+                            .affinity_terms = nlohmann::json::parse(R"([
+                              {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In",
+                                                     "values": ["true"]}]},
+                              {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client",
+                                                     "operator": "DoesNotExist"}]}])"),
+                            .node_labels = {{kPrefix + "client", "true"}}}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Waiting for 1 daemon set pod(s) with nodeSelector key \"" + kPrefix +
+                               "client\" to terminate"));
+  EXPECT_THAT(r.log, ::testing::ContainsRegex("Waiting for daemon set pod workloads/health-agent-[a-z0-9]+ to "
+                                              "terminate: its node affinity on " +
+                                              kPrefix + "client no longer matches"));
+  EXPECT_THAT(r.log, HasSubstr("through its node affinity: removed and waited for through that label"));
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_EQ(s.requests_with("taints"), 0U);
+  EXPECT_FALSE(s.driver_loaded()) << "it held the GPU: the unload succeeds only once it is gone";
+  EXPECT_EQ(s.label(kPrefix + "client"), "true");
+  s.wait_running(s.workload_ns(), 1);  // its DaemonSet brings it back
+}
+
 // docs/gpu-clients.md: a DRA-plugin client goes after the GPU workloads, the other clients and the claim
 // guard; the operator's own DRA plugin goes after it, right before the unload.
 TEST(UninstallMemory, DraPluginClientGoesAfterTheWorkloadsAndTheOtherClientsThenThePlugin) {

@@ -39,7 +39,7 @@ class PlanBuilder {
         ledger_(in.pods) {
     if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
     if (configured_) effective_ = plan_taint_add(in.node, *configured_).effective;
-    keys_ = label_handled_client_keys(snapshot_, settings.node_label_for_gpu_pod_eviction);
+    pause_ = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   }
 
   [[nodiscard]] const Snapshot& snapshot() const { return snapshot_; }
@@ -71,7 +71,7 @@ class PlanBuilder {
   PodLedger ledger_;
   std::optional<Taint> configured_;  // GPU_CLIENT_TAINT, when it parses
   std::optional<Taint> effective_;   // the taint the clients must tolerate once the node is tainted
-  std::vector<std::string> keys_;
+  std::shared_ptr<const LabelPause> pause_;
   std::vector<Json> to_evict_;
   bool needs_taint_ = false;
   bool clients_refused_ = false;
@@ -90,8 +90,9 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
                                     const std::string& why) {
   for (const auto& pod : ledger_.remaining()) {
     for (const auto& w : waits) {
-      if (!pod_matches_wait(pod, w, settings_.operator_namespace)) continue;
-      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}, {}});
+      const auto what = wait_reason(pod, w, settings_.operator_namespace);
+      if (!what) continue;
+      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, *what + ": " + why, {}, {}});
       break;
     }
   }
@@ -101,7 +102,7 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
 // Returns the first look (for the taint rule); pods it evicts are added to the pods to evict.
 PodPlan PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& step) {
   const auto pods = ledger_.remaining();
-  PodPlan first = plan_pods(gpu_client_pipeline_for(settings_, phase, effective_, keys_), pods);
+  PodPlan first = plan_pods(gpu_client_pipeline_for(settings_, phase, effective_, pause_), pods);
   for (size_t i = 0; i < pods.size(); ++i) {
     const PodDecision& d = first.decisions[i];
     switch (d.verdict) {

@@ -104,7 +104,7 @@ int Uninstall::run(const kube::Config& config) {
 
   log_snapshot();
   gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
-                       label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
+                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
   gpu_clients_->use_known_node(&known_node_);
   const LeftoverTaint taint =
       host_.module_loaded("nvidia") ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow;

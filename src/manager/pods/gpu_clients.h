@@ -22,15 +22,11 @@
 
 namespace dm::manager {
 
-// The node-label keys whose DaemonSet pods the operand flow removes and waits for in this run (the pause
-// batch takes them only when their snapshot is non-empty): gpu.deploy.client and the custom key.
-std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key);
-
 // The client pipeline of one phase as a run configured with `settings` applies it (`taint`: the one keeping
 // clients off, for the toleration warning).
 PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
                                     const std::optional<kube::Taint>& taint,
-                                    const std::vector<std::string>& label_handled_keys);
+                                    std::shared_ptr<const LabelPause> label_pause);
 
 // The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
 // or waited for.
@@ -41,7 +37,7 @@ class GpuClientReset {
   // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
   // object adds or adopts registers its removal in `undo`.
   GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                 const Settings& settings, UndoList& undo, std::vector<std::string> label_handled_keys = {});
+                 const Settings& settings, UndoList& undo, std::shared_ptr<const LabelPause> label_pause = {});
 
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
   void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
@@ -91,7 +87,7 @@ class GpuClientReset {
   CancelToken cancel_;
   const Settings& settings_;
   UndoList& undo_;
-  std::vector<std::string> label_handled_keys_;
+  std::shared_ptr<const LabelPause> label_pause_;
   TaintOps taint_ops_;
   Result<kube::Taint> taint_;
   std::optional<kube::Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)

@@ -31,10 +31,6 @@ std::string controller_name(const Json& pod) {
 
 }  // namespace
 
-bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key) {
-  return kube::controlled_by_kind(pod, "DaemonSet") && kube::pod_node_selector_has(pod, key);
-}
-
 ClientDesignation gpu_client_designation(const Json& pod) {
   const auto v = kube::annotation(pod, kGpuClientAnnotation);
   if (!v) return ClientDesignation::kNone;
@@ -242,14 +238,12 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                        return keep();
                      }});
   filters.push_back(terminal_skip_filter());
-  filters.push_back({"node-label", [keys = options.label_handled_keys](const Json& pod) {
-                       for (const auto& k : keys) {
-                         if (is_daemonset_pod_with_node_selector_key(pod, k)) {
-                           return skip("DaemonSet pod selecting node label " + k +
-                                       ": removed and waited for through that label");
-                         }
-                       }
-                       return keep();
+  filters.push_back({"node-label", [pause = options.label_pause](const Json& pod) {
+                       const auto t = pause ? taken_off_by_pause(pod, *pause) : std::nullopt;
+                       if (!t) return keep();
+                       return skip("DaemonSet pod selecting node label " + t->key +
+                                   (t->rule == PlacementRule::kNodeAffinity ? " through its node affinity" : "") +
+                                   ": removed and waited for through that label");
                      }});
   filters.push_back(terminating_wait_filter());
   filters.push_back(mirror_filter(Verdict::kError));

@@ -16,6 +16,7 @@
 #include "common/go_bool.h"
 #include "common/result.h"
 #include "kube/objects.h"
+#include "manager/rules/label_pause.h"
 #include "manager/rules/label_selector.h"
 #include "manager/rules/taints.h"
 
@@ -29,10 +30,6 @@ inline constexpr std::string_view kGpuClientAnnotation = "nvidia.com/gpu.client"
 inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gpu.client.dra-plugin";
 
 // --- Pod facts computed from the JSON alone (the generic ones are in kube/objects.h) ------------------
-// DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
-// custom labels.
-bool is_daemonset_pod_with_node_selector_key(const nlohmann::json& pod, std::string_view key);
-
 // How a pod is designated by kGpuClientAnnotation.
 enum class ClientDesignation {
   kNone,     // no annotation
@@ -152,9 +149,9 @@ struct GpuClientOptions {
   GpuClientPhase phase = GpuClientPhase::kWithOperands;
   bool force = false;  // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
   std::optional<kube::Taint> taint;  // pods tolerating it get a warning (they come back at once)
-  // Node label keys this run paused (gpu.deploy.client, the custom key): DaemonSet pods selecting on one
-  // are handled (and waited for) through the label, not evicted.
-  std::vector<std::string> label_handled_keys;
+  // The run's label pause: DaemonSet pods that pausing gpu.deploy.client or the custom key takes off the
+  // node are handled (and waited for) through the label, not evicted. Null: none are.
+  std::shared_ptr<const LabelPause> label_pause;
 };
 
 // gpu clients: designation -> phase -> terminal(skip) -> label-handled(skip) -> terminating(wait) ->
