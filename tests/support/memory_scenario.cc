@@ -200,6 +200,13 @@ void MemoryScenario::add_gpu_claim(const std::string& name) {
                                                   {"device", "gpu-0"}}})}}}}}}}});
 }
 
+void MemoryScenario::add_runtime_class(const std::string& name, const std::string& handler) {
+  cluster_.apply({{"apiVersion", "node.k8s.io/v1"},
+                  {"kind", "RuntimeClass"},
+                  {"metadata", {{"name", name}}},
+                  {"handler", handler}});
+}
+
 void MemoryScenario::add_mellanox_device(const std::string& bdf) {
   const std::string dir = root_ + "/sys/bus/pci/devices/" + bdf;
   std::filesystem::create_directories(dir);
@@ -212,9 +219,11 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
   if (p.dra_plugin) ann["nvidia.com/gpu.client.dra-plugin"] = "true";
   if (p.holds_gpu) ann["node-sim/holds-gpu"] = "true";
   if (p.stuck) ann["node-sim/stuck-terminating"] = "true";
+  for (const auto& [k, v] : p.annotations) ann[k] = v;
   Json labels = {{"app", p.name}};
   for (const auto& [k, v] : p.labels) labels[k] = v;
   Json container = {{"name", "main"}, {"image", "example.com/cuda-app:1"}};
+  for (const auto& [k, v] : p.env) container["env"].push_back({{"name", k}, {"value", v}});
   if (p.request_gpu) container["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
   Json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
@@ -227,6 +236,7 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
                {{"nodeName", node_},
                 {"terminationGracePeriodSeconds", p.grace_period_seconds},
                 {"containers", Json::array({container})}}}};
+  if (!p.runtime_class.empty()) pod["spec"]["runtimeClassName"] = p.runtime_class;
   if (!p.gpu_claim.empty()) {
     pod["spec"]["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimName", p.gpu_claim}}});
   }

@@ -43,6 +43,9 @@ struct MemPod {
   int grace_period_seconds = 5;
   std::map<std::string, std::string> labels = {};
   std::string owner_kind = "ReplicaSet";  // "" = a bare pod
+  std::string runtime_class = {};          // spec.runtimeClassName; "" = none
+  std::map<std::string, std::string> env = {};          // its container's environment
+  std::map<std::string, std::string> annotations = {};  // more annotations (CDI devices, say)
 };
 
 // A DaemonSet of its own (a third-party GPU client, say) whose pods select the node by `node_selector`;
@@ -104,6 +107,8 @@ class MemoryScenario {
   // A ResourceClaim of the workload namespace allocated a device of the GPU DRA driver (gpu.nvidia.com).
   void add_gpu_claim(const std::string& name);
   // A Mellanox network device on the simulated PCI bus (the MOFED wait looks for one).
+  // A RuntimeClass (cluster-scoped) with `handler`.
+  void add_runtime_class(const std::string& name, const std::string& handler);
   void add_mellanox_device(const std::string& bdf = "0000:3b:00.0");
   // A budget that allows no disruption of app=<app> pods of the workload namespace (minAvailable 1).
   void block_with_pdb(const std::string& name, const std::string& app);

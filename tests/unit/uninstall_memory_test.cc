@@ -284,6 +284,41 @@ TEST(UninstallMemory, DaemonSetSelectingTheClientLabelByNodeAffinityIsWaitedFor)
   s.wait_running(s.workload_ns(), 1);  // its DaemonSet brings it back
 }
 
+// GPU users without a GPU request are GPU workloads: a notebook on the NVIDIA runtime class, a pod with
+// NVIDIA_VISIBLE_DEVICES=all, a pod naming NVIDIA CDI devices. Each holds the GPU, so the unload succeeds
+// only once they are evicted; each eviction's line says why it counts. A pod naming a RuntimeClass that does
+// not exist is said so and not counted through it; "void" devices and a runc class are no GPU use.
+TEST(UninstallMemory, GpuUsersWithoutAGpuRequestAreEvicted) {
+  MemoryScenario s;
+  s.add_runtime_class("nvidia", "nvidia");
+  s.add_runtime_class("runc", "runc");
+  s.deploy({.pods = {{.name = "notebook", .holds_gpu = true, .runtime_class = "nvidia"},
+                     {.name = "all-devices", .holds_gpu = true, .env = {{"NVIDIA_VISIBLE_DEVICES", "all"}}},
+                     {.name = "cdi", .holds_gpu = true, .annotations = {{"cdi.k8s.io/main", "nvidia.com/gpu=all"}}},
+                     {.name = "no-devices", .env = {{"NVIDIA_VISIBLE_DEVICES", "void"}}},
+                     {.name = "plain", .runtime_class = "runc"},
+                     {.name = "lost-class", .runtime_class = "gone"}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(s.evicted(),
+              ::testing::UnorderedElementsAre("workloads/notebook", "workloads/all-devices", "workloads/cdi"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" "
+                               "runs it on the NVIDIA container runtime (handler \"nvidia\")"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/all-devices: evict: GPU pod without a GPU request: "
+                               "NVIDIA_VISIBLE_DEVICES=all in a container"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/cdi: evict: GPU pod without a GPU request: CDI annotation "
+                               "cdi.k8s.io/main=nvidia.com/gpu=all"));
+  EXPECT_THAT(r.log, HasSubstr("GPU pod - workloads/notebook"));
+  EXPECT_THAT(r.log, HasSubstr("RuntimeClass \"gone\" does not exist: pods naming it are not counted as GPU pods "
+                               "through it"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/lost-class: skip [gpu]: does not use a GPU; its RuntimeClass \"gone\" "
+                               "does not exist"));
+  EXPECT_FALSE(s.driver_loaded());
+  EXPECT_FALSE(s.state().unschedulable) << "uncordoned at the end";
+}
+
 // docs/gpu-clients.md: a DRA-plugin client goes after the GPU workloads, the other clients and the claim
 // guard; the operator's own DRA plugin goes after it, right before the unload.
 TEST(UninstallMemory, DraPluginClientGoesAfterTheWorkloadsAndTheOtherClientsThenThePlugin) {

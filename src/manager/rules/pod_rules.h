@@ -16,6 +16,7 @@
 #include "common/go_bool.h"
 #include "common/result.h"
 #include "kube/objects.h"
+#include "manager/rules/gpu_access.h"
 #include "manager/rules/label_pause.h"
 #include "manager/rules/label_selector.h"
 #include "manager/rules/taints.h"
@@ -101,6 +102,9 @@ struct PodFacts {
   std::function<Result<bool>(const std::string& ns, const std::string& name)> daemonset_exists;
   // Does the pod hold an allocated gpu.nvidia.com ResourceClaim (claims.h + GET resourceclaims).
   std::function<Result<bool>(const nlohmann::json& pod)> holds_gpu_claim;
+  // The handler of a RuntimeClass (GET node.k8s.io/v1 runtimeclasses; gpu_access.h). Null: pods are not
+  // counted as GPU pods through their RuntimeClass.
+  RuntimeClassLookup runtime_class_handler;
 };
 
 struct DrainOptions {
@@ -174,7 +178,8 @@ using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
 // plan_pods over a snapshot (no pod is copied but those the plan keeps).
 PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
 
-// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (one claim lookup per pod);
+// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one claim
+// lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries);
 // every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
 // GPU pods"). A claim lookup error is returned as the error.
 struct GpuEvictionPlan {
