@@ -204,6 +204,19 @@ TEST(Plan, AnUnloadableKernelOrAnIntolerantOwnPodRefusesBeforeAnyWrite) {
   EXPECT_FALSE(*p.own_pod_tolerates);
   EXPECT_THAT(p.refusals[0], HasSubstr("does not tolerate the GPU client taint"));
   EXPECT_EQ(find(p, "gpu-operator/driver-1").reason, "this program's own pod");
+
+  // Without a GPU client to reset no taint is added, and the same pod is no refusal.
+  std::erase_if(in.pods, [](const Json& q) { return kube::name(q) == "agent-1"; });
+  p = build_plan(settings(), in);
+  EXPECT_EQ(p.flow.path, RunPath::kFull);
+  EXPECT_TRUE(p.refusals.empty()) << p.refusals[0];
+  EXPECT_EQ(p.taint_action, TaintAction::kNone);
+  EXPECT_THAT(p.own_pod_note, HasSubstr("no refusal: the run adds no taint"));
+  // Nor where the node already carries a taint with the key and effect.
+  in = full_inputs();
+  in.own_pod = own;
+  in.node["spec"]["taints"] = Json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
+  EXPECT_TRUE(build_plan(settings(), in).refusals.empty());
 }
 
 // The skip path never unloads, so a kernel that cannot unload the driver does not refuse it.

@@ -319,6 +319,57 @@ TEST(UninstallMemory, GpuUsersWithoutAGpuRequestAreEvicted) {
   EXPECT_FALSE(s.state().unschedulable) << "uncordoned at the end";
 }
 
+// The driver pod this run is in, standing on no node (nothing runs it), tolerating only `toleration_key`.
+void add_own_pod(MemoryScenario& s, manager::Settings& settings, const std::string& toleration_key) {
+  s.cluster().apply({{"apiVersion", "v1"},
+                     {"kind", "Pod"},
+                     {"metadata", {{"name", "driver-pod"}, {"namespace", s.operator_ns()}}},
+                     {"spec",
+                      {{"nodeName", "no-such-node"},
+                       {"tolerations", nlohmann::json::array({{{"key", toleration_key}, {"operator", "Exists"}}})},
+                       {"containers", nlohmann::json::array({{{"name", "k8s-driver-manager"}, {"image", "x"}}})}}}});
+  settings.pod_name = "driver-pod";
+  settings.pod_namespace = s.operator_ns();
+}
+
+// The own pod must tolerate the GPU client taint only when this run adds it: with no client to reset, a
+// driver pod that does not tolerate the configured taint runs (as upstream, which has no such guard).
+TEST(UninstallMemory, OwnPodNotToleratingTheTaintRunsWhenNoTaintIsAdded) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
+  auto settings = s.settings();
+  settings.gpu_client_taint = "example.com/gpu-maintenance=driver:NoSchedule";
+  add_own_pod(s, settings, "nvidia.com/gpu");
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("does not tolerate the GPU client taint example.com/gpu-maintenance=driver:"
+                               "NoSchedule; going on, as this run adds no taint: no GPU client pod to reset"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer"));
+  EXPECT_EQ(s.requests_with("taints"), 0U);
+  EXPECT_FALSE(s.driver_loaded());
+}
+
+// With a client to reset the run would taint the node: the same pod is refused before any write.
+TEST(UninstallMemory, OwnPodNotToleratingTheTaintIsRefusedWhenATaintWouldBeAdded) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "agent", .gpu_client = "true"}}});
+  auto settings = s.settings();
+  settings.gpu_client_taint = "example.com/gpu-maintenance=driver:NoSchedule";
+  add_own_pod(s, settings, "nvidia.com/gpu");
+
+  const auto r = s.run(settings);
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("refusing to start: this pod (" + s.operator_ns() +
+                               "/driver-pod) does not tolerate the GPU client taint"));
+  EXPECT_EQ(s.requests_with("PATCH"), 0U) << "nothing written";
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_TRUE(s.driver_loaded());
+  expect_labels(s, default_mem_operands(), "true");
+}
+
 // docs/gpu-clients.md: a DRA-plugin client goes after the GPU workloads, the other clients and the claim
 // guard; the operator's own DRA plugin goes after it, right before the unload.
 TEST(UninstallMemory, DraPluginClientGoesAfterTheWorkloadsAndTheOtherClientsThenThePlugin) {

@@ -58,6 +58,17 @@ bool client_reset_needs_taint(const PodPlan& first_look) {
   return first_look.ok() && !(first_look.to_evict.empty() && first_look.to_wait.empty());
 }
 
+bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
+                        const std::shared_ptr<const LabelPause>& label_pause) {
+  const auto taint = parse_taint(settings.gpu_client_taint);
+  if (!taint) return false;
+  for (const auto phase : {GpuClientPhase::kWithOperands, GpuClientPhase::kDraPlugin}) {
+    if (client_reset_needs_taint(plan_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods)))
+      return true;
+  }
+  return false;
+}
+
 GpuClientReset::GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                                const Settings& settings, UndoList& undo,
                                std::shared_ptr<const LabelPause> label_pause)

@@ -31,6 +31,10 @@ PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase pha
 // The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
 // or waited for.
 bool client_reset_needs_taint(const PodPlan& first_look);
+// The first look of either phase over `pods` would taint the node (the run's own pod tolerating the taint
+// matters only then).
+bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
+                        const std::shared_ptr<const LabelPause>& label_pause);
 
 class GpuClientReset {
  public:
@@ -39,6 +43,9 @@ class GpuClientReset {
   GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                  const Settings& settings, UndoList& undo, std::shared_ptr<const LabelPause> label_pause = {});
 
+  // The reset refuses with `why` (nothing evicted by it) where it would add the taint to the node: this
+  // run's pod does not tolerate the taint, and the check before the first write found nothing to taint for.
+  void refuse_to_taint(Error why) { taint_ops_.refuse_to_add(std::move(why)); }
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
   void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
 
