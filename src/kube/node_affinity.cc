@@ -132,7 +132,8 @@ bool node_selector_matches(const Json& pod, const NodePlacement& node) {
   if (selector == nullptr || !selector->is_object()) return true;
   for (const auto& [k, v] : selector->items()) {
     const auto it = node.labels.find(k);
-    if (it == node.labels.end() || !v.is_string() || it->second != v.get_ref<const std::string&>()) return false;
+    if (it == node.labels.end() || !v.is_string() || it->second != v.get_ref<const std::string&>())
+      return false;
   }
   return true;
 }

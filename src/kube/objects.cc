@@ -208,8 +208,7 @@ namespace {
 void keep_required_node_affinity(Json& spec) {
   auto it = spec.find("affinity");
   if (it == spec.end()) return;
-  const Json* required =
-      find(*it, {"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  const Json* required = find(*it, {"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
   if (required == nullptr) {
     spec.erase(it);
     return;
@@ -240,8 +239,8 @@ void keep_visible_devices_env(Json& container) {
 
 void drop_unread_pod_fields(Json& pod) {
   // The heavy parts first, then the scheduling and networking bookkeeping that every pod carries.
-  static constexpr std::string_view kSpec[] = {"initContainers", "ephemeralContainers", "securityContext",
-                                               "dnsPolicy",      "schedulerName",       "serviceAccount",
+  static constexpr std::string_view kSpec[] = {"initContainers",     "ephemeralContainers", "securityContext",
+                                               "dnsPolicy",          "schedulerName",       "serviceAccount",
                                                "enableServiceLinks", "preemptionPolicy"};
   static constexpr std::string_view kContainer[] = {"envFrom",
                                                     "volumeMounts",

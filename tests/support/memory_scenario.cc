@@ -124,20 +124,21 @@ namespace {
 Json daemonset_json(const std::string& name, const std::string& ns,
                     const std::map<std::string, std::string>& node_selector, const Json& annotations,
                     const Json& affinity_terms = nullptr) {
-  Json ds = {{"apiVersion", "apps/v1"},
-          {"kind", "DaemonSet"},
-          {"metadata", {{"name", name}, {"namespace", ns}}},
+  Json ds = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "DaemonSet"},
+      {"metadata", {{"name", name}, {"namespace", ns}}},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app", name}}}}},
+        {"template",
+         {{"metadata", {{"labels", {{"app", name}}}, {"annotations", annotations}}},
           {"spec",
-           {{"selector", {{"matchLabels", {{"app", name}}}}},
-            {"template",
-             {{"metadata", {{"labels", {{"app", name}}}, {"annotations", annotations}}},
-              {"spec",
-               {{"terminationGracePeriodSeconds", 5},
-                {"nodeSelector", node_selector},
-                {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}};
+           {{"terminationGracePeriodSeconds", 5},
+            {"nodeSelector", node_selector},
+            {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}};
   if (!affinity_terms.is_null()) {
-    ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-      ["nodeSelectorTerms"] = affinity_terms;
+    ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+      ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = affinity_terms;
   }
   return ds;
 }
@@ -165,8 +166,8 @@ void MemoryScenario::deploy_operands(const std::vector<MemOperand>& operands) {
 void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
   Json ann = node_sim_annotations(ds.holds_gpu, ds.stuck);
   if (!ds.gpu_client.empty()) ann["nvidia.com/gpu.client"] = ds.gpu_client;
-  cluster_.apply(
-      daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann, ds.affinity_terms));
+  cluster_.apply(daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann,
+                                ds.affinity_terms));
   label_node(ds.node_selector);
   if (!ds.node_labels.empty()) label_node(ds.node_labels);
 }

@@ -42,8 +42,8 @@ struct MemPod {
   std::string terminate_after = "0.1";
   int grace_period_seconds = 5;
   std::map<std::string, std::string> labels = {};
-  std::string owner_kind = "ReplicaSet";  // "" = a bare pod
-  std::string runtime_class = {};          // spec.runtimeClassName; "" = none
+  std::string owner_kind = "ReplicaSet";                // "" = a bare pod
+  std::string runtime_class = {};                       // spec.runtimeClassName; "" = none
   std::map<std::string, std::string> env = {};          // its container's environment
   std::map<std::string, std::string> annotations = {};  // more annotations (CDI devices, say)
 };

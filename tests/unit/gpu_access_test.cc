@@ -31,7 +31,8 @@ Json with_env(Json p, const std::string& value) {
 
 // The cluster's RuntimeClasses: name -> handler.
 RuntimeClassLookup classes(std::map<std::string, std::string> handlers, int* lookups = nullptr) {
-  return [handlers = std::move(handlers), lookups](const std::string& name) -> Result<std::optional<std::string>> {
+  return [handlers = std::move(handlers),
+          lookups](const std::string& name) -> Result<std::optional<std::string>> {
     if (lookups != nullptr) ++*lookups;
     auto it = handlers.find(name);
     if (it == handlers.end()) return std::optional<std::string>();
@@ -57,7 +58,8 @@ TEST(GpuAccessTest, TheRuntimeClassCountsThroughItsHandler) {
   const auto lookup = classes({{"nvidia", "nvidia"}, {"gpu", "nvidia-cdi"}, {"plain", "runc"}});
   Json p = pod("notebook");
   p["spec"]["runtimeClassName"] = "gpu";
-  EXPECT_EQ(why(p, lookup), "RuntimeClass \"gpu\" runs it on the NVIDIA container runtime (handler \"nvidia-cdi\")");
+  EXPECT_EQ(why(p, lookup),
+            "RuntimeClass \"gpu\" runs it on the NVIDIA container runtime (handler \"nvidia-cdi\")");
   p["spec"]["runtimeClassName"] = "plain";
   EXPECT_EQ(why(p, lookup), "");
   // Without a lookup the class is not read.
@@ -71,7 +73,8 @@ TEST(GpuAccessTest, AMissingRuntimeClassIsANoteAndNotCounted) {
   auto a = gpu_access_without_request(p, classes({}));
   ASSERT_TRUE(a);
   EXPECT_EQ(a->why, "");
-  EXPECT_EQ(a->note, "its RuntimeClass \"gone\" does not exist, so it is not counted as a GPU pod through it");
+  EXPECT_EQ(a->note,
+            "its RuntimeClass \"gone\" does not exist, so it is not counted as a GPU pod through it");
   // Another signal still counts.
   a = gpu_access_without_request(with_env(p, "all"), classes({}));
   ASSERT_TRUE(a);
@@ -95,8 +98,8 @@ TEST(GpuAccessTest, VisibleDevicesOtherThanVoidNoneOrEmpty) {
   EXPECT_EQ(why(with_env(pod("a"), "")), "");
   // A value from elsewhere (a ConfigMap) is not known.
   Json from = pod("a");
-  from["spec"]["containers"][0]["env"] =
-      Json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"valueFrom", {{"configMapKeyRef", {{"name", "x"}}}}}}});
+  from["spec"]["containers"][0]["env"] = Json::array(
+      {{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"valueFrom", {{"configMapKeyRef", {{"name", "x"}}}}}}});
   EXPECT_EQ(why(from), "");
 }
 
@@ -125,7 +128,8 @@ TEST(GpuAccessTest, GpuWorkloadEvictionCountsThemWithTheirReason) {
   notebook["spec"]["runtimeClassName"] = "nvidia";
   Json lost = pod("lost");
   lost["spec"]["runtimeClassName"] = "gone";
-  const std::vector<Json> pods = {notebook, with_env(pod("all", ""), "all"), lost, with_env(pod("ds", "DaemonSet"), "all")};
+  const std::vector<Json> pods = {notebook, with_env(pod("all", ""), "all"), lost,
+                                  with_env(pod("ds", "DaemonSet"), "all")};
   PodFacts facts;
   facts.runtime_class_handler = classes({{"nvidia", "nvidia"}});
   auto plan = plan_gpu_workload_eviction(pods, DrainOptions{}, facts);
@@ -133,12 +137,15 @@ TEST(GpuAccessTest, GpuWorkloadEvictionCountsThemWithTheirReason) {
   EXPECT_EQ(plan->gpu_pods, 2U);
   ASSERT_EQ(plan->plan.to_evict.size(), 1U);
   EXPECT_EQ(plan->plan.decisions[0].log_line(),
-            "ml/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" runs it on the NVIDIA container "
+            "ml/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" runs it on the "
+            "NVIDIA container "
             "runtime (handler \"nvidia\")");
   ASSERT_EQ(plan->plan.errors.size(), 1U);
-  EXPECT_THAT(plan->plan.errors[0], HasSubstr("ml/all: GPU pod cannot be evicted: cannot delete Pods that declare no "
-                                              "controller"));
-  EXPECT_THAT(plan->plan.errors[0], HasSubstr("(a GPU pod without a GPU request: NVIDIA_VISIBLE_DEVICES=all"));
+  EXPECT_THAT(plan->plan.errors[0],
+              HasSubstr("ml/all: GPU pod cannot be evicted: cannot delete Pods that declare no "
+                        "controller"));
+  EXPECT_THAT(plan->plan.errors[0],
+              HasSubstr("(a GPU pod without a GPU request: NVIDIA_VISIBLE_DEVICES=all"));
   EXPECT_EQ(plan->plan.decisions[2].notice, Notice::kWarning);
   EXPECT_THAT(plan->plan.decisions[2].reason, HasSubstr("its RuntimeClass \"gone\" does not exist"));
   EXPECT_EQ(plan->plan.decisions[3].reason, "does not use a GPU");

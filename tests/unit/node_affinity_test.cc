@@ -16,8 +16,8 @@ const NodePlacement kNode{"gpu-node-1",
 // A pod whose required node affinity has `terms` (JSON text of the nodeSelectorTerms array).
 Json pod_with_terms(const std::string& terms) {
   Json pod = {{"spec", Json::object()}};
-  pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
-      Json::parse(terms);
+  pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+     ["nodeSelectorTerms"] = Json::parse(terms);
   return pod;
 }
 
@@ -40,16 +40,20 @@ TEST(NodeAffinityTest, NodeSelectorNeedsEveryKeyWithItsValue) {
   EXPECT_TRUE(fits({{"spec", {{"nodeSelector", {{"nvidia.com/gpu.deploy.client", "true"}}}}}}));
   EXPECT_FALSE(fits({{"spec", {{"nodeSelector", {{"nvidia.com/gpu.deploy.client", "false"}}}}}}));
   EXPECT_FALSE(fits({{"spec", {{"nodeSelector", {{"absent", "true"}}}}}}));
-  EXPECT_FALSE(fits({{"spec",
-                      {{"nodeSelector", {{"nvidia.com/gpu.deploy.client", "true"}, {"nvidia.com/gpu.count", "4"}}}}}}));
+  EXPECT_FALSE(fits(
+      {{"spec",
+        {{"nodeSelector", {{"nvidia.com/gpu.deploy.client", "true"}, {"nvidia.com/gpu.count", "4"}}}}}}));
 }
 
 TEST(NodeAffinityTest, InAndNotIn) {
-  EXPECT_TRUE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100", "A100"]})")));
+  EXPECT_TRUE(
+      fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100", "A100"]})")));
   EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "In", "values": ["H100"]})")));
   EXPECT_FALSE(fits(pod_with(R"({"key": "absent", "operator": "In", "values": ["x"]})")));
-  EXPECT_TRUE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": ["H100"]})")));
-  EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": ["A100"]})")));
+  EXPECT_TRUE(
+      fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": ["H100"]})")));
+  EXPECT_FALSE(
+      fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "NotIn", "values": ["A100"]})")));
   // NotIn matches a node without the label.
   EXPECT_TRUE(fits(pod_with(R"({"key": "absent", "operator": "NotIn", "values": ["x"]})")));
   // In and NotIn need values.
@@ -63,7 +67,8 @@ TEST(NodeAffinityTest, ExistsAndDoesNotExist) {
   EXPECT_TRUE(fits(pod_with(R"({"key": "absent", "operator": "DoesNotExist"})")));
   EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "DoesNotExist"})")));
   // Values with Exists make the requirement invalid, and the term with it matches nothing.
-  EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "Exists", "values": ["A100"]})")));
+  EXPECT_FALSE(
+      fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "Exists", "values": ["A100"]})")));
 }
 
 TEST(NodeAffinityTest, GtAndLtCompareIntegers) {
@@ -71,7 +76,8 @@ TEST(NodeAffinityTest, GtAndLtCompareIntegers) {
   EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["8"]})")));
   EXPECT_TRUE(fits(pod_with(R"({"key": "nvidia.com/gpu.count", "operator": "Lt", "values": ["9"]})")));
   EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.count", "operator": "Lt", "values": ["8"]})")));
-  EXPECT_TRUE(fits(pod_with(R"({"key": "nvidia.com/cuda.driver.major", "operator": "Gt", "values": ["+535"]})")));
+  EXPECT_TRUE(
+      fits(pod_with(R"({"key": "nvidia.com/cuda.driver.major", "operator": "Gt", "values": ["+535"]})")));
   EXPECT_TRUE(fits(pod_with(R"({"key": "nvidia.com/gpu.count", "operator": "Gt", "values": ["-1"]})")));
   // A label that is not an integer, or absent, does not match.
   EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "Gt", "values": ["1"]})")));
@@ -85,7 +91,8 @@ TEST(NodeAffinityTest, GtAndLtCompareIntegers) {
 }
 
 TEST(NodeAffinityTest, UnknownOperatorMatchesNothing) {
-  EXPECT_FALSE(fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "Equals", "values": ["A100"]})")));
+  EXPECT_FALSE(
+      fits(pod_with(R"({"key": "nvidia.com/gpu.product", "operator": "Equals", "values": ["A100"]})")));
   EXPECT_FALSE(fits(pod_with(R"({"operator": "Exists"})")));
 }
 
@@ -134,7 +141,8 @@ TEST(NodeAffinityTest, MatchFieldsOnTheNodeName) {
   // One value exactly, In or NotIn only, metadata.name only.
   EXPECT_FALSE(fits(pod_with_terms(
       R"([{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1", "x"]}]}])")));
-  EXPECT_FALSE(fits(pod_with_terms(R"([{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}])")));
+  EXPECT_FALSE(
+      fits(pod_with_terms(R"([{"matchFields": [{"key": "metadata.name", "operator": "Exists"}]}])")));
   EXPECT_FALSE(fits(pod_with_terms(
       R"([{"matchFields": [{"key": "metadata.uid", "operator": "In", "values": ["gpu-node-1"]}]}])")));
   // Fields and expressions of one term are ANDed.

@@ -215,7 +215,8 @@ TEST(Plan, AnUnloadableKernelOrAnIntolerantOwnPodRefusesBeforeAnyWrite) {
   // Nor where the node already carries a taint with the key and effect.
   in = full_inputs();
   in.own_pod = own;
-  in.node["spec"]["taints"] = Json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
+  in.node["spec"]["taints"] =
+      Json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
   EXPECT_TRUE(build_plan(settings(), in).refusals.empty());
 }
 

@@ -162,8 +162,8 @@ TEST(PodRulesTest, DaemonSetPodsTakenOffByThePause) {
 TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsNodeAffinity) {
   Json p = fixture("client-ds-pod");
   p["spec"].erase("nodeSelector");
-  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] =
-      Json::parse(R"([
+  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+   ["nodeSelectorTerms"] = Json::parse(R"([
         {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]}],
          "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]},
         {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "DoesNotExist"}],
@@ -179,8 +179,8 @@ TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsNodeAffinity) {
   bare->after.labels.erase("nvidia.com/gpu.deploy.client");
   EXPECT_FALSE(taken_off_by_pause(p, *bare));
   // Pinned to another node, it never fit this one.
-  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-   ["matchFields"][0]["values"][0] = "gpu-node-2";
+  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+   [0]["matchFields"][0]["values"][0] = "gpu-node-2";
   EXPECT_FALSE(taken_off_by_pause(p, *pause));
 
   GpuClientOptions o;
@@ -193,8 +193,9 @@ TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsNodeAffinity) {
   const PodDecision d = gpu_client_pipeline(o).decide(annotated);
   EXPECT_EQ(d.verdict, Verdict::kSkip);
   EXPECT_EQ(d.filter, "node-label");
-  EXPECT_THAT(d.reason, ::testing::HasSubstr("selecting node label nvidia.com/gpu.deploy.client through its node "
-                                             "affinity"));
+  EXPECT_THAT(d.reason,
+              ::testing::HasSubstr("selecting node label nvidia.com/gpu.deploy.client through its node "
+                                   "affinity"));
 }
 
 TEST(PodRulesTest, GpuClientDesignation) {

@@ -139,7 +139,9 @@ TEST(TaintRemovePlan, UnparsableAnnotationIsDroppedAlone) {
 }
 
 TEST(LabelHandledClientKeys, OnlyKeysWhoseLabelIsPaused) {
-  const auto keys = [](Snapshot s, const std::string& custom) { return label_pause(s, operand_table(custom)).keys; };
+  const auto keys = [](Snapshot s, const std::string& custom) {
+    return label_pause(s, operand_table(custom)).keys;
+  };
   Snapshot s;
   s.labels[std::string(kClientLabel)] = "true";
   s.labels["example.com/gpu-clients"] = "";
@@ -156,7 +158,8 @@ TEST(LabelHandledClientKeys, OnlyKeysWhoseLabelIsPaused) {
 TEST(TaintOps, ARefusalStopsOnlyAWriteThatWouldAddTheTaint) {
   test::MemoryCluster cluster;
   const test::FakeClock clock;
-  ASSERT_TRUE(cluster.create(kube::paths::nodes(), {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}}));
+  ASSERT_TRUE(cluster.create(kube::paths::nodes(),
+                             {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}}));
   KnownNode known;
   TaintOps ops(cluster, clock, "n1");
   ops.use_known_node(&known);

@@ -273,9 +273,10 @@ TEST(UninstallMemory, DaemonSetSelectingTheClientLabelByNodeAffinityIsWaitedFor)
   ASSERT_EQ(r.exit_code, 0) << r.log;
   EXPECT_THAT(r.log, HasSubstr("Waiting for 1 daemon set pod(s) with nodeSelector key \"" + kPrefix +
                                "client\" to terminate"));
-  EXPECT_THAT(r.log, ::testing::ContainsRegex("Waiting for daemon set pod workloads/health-agent-[a-z0-9]+ to "
-                                              "terminate: its node affinity on " +
-                                              kPrefix + "client no longer matches"));
+  EXPECT_THAT(r.log,
+              ::testing::ContainsRegex("Waiting for daemon set pod workloads/health-agent-[a-z0-9]+ to "
+                                       "terminate: its node affinity on " +
+                                       kPrefix + "client no longer matches"));
   EXPECT_THAT(r.log, HasSubstr("through its node affinity: removed and waited for through that label"));
   EXPECT_THAT(s.evicted(), IsEmpty());
   EXPECT_EQ(s.requests_with("taints"), 0U);
@@ -292,42 +293,48 @@ TEST(UninstallMemory, GpuUsersWithoutAGpuRequestAreEvicted) {
   MemoryScenario s;
   s.add_runtime_class("nvidia", "nvidia");
   s.add_runtime_class("runc", "runc");
-  s.deploy({.pods = {{.name = "notebook", .holds_gpu = true, .runtime_class = "nvidia"},
-                     {.name = "all-devices", .holds_gpu = true, .env = {{"NVIDIA_VISIBLE_DEVICES", "all"}}},
-                     {.name = "cdi", .holds_gpu = true, .annotations = {{"cdi.k8s.io/main", "nvidia.com/gpu=all"}}},
-                     {.name = "no-devices", .env = {{"NVIDIA_VISIBLE_DEVICES", "void"}}},
-                     {.name = "plain", .runtime_class = "runc"},
-                     {.name = "lost-class", .runtime_class = "gone"}}});
+  s.deploy(
+      {.pods = {
+           {.name = "notebook", .holds_gpu = true, .runtime_class = "nvidia"},
+           {.name = "all-devices", .holds_gpu = true, .env = {{"NVIDIA_VISIBLE_DEVICES", "all"}}},
+           {.name = "cdi", .holds_gpu = true, .annotations = {{"cdi.k8s.io/main", "nvidia.com/gpu=all"}}},
+           {.name = "no-devices", .env = {{"NVIDIA_VISIBLE_DEVICES", "void"}}},
+           {.name = "plain", .runtime_class = "runc"},
+           {.name = "lost-class", .runtime_class = "gone"}}});
 
   const auto r = s.run(s.settings());
 
   ASSERT_EQ(r.exit_code, 0) << r.log;
-  EXPECT_THAT(s.evicted(),
-              ::testing::UnorderedElementsAre("workloads/notebook", "workloads/all-devices", "workloads/cdi"));
-  EXPECT_THAT(r.log, HasSubstr("workloads/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" "
-                               "runs it on the NVIDIA container runtime (handler \"nvidia\")"));
+  EXPECT_THAT(s.evicted(), ::testing::UnorderedElementsAre("workloads/notebook", "workloads/all-devices",
+                                                           "workloads/cdi"));
+  EXPECT_THAT(r.log,
+              HasSubstr("workloads/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" "
+                        "runs it on the NVIDIA container runtime (handler \"nvidia\")"));
   EXPECT_THAT(r.log, HasSubstr("workloads/all-devices: evict: GPU pod without a GPU request: "
                                "NVIDIA_VISIBLE_DEVICES=all in a container"));
   EXPECT_THAT(r.log, HasSubstr("workloads/cdi: evict: GPU pod without a GPU request: CDI annotation "
                                "cdi.k8s.io/main=nvidia.com/gpu=all"));
   EXPECT_THAT(r.log, HasSubstr("GPU pod - workloads/notebook"));
-  EXPECT_THAT(r.log, HasSubstr("RuntimeClass \"gone\" does not exist: pods naming it are not counted as GPU pods "
-                               "through it"));
-  EXPECT_THAT(r.log, HasSubstr("workloads/lost-class: skip [gpu]: does not use a GPU; its RuntimeClass \"gone\" "
-                               "does not exist"));
+  EXPECT_THAT(r.log,
+              HasSubstr("RuntimeClass \"gone\" does not exist: pods naming it are not counted as GPU pods "
+                        "through it"));
+  EXPECT_THAT(r.log,
+              HasSubstr("workloads/lost-class: skip [gpu]: does not use a GPU; its RuntimeClass \"gone\" "
+                        "does not exist"));
   EXPECT_FALSE(s.driver_loaded());
   EXPECT_FALSE(s.state().unschedulable) << "uncordoned at the end";
 }
 
 // The driver pod this run is in, standing on no node (nothing runs it), tolerating only `toleration_key`.
 void add_own_pod(MemoryScenario& s, manager::Settings& settings, const std::string& toleration_key) {
-  s.cluster().apply({{"apiVersion", "v1"},
-                     {"kind", "Pod"},
-                     {"metadata", {{"name", "driver-pod"}, {"namespace", s.operator_ns()}}},
-                     {"spec",
-                      {{"nodeName", "no-such-node"},
-                       {"tolerations", nlohmann::json::array({{{"key", toleration_key}, {"operator", "Exists"}}})},
-                       {"containers", nlohmann::json::array({{{"name", "k8s-driver-manager"}, {"image", "x"}}})}}}});
+  s.cluster().apply(
+      {{"apiVersion", "v1"},
+       {"kind", "Pod"},
+       {"metadata", {{"name", "driver-pod"}, {"namespace", s.operator_ns()}}},
+       {"spec",
+        {{"nodeName", "no-such-node"},
+         {"tolerations", nlohmann::json::array({{{"key", toleration_key}, {"operator", "Exists"}}})},
+         {"containers", nlohmann::json::array({{{"name", "k8s-driver-manager"}, {"image", "x"}}})}}}});
   settings.pod_name = "driver-pod";
   settings.pod_namespace = s.operator_ns();
 }
@@ -344,8 +351,9 @@ TEST(UninstallMemory, OwnPodNotToleratingTheTaintRunsWhenNoTaintIsAdded) {
   const auto r = s.run(settings);
 
   ASSERT_EQ(r.exit_code, 0) << r.log;
-  EXPECT_THAT(r.log, HasSubstr("does not tolerate the GPU client taint example.com/gpu-maintenance=driver:"
-                               "NoSchedule; going on, as this run adds no taint: no GPU client pod to reset"));
+  EXPECT_THAT(r.log,
+              HasSubstr("does not tolerate the GPU client taint example.com/gpu-maintenance=driver:"
+                        "NoSchedule; going on, as this run adds no taint: no GPU client pod to reset"));
   EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer"));
   EXPECT_EQ(s.requests_with("taints"), 0U);
   EXPECT_FALSE(s.driver_loaded());

@@ -407,10 +407,11 @@ std::vector<std::string> refusals_before_any_write(const Settings& settings, con
     if (facts.adds_taint) {
       out.push_back("before any write: " + check_tolerates_taint(*in.own_pod, *taint)->message);
     } else {
-      plan.own_pod_note += std::string(plan.own_pod_note.empty() ? "" : "; ") +
-                           "it does not tolerate the GPU client taint " + taint->to_string() +
-                           ", which is no refusal: the run adds no taint (a GPU client bound before the reset "
-                           "makes the reset refuse instead)";
+      plan.own_pod_note +=
+          std::string(plan.own_pod_note.empty() ? "" : "; ") + "it does not tolerate the GPU client taint " +
+          taint->to_string() +
+          ", which is no refusal: the run adds no taint (a GPU client bound before the reset "
+          "makes the reset refuse instead)";
     }
   }
   if (!taint) out.push_back("before any write: GPU_CLIENT_TAINT: " + taint.error().message);

@@ -119,7 +119,8 @@ PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, cons
   if (in.shared.claims) claims = std::make_shared<const std::vector<Json>>(*in.shared.claims);
   p.facts = listed_pod_facts(in.daemonsets, claims);
   if (const auto handlers = in.runtime_handlers) {
-    p.facts.runtime_class_handler = [handlers](const std::string& name) -> Result<std::optional<std::string>> {
+    p.facts.runtime_class_handler =
+        [handlers](const std::string& name) -> Result<std::optional<std::string>> {
       const auto it = handlers->find(name);
       return it == handlers->end() ? std::nullopt : std::optional<std::string>(it->second);
     };
@@ -216,7 +217,8 @@ Wave build_wave(const Settings& settings, const WaveSelection& selection, const 
     policy.source = in.cluster_policy_note;
   }
   w.summary = summarise_wave(w.nodes, policy);
-  for (const auto& note : {in.shared.pdb_error, in.shared.claims_note, in.daemonsets_note, in.runtime_classes_note}) {
+  for (const auto& note :
+       {in.shared.pdb_error, in.shared.claims_note, in.daemonsets_note, in.runtime_classes_note}) {
     if (!note.empty()) w.notes.push_back(note);
   }
   return w;

@@ -145,12 +145,15 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
         const auto none = why_no_taint(node, *taint);
         if (!none) return *refusal;
         spdlog::info(
-            "This pod ({}) does not tolerate the GPU client taint {}; going on, as this run adds no taint: {} "
+            "This pod ({}) does not tolerate the GPU client taint {}; going on, as this run adds no taint: "
+            "{} "
             "(a GPU client bound before the reset makes the reset refuse instead of tainting the node)",
             own_pod_->ref, taint->to_string(), *none);
         taint_refusal_ = Error(fmt::format(
-            "refusing to taint node {} with {} for GPU client pods that arrived after the start: this pod ({}) "
-            "does not tolerate it, so if it were deleted while the taint is on nothing would remove the taint; "
+            "refusing to taint node {} with {} for GPU client pods that arrived after the start: this pod "
+            "({}) "
+            "does not tolerate it, so if it were deleted while the taint is on nothing would remove the "
+            "taint; "
             "add the toleration {{key: {}, operator: Exists, effect: {}}} to the driver DaemonSet or set "
             "GPU_CLIENT_TAINT to a taint the pod tolerates",
             settings_.node_name, taint->to_string(), own_pod_->ref, taint->key, taint->effect));
@@ -162,7 +165,8 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
 
 // Before the first write, from the first look of the pod watch: the driver is loaded (the clients are reset
 // only then), no taint with the key and effect is on the node, and there is a client to reset.
-std::optional<std::string> Uninstall::why_no_taint(const nlohmann::json& node, const kube::Taint& taint) const {
+std::optional<std::string> Uninstall::why_no_taint(const nlohmann::json& node,
+                                                   const kube::Taint& taint) const {
   if (!host_.module_loaded("nvidia")) return "no NVIDIA driver is loaded, so no GPU client is reset";
   if (plan_taint_add(node, taint).outcome != TaintOutcome::kAdded)
     return "the node already has a taint with its key and effect";

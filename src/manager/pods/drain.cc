@@ -45,15 +45,16 @@ PodFacts api_pod_facts(kube::Api& client) {
     if (!rc && rc.error().forbidden()) {
       // The GPU Operator's stock role does not grant it: the other signals still count.
       spdlog::warn(
-          "Cannot read RuntimeClass \"{}\" ({}): pods naming it are not counted as GPU pods through it; grant "
+          "Cannot read RuntimeClass \"{}\" ({}): pods naming it are not counted as GPU pods through it; "
+          "grant "
           "get on runtimeclasses (node.k8s.io) to count them",
           name, rc.error().message);
       return (*handlers)[name] = std::nullopt;
     }
     if (!rc) {
       if (!rc.error().not_found()) return rc.error().wrap("failed to look up RuntimeClass " + name);
-      spdlog::warn("RuntimeClass \"{}\" does not exist: pods naming it are not counted as GPU pods through it",
-                   name);
+      spdlog::warn(
+          "RuntimeClass \"{}\" does not exist: pods naming it are not counted as GPU pods through it", name);
       return (*handlers)[name] = std::nullopt;
     }
     return (*handlers)[name] = kube::string_at(*rc, {"handler"});

@@ -63,7 +63,8 @@ bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
   const auto taint = parse_taint(settings.gpu_client_taint);
   if (!taint) return false;
   for (const auto phase : {GpuClientPhase::kWithOperands, GpuClientPhase::kDraPlugin}) {
-    if (client_reset_needs_taint(plan_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods)))
+    if (client_reset_needs_taint(
+            plan_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods)))
       return true;
   }
   return false;

@@ -41,7 +41,8 @@ class GpuClientReset {
   // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
   // object adds or adopts registers its removal in `undo`.
   GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                 const Settings& settings, UndoList& undo, std::shared_ptr<const LabelPause> label_pause = {});
+                 const Settings& settings, UndoList& undo,
+                 std::shared_ptr<const LabelPause> label_pause = {});
 
   // The reset refuses with `why` (nothing evicted by it) where it would add the taint to the node: this
   // run's pod does not tolerate the taint, and the check before the first write found nothing to taint for.

@@ -62,8 +62,9 @@ void log_affinity_pods(const PodSnapshot& pods, const std::vector<OperandWait>& 
     for (const auto& w : waits) {
       const auto t = taken_off(*pod, w);
       if (!t || t->rule != PlacementRule::kNodeAffinity) continue;
-      spdlog::info("Waiting for daemon set pod {} to terminate: its {} no longer matches once the label is paused",
-                   kube::ref_string(*pod), t->describe());
+      spdlog::info(
+          "Waiting for daemon set pod {} to terminate: its {} no longer matches once the label is paused",
+          kube::ref_string(*pod), t->describe());
       break;
     }
   }

@@ -36,10 +36,11 @@ Result<GpuAccess> gpu_access_without_request(const Json& pod, const RuntimeClass
     auto handler = lookup(rc);
     if (!handler) return handler.error();
     if (!handler->has_value()) {
-      out.note = "its RuntimeClass \"" + rc + "\" does not exist, so it is not counted as a GPU pod through it";
+      out.note =
+          "its RuntimeClass \"" + rc + "\" does not exist, so it is not counted as a GPU pod through it";
     } else if (is_nvidia_runtime_handler(**handler)) {
-      out.why = "RuntimeClass \"" + rc + "\" runs it on the NVIDIA container runtime (handler \"" + **handler +
-                "\")";
+      out.why = "RuntimeClass \"" + rc + "\" runs it on the NVIDIA container runtime (handler \"" +
+                **handler + "\")";
       return out;
     }
   }

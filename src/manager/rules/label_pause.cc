@@ -15,7 +15,8 @@ std::optional<TakenOff> taken_off_by_pause(const nlohmann::json& pod, const Labe
   if (!by_selector && !kube::required_node_affinity_keys(pod).contains(std::string(key))) return std::nullopt;
   if (!kube::pod_fits_node(pod, pause.before) || kube::pod_fits_node(pod, pause.after)) return std::nullopt;
   const bool selector_stops = by_selector && !kube::node_selector_matches(pod, pause.after);
-  return TakenOff{std::string(key), selector_stops ? PlacementRule::kNodeSelector : PlacementRule::kNodeAffinity};
+  return TakenOff{std::string(key),
+                  selector_stops ? PlacementRule::kNodeSelector : PlacementRule::kNodeAffinity};
 }
 
 std::optional<TakenOff> taken_off_by_pause(const nlohmann::json& pod, const LabelPause& pause) {

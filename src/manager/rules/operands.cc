@@ -223,7 +223,8 @@ LabelPause label_pause(const Snapshot& snapshot, const std::vector<OperandSpec>&
   for (const auto& op : table) {
     const std::string v = snapshot.value(op.label_key);
     if (should_write_label(v)) p.before.labels[op.label_key] = restore_value(v);
-    if (op.wait_kind == WaitKind::kDaemonSetNodeSelectorKey && included(op.wait, v)) p.keys.push_back(op.label_key);
+    if (op.wait_kind == WaitKind::kDaemonSetNodeSelectorKey && included(op.wait, v))
+      p.keys.push_back(op.label_key);
   }
   p.after = p.before;
   const Json paused = pause_patch(snapshot, table);

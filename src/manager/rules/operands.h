@@ -36,7 +36,8 @@ enum class Batch {
 enum class WaitKind {
   kNone,
   kAppLabel,                 // pods app=<app> on the node in the operator namespace
-  kDaemonSetNodeSelectorKey  // DaemonSet-owned pods on the node that pausing label_key takes off (label_pause.h)
+  kDaemonSetNodeSelectorKey  // DaemonSet-owned pods on the node that pausing label_key takes off
+                             // (label_pause.h)
 };
 
 // One operand (one node label).
@@ -61,9 +62,9 @@ std::vector<OperandSpec> operand_table(std::string_view custom_label_key = {});
 // The node's values of every table key ("" if absent) plus the upgrade-policy annotation: read from ONE
 // node GET and never re-read (docs/behaviour.md, Snapshot).
 struct Snapshot {
-  std::map<std::string, std::string> labels;  // every table key, "" when absent
-  std::string upgrade_annotation;             // nvidia.com/gpu-driver-upgrade-enabled, "" when absent
-  std::string node_name;                          // for matchFields on metadata.name
+  std::map<std::string, std::string> labels;       // every table key, "" when absent
+  std::string upgrade_annotation;                  // nvidia.com/gpu-driver-upgrade-enabled, "" when absent
+  std::string node_name;                           // for matchFields on metadata.name
   std::map<std::string, std::string> node_labels;  // all of the node's labels, for pod placement
 
   // The snapshot value of `key` ("" when not a table key or absent).
@@ -106,7 +107,7 @@ struct OperandWait {
   std::string app;                // kAppLabel: pods app=<app> in the operator namespace on the node
   std::string node_selector_key;  // kDaemonSetNodeSelectorKey: DaemonSet pods on the node (all namespaces)
   std::shared_ptr<const LabelPause> pause;  // kDaemonSetNodeSelectorKey: which pods the pause takes off
-  std::string log_name;           // kAppLabel: the name upstream's wait lines use ("" = app)
+  std::string log_name;                     // kAppLabel: the name upstream's wait lines use ("" = app)
   // "app=<app>" for kAppLabel (a LIST labelSelector), "" otherwise.
   [[nodiscard]] std::string label_selector() const;
   // What to call it in logs: log_name or the app name, or "daemon set pods with nodeSelector key <k>".

@@ -241,9 +241,10 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
   filters.push_back({"node-label", [pause = options.label_pause](const Json& pod) {
                        const auto t = pause ? taken_off_by_pause(pod, *pause) : std::nullopt;
                        if (!t) return keep();
-                       return skip("DaemonSet pod selecting node label " + t->key +
-                                   (t->rule == PlacementRule::kNodeAffinity ? " through its node affinity" : "") +
-                                   ": removed and waited for through that label");
+                       return skip(
+                           "DaemonSet pod selecting node label " + t->key +
+                           (t->rule == PlacementRule::kNodeAffinity ? " through its node affinity" : "") +
+                           ": removed and waited for through that label");
                      }});
   filters.push_back(terminating_wait_filter());
   filters.push_back(mirror_filter(Verdict::kError));

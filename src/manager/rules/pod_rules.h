@@ -178,10 +178,10 @@ using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
 // plan_pods over a snapshot (no pod is copied but those the plan keeps).
 PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
 
-// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one claim
-// lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries);
-// every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
-// GPU pods"). A claim lookup error is returned as the error.
+// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one
+// claim lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries); every one
+// of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all GPU
+// pods"). A claim lookup error is returned as the error.
 struct GpuEvictionPlan {
   PodPlan plan;
   size_t gpu_pods = 0;
