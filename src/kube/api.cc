@@ -55,6 +55,9 @@ std::string daemonset(const std::string& ns, const std::string& name) {
 std::string resource_claim(const std::string& ns, const std::string& name) {
   return "/apis/resource.k8s.io/v1/namespaces/" + ns + "/resourceclaims/" + name;
 }
+std::string runtime_class(const std::string& name) {
+  return "/apis/node.k8s.io/v1/runtimeclasses/" + name;
+}
 std::string pod_disruption_budgets(const std::string& version) {
   return "/apis/policy/" + version + "/poddisruptionbudgets";
 }

@@ -118,6 +118,7 @@ std::string pods(const std::string& ns = {});  // "" = all namespaces
 std::string pod(const std::string& ns, const std::string& name);
 std::string daemonset(const std::string& ns, const std::string& name);
 std::string resource_claim(const std::string& ns, const std::string& name);  // resource.k8s.io/v1
+std::string runtime_class(const std::string& name);                          // node.k8s.io/v1
 std::string pod_disruption_budgets(const std::string& version);  // all namespaces; policy/<version>
 }  // namespace paths
 

@@ -202,13 +202,47 @@ std::vector<ContainerResource> pod_container_resources(const Json& pod) {
   return out;
 }
 
+namespace {
+
+// Of spec.affinity only the required node affinity is read (pod placement).
+void keep_required_node_affinity(Json& spec) {
+  auto it = spec.find("affinity");
+  if (it == spec.end()) return;
+  const Json* required = find(*it, {"nodeAffinity", "requiredDuringSchedulingIgnoredDuringExecution"});
+  if (required == nullptr) {
+    spec.erase(it);
+    return;
+  }
+  Json kept = {{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", *required}}}};
+  *it = std::move(kept);
+}
+
+// Of a container's environment only the NVIDIA_VISIBLE_DEVICES entries are read.
+void keep_visible_devices_env(Json& container) {
+  auto it = container.find("env");
+  if (it == container.end()) return;
+  Json kept = Json::array();
+  if (it->is_array()) {
+    for (const auto& e : *it) {
+      const std::string* name = e.is_object() ? find_string(e, {"name"}) : nullptr;
+      if (name != nullptr && *name == kVisibleDevicesEnv) kept.push_back(e);
+    }
+  }
+  if (kept.empty()) {
+    container.erase(it);
+  } else {
+    *it = std::move(kept);
+  }
+}
+
+}  // namespace
+
 void drop_unread_pod_fields(Json& pod) {
   // The heavy parts first, then the scheduling and networking bookkeeping that every pod carries.
-  static constexpr std::string_view kSpec[] = {"initContainers",  "ephemeralContainers", "affinity",
-                                               "securityContext", "dnsPolicy",           "schedulerName",
-                                               "serviceAccount",  "enableServiceLinks",  "preemptionPolicy"};
-  static constexpr std::string_view kContainer[] = {"env",
-                                                    "envFrom",
+  static constexpr std::string_view kSpec[] = {"initContainers",     "ephemeralContainers", "securityContext",
+                                               "dnsPolicy",          "schedulerName",       "serviceAccount",
+                                               "enableServiceLinks", "preemptionPolicy"};
+  static constexpr std::string_view kContainer[] = {"envFrom",
                                                     "volumeMounts",
                                                     "volumeDevices",
                                                     "command",
@@ -247,7 +281,11 @@ void drop_unread_pod_fields(Json& pod) {
   if (!pod.is_object()) return;
   if (auto spec = pod.find("spec"); spec != pod.end()) {
     erase_all(*spec, kSpec);
-    each(*spec, "containers", [&](Json& c) { erase_all(c, kContainer); });
+    keep_required_node_affinity(*spec);
+    each(*spec, "containers", [&](Json& c) {
+      erase_all(c, kContainer);
+      keep_visible_devices_env(c);
+    });
     each(*spec, "volumes", [](Json& v) { v.erase("projected"); });
   }
   if (auto status = pod.find("status"); status != pod.end()) {
@@ -279,6 +317,22 @@ bool pod_is_allocated_gpu(const Json& pod) {
   return std::any_of(resources.begin(), resources.end(), [](const ContainerResource& r) {
     return is_gpu_resource_name(r.name) && !quantity_is_zero(r.quantity);
   });
+}
+
+std::string pod_runtime_class_name(const Json& pod) {
+  return string_at(pod, {"spec", "runtimeClassName"});
+}
+
+std::vector<std::string> container_env_values(const Json& pod, std::string_view name) {
+  std::vector<std::string> out;
+  for (const auto& c : array_or_empty(find(pod, {"spec", "containers"}))) {
+    for (const auto& e : array_or_empty(find(c, {"env"}))) {
+      const std::string* n = find_string(e, {"name"});
+      const std::string* v = find_string(e, {"value"});
+      if (n != nullptr && *n == name && v != nullptr) out.push_back(*v);
+    }
+  }
+  return out;
 }
 
 std::vector<PodResourceClaim> pod_resource_claims(const Json& pod) {

@@ -108,6 +108,14 @@ bool pod_declares_gpu_resource(const nlohmann::json& pod);
 // kubelet uses to decide who opens the device; a zero request declares a GPU without getting one.
 bool pod_is_allocated_gpu(const nlohmann::json& pod);
 
+// The environment variable through which the NVIDIA container runtime hands a container its GPUs.
+inline constexpr std::string_view kVisibleDevicesEnv = "NVIDIA_VISIBLE_DEVICES";
+// spec.runtimeClassName ("" when none).
+std::string pod_runtime_class_name(const nlohmann::json& pod);
+// The literal values (env[].value) of the environment variable `name` in the regular containers, one per
+// container that sets it (a value from a ConfigMap or Secret is not known and not listed).
+std::vector<std::string> container_env_values(const nlohmann::json& pod, std::string_view name);
+
 struct PodResourceClaim {
   std::string name;                          // the name inside the pod
   std::string resource_claim_name;           // an existing ResourceClaim

@@ -81,6 +81,9 @@ TEST_F(StockOperator, OwnPodNotToleratingTheTaintIsRefusedBeforeAnyWrite) {
   Scenario s(cluster(), "stock-guard");
   s.deploy_operands(default_operands());
   s.wait_running(s.operator_ns(), default_operands().size());
+  // A client to reset: the run would taint the node (without one it adds no taint and goes on).
+  deploy_client(s, "agent");
+  s.wait_running(s.workload_ns(), 1);
   // The operator's stock toleration only: nvidia.com/gpu, not a dedicated key.
   create_own_pod(s, "nvidia-driver-daemonset-abcde",
                  "  - key: nvidia.com/gpu\n    operator: Exists\n    effect: NoSchedule\n", 30);

@@ -466,6 +466,24 @@ TYPED_TEST_P(ApiContract, AResourceClaimThatIsNotThereIsNotFound) {
   EXPECT_TRUE(r.error().not_found()) << r.error().message;
 }
 
+// A RuntimeClass (cluster-scoped, node.k8s.io/v1) is read by name for its handler; one that is not there is
+// NotFound.
+TYPED_TEST_P(ApiContract, ARuntimeClassIsReadWithItsHandler) {
+  const std::string name = unique("contract-rc");
+  ASSERT_TRUE(this->api().create("/apis/node.k8s.io/v1/runtimeclasses", {{"apiVersion", "node.k8s.io/v1"},
+                                                                          {"kind", "RuntimeClass"},
+                                                                          {"metadata", {{"name", name}}},
+                                                                          {"handler", "nvidia"}}));
+  auto rc = this->api().get(kube::paths::runtime_class(name));
+  ASSERT_TRUE(rc) << rc.error().message;
+  EXPECT_EQ(kube::string_at(*rc, {"handler"}), "nvidia");
+  EXPECT_EQ(kube::name(*rc), name);
+  (void)this->api().remove(kube::paths::runtime_class(name));
+  auto missing = this->api().get(kube::paths::runtime_class(unique("no-such-rc")));
+  ASSERT_FALSE(missing);
+  EXPECT_TRUE(missing.error().not_found()) << missing.error().message;
+}
+
 // The DaemonSet controller as the flow meets it: a pod for a node the node selector picks; a NoSchedule taint
 // the pod does not tolerate leaves the running pod alone, a NoExecute one deletes it (the taint eviction
 // controller, once the pod is bound). (The real controller
@@ -548,7 +566,7 @@ REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
                             ABudgetWithAnEmptySelectorCoversEveryPodOfItsNamespace,
                             AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget,
                             AResourceClaimKeepsItsAllocationAndReservedFor,
-                            ResourceSlicesAreSelectedByNodeAndDriver,
+                            ResourceSlicesAreSelectedByNodeAndDriver, ARuntimeClassIsReadWithItsHandler,
                             ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute);
 
 }  // namespace dm::test::contract

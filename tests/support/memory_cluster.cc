@@ -31,6 +31,7 @@ const std::map<std::string, std::string>& kinds() {
       {"deployments", "Deployment"},
       {"poddisruptionbudgets", "PodDisruptionBudget"},
       {"resourceclaims", "ResourceClaim"},
+      {"runtimeclasses", "RuntimeClass"},
       {"leases", "Lease"},
       {"selfsubjectaccessreviews", "SelfSubjectAccessReview"},
   };
@@ -45,7 +46,8 @@ std::string resource_of_kind(const std::string& kind) {
 }
 
 bool cluster_scoped(const std::string& resource) {
-  return resource == "nodes" || resource == "namespaces" || resource == "selfsubjectaccessreviews";
+  return resource == "nodes" || resource == "namespaces" || resource == "runtimeclasses" ||
+         resource == "selfsubjectaccessreviews";
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

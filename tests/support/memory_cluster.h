@@ -29,8 +29,9 @@
 // * faults: a request fails with a chosen status, or times out (optionally after it was applied); the server
 //   can be "down" (every request fails as unreachable).
 // A DaemonSet stand-in (start_daemonsets()) keeps one pod of each DaemonSet on each node its node selector
-// matches: it starts one where no untolerated NoSchedule/NoExecute taint keeps it off, and deletes it when
-// the selector no longer matches or an untolerated NoExecute taint arrives (a NoSchedule taint leaves a
+// and required node affinity match (kube/node_affinity; its pods pinned to the node by matchFields, as the
+// real controller's are): it starts one where no untolerated NoSchedule/NoExecute taint keeps it off, and
+// deletes it when they no longer match or an untolerated NoExecute taint arrives (a NoSchedule taint leaves a
 // running pod alone, as in Kubernetes).
 #pragma once
 

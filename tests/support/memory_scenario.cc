@@ -122,18 +122,25 @@ namespace {
 
 // A DaemonSet whose pods (labelled app=<name>) select nodes by `node_selector`; node-sim reads `annotations`.
 Json daemonset_json(const std::string& name, const std::string& ns,
-                    const std::map<std::string, std::string>& node_selector, const Json& annotations) {
-  return {{"apiVersion", "apps/v1"},
-          {"kind", "DaemonSet"},
-          {"metadata", {{"name", name}, {"namespace", ns}}},
+                    const std::map<std::string, std::string>& node_selector, const Json& annotations,
+                    const Json& affinity_terms = nullptr) {
+  Json ds = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "DaemonSet"},
+      {"metadata", {{"name", name}, {"namespace", ns}}},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app", name}}}}},
+        {"template",
+         {{"metadata", {{"labels", {{"app", name}}}, {"annotations", annotations}}},
           {"spec",
-           {{"selector", {{"matchLabels", {{"app", name}}}}},
-            {"template",
-             {{"metadata", {{"labels", {{"app", name}}}, {"annotations", annotations}}},
-              {"spec",
-               {{"terminationGracePeriodSeconds", 5},
-                {"nodeSelector", node_selector},
-                {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}};
+           {{"terminationGracePeriodSeconds", 5},
+            {"nodeSelector", node_selector},
+            {"containers", Json::array({{{"name", "main"}, {"image", "example.com/operand:1"}}})}}}}}}}};
+  if (!affinity_terms.is_null()) {
+    ds["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+      ["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"] = affinity_terms;
+  }
+  return ds;
 }
 
 Json node_sim_annotations(bool holds_gpu, bool stuck) {
@@ -159,8 +166,10 @@ void MemoryScenario::deploy_operands(const std::vector<MemOperand>& operands) {
 void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
   Json ann = node_sim_annotations(ds.holds_gpu, ds.stuck);
   if (!ds.gpu_client.empty()) ann["nvidia.com/gpu.client"] = ds.gpu_client;
-  cluster_.apply(daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann));
+  cluster_.apply(daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann,
+                                ds.affinity_terms));
   label_node(ds.node_selector);
+  if (!ds.node_labels.empty()) label_node(ds.node_labels);
 }
 
 void MemoryScenario::deploy(const MemSetup& setup) {
@@ -192,6 +201,13 @@ void MemoryScenario::add_gpu_claim(const std::string& name) {
                                                   {"device", "gpu-0"}}})}}}}}}}});
 }
 
+void MemoryScenario::add_runtime_class(const std::string& name, const std::string& handler) {
+  cluster_.apply({{"apiVersion", "node.k8s.io/v1"},
+                  {"kind", "RuntimeClass"},
+                  {"metadata", {{"name", name}}},
+                  {"handler", handler}});
+}
+
 void MemoryScenario::add_mellanox_device(const std::string& bdf) {
   const std::string dir = root_ + "/sys/bus/pci/devices/" + bdf;
   std::filesystem::create_directories(dir);
@@ -204,9 +220,11 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
   if (p.dra_plugin) ann["nvidia.com/gpu.client.dra-plugin"] = "true";
   if (p.holds_gpu) ann["node-sim/holds-gpu"] = "true";
   if (p.stuck) ann["node-sim/stuck-terminating"] = "true";
+  for (const auto& [k, v] : p.annotations) ann[k] = v;
   Json labels = {{"app", p.name}};
   for (const auto& [k, v] : p.labels) labels[k] = v;
   Json container = {{"name", "main"}, {"image", "example.com/cuda-app:1"}};
+  for (const auto& [k, v] : p.env) container["env"].push_back({{"name", k}, {"value", v}});
   if (p.request_gpu) container["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
   Json pod = {{"apiVersion", "v1"},
               {"kind", "Pod"},
@@ -219,6 +237,7 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
                {{"nodeName", node_},
                 {"terminationGracePeriodSeconds", p.grace_period_seconds},
                 {"containers", Json::array({container})}}}};
+  if (!p.runtime_class.empty()) pod["spec"]["runtimeClassName"] = p.runtime_class;
   if (!p.gpu_claim.empty()) {
     pod["spec"]["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimName", p.gpu_claim}}});
   }

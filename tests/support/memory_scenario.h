@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
@@ -41,7 +42,10 @@ struct MemPod {
   std::string terminate_after = "0.1";
   int grace_period_seconds = 5;
   std::map<std::string, std::string> labels = {};
-  std::string owner_kind = "ReplicaSet";  // "" = a bare pod
+  std::string owner_kind = "ReplicaSet";                // "" = a bare pod
+  std::string runtime_class = {};                       // spec.runtimeClassName; "" = none
+  std::map<std::string, std::string> env = {};          // its container's environment
+  std::map<std::string, std::string> annotations = {};  // more annotations (CDI devices, say)
 };
 
 // A DaemonSet of its own (a third-party GPU client, say) whose pods select the node by `node_selector`;
@@ -53,6 +57,9 @@ struct MemDaemonSet {
   bool holds_gpu = false;
   std::string gpu_client = {};  // value of nvidia.com/gpu.client on its pods; "" = none
   bool stuck = false;           // its pods never finish terminating
+  // The nodeSelectorTerms of its required node affinity (null = none), and labels the node gets for it.
+  nlohmann::json affinity_terms = nullptr;
+  std::map<std::string, std::string> node_labels = {};
 };
 
 // What a test starts from: deploy() puts it on the node and waits until every pod of it runs.
@@ -100,6 +107,8 @@ class MemoryScenario {
   // A ResourceClaim of the workload namespace allocated a device of the GPU DRA driver (gpu.nvidia.com).
   void add_gpu_claim(const std::string& name);
   // A Mellanox network device on the simulated PCI bus (the MOFED wait looks for one).
+  // A RuntimeClass (cluster-scoped) with `handler`.
+  void add_runtime_class(const std::string& name, const std::string& handler);
   void add_mellanox_device(const std::string& bdf = "0000:3b:00.0");
   // A budget that allows no disruption of app=<app> pods of the workload namespace (minAvailable 1).
   void block_with_pdb(const std::string& name, const std::string& app);

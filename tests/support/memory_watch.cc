@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "kube/errors.h"
+#include "kube/node_affinity.h"
 #include "kube/objects.h"
 #include "manager/rules/label_selector.h"
 #include "support/memory_cluster.h"
@@ -153,6 +154,20 @@ void MemoryCluster::daemonset_loop() {
   }
 }
 
+namespace {
+
+// As the real controller does to the pods it creates: each term of the required node affinity matches the
+// node's name in its matchFields (its matchExpressions stay); a pod without terms gets one of that alone.
+void pin_to_node(Json& pod, const std::string& node) {
+  const Json field = {{"key", "metadata.name"}, {"operator", "In"}, {"values", Json::array({node})}};
+  Json& required = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
+  Json& terms = required["nodeSelectorTerms"];
+  if (!terms.is_array() || terms.empty()) terms = Json::array({Json::object()});
+  for (auto& term : terms) term["matchFields"] = Json::array({field});
+}
+
+}  // namespace
+
 // One pass of the DaemonSet controller: a pod for each matching node that has none, the pods of a node that
 // no longer matches deleted (gracefully).
 void MemoryCluster::reconcile_daemonsets() {
@@ -161,14 +176,9 @@ void MemoryCluster::reconcile_daemonsets() {
   std::vector<Json> pods = objects("/api/v1/pods");
   for (const auto& ds : daemonsets) {
     const Json tmpl = ds["spec"]["template"];
-    const Json selector = tmpl["spec"].value("nodeSelector", Json::object());
     for (const auto& node : nodes) {
-      const auto node_labels = kube::labels(node);
-      bool fits = true;  // the node selector matches
-      for (const auto& [k, v] : selector.items()) {
-        auto it = node_labels.find(k);
-        fits = fits && it != node_labels.end() && v.is_string() && it->second == v.get<std::string>();
-      }
+      // The node selector and the required node affinity match, as the scheduler decides it.
+      const bool fits = kube::pod_fits_node(tmpl, {kube::name(node), kube::labels(node)});
       // As the real controller: an untolerated NoSchedule taint keeps a new pod off but leaves a running one;
       // an untolerated NoExecute taint, like a node selector that no longer matches, also deletes it.
       bool may_start = fits;
@@ -199,6 +209,7 @@ void MemoryCluster::reconcile_daemonsets() {
                                                          {"uid", kube::uid(ds)},
                                                          {"controller", true}}});
       pod["spec"]["nodeName"] = kube::name(node);
+      pin_to_node(pod, kube::name(node));
       (void)create(kube::paths::pods(kube::namespace_of(ds)), pod);
     }
   }

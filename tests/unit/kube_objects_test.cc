@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kube/node_affinity.h"
 #include "kube/objects.h"
 #include "support/process.h"
 
@@ -309,6 +310,10 @@ std::string views(const Json& pod) {
     out << ' ' << c.name << ',' << c.resource_claim_name << ',' << c.resource_claim_template_name << ','
         << resolved_claim_name(pod, c);
   }
+  out << "\nplacement " << pod_runtime_class_name(pod);
+  for (const auto& k : required_node_affinity_keys(pod)) out << ' ' << k;
+  out << ' ' << pod_fits_node(pod, {"gpu-node-1", {{"nvidia.com/gpu.present", "true"}}});
+  for (const auto& v : container_env_values(pod, kVisibleDevicesEnv)) out << ' ' << v;
   return out.str();
 }
 
@@ -318,14 +323,24 @@ Json pod_fixture(const std::string& name) {
 
 TEST(ObjectsTest, DropUnreadPodFieldsRemovesTheHeavyParts) {
   Json pod = pod_fixture("api-server-gpu-pod");
+  pod["spec"]["containers"][0]["env"].push_back({{"name", "HOME"}, {"value", "/root"}});
+  pod["spec"]["affinity"]["podAntiAffinity"] = {
+      {"preferredDuringSchedulingIgnoredDuringExecution", Json::array()}};
+  const Json required =
+      pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
   const size_t whole = pod.dump().size();
   drop_unread_pod_fields(pod);
   EXPECT_FALSE(pod["spec"].contains("initContainers"));
-  EXPECT_FALSE(pod["spec"].contains("affinity"));
+  // Of the affinity only the required node affinity (pod placement), of the environment only
+  // NVIDIA_VISIBLE_DEVICES (GPU users without a GPU request) are read.
+  EXPECT_EQ(pod["spec"]["affinity"],
+            (Json{{"nodeAffinity", {{"requiredDuringSchedulingIgnoredDuringExecution", required}}}}));
+  EXPECT_EQ(pod["spec"]["containers"][0]["env"],
+            Json::parse(R"([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])"));
   EXPECT_FALSE(pod["status"].contains("containerStatuses"));
   EXPECT_FALSE(pod["status"].contains("initContainerStatuses"));
-  for (const char* key : {"env", "command", "args", "ports", "volumeMounts", "livenessProbe",
-                          "readinessProbe", "securityContext", "lifecycle"}) {
+  for (const char* key : {"command", "args", "ports", "volumeMounts", "livenessProbe", "readinessProbe",
+                          "securityContext", "lifecycle"}) {
     for (const auto& c : pod["spec"]["containers"]) EXPECT_FALSE(c.contains(key)) << key;
   }
   EXPECT_FALSE(pod["spec"]["volumes"][1].contains("projected"));

@@ -208,6 +208,33 @@ TEST(OperandsTest, WaitDescriptions) {
   EXPECT_EQ(w.description(), "daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client");
 }
 
+// The node before and after the pause, as the client and custom keys' waits decide which DaemonSet pods the
+// pause takes off: labels left paused by a crashed run count at their restored value, other labels as they
+// are, and only the keys that are waited for are named.
+TEST(OperandsTest, LabelPauseIsTheNodeBeforeAndAfterThePauseBatch) {
+  const auto t = operand_table("example.com/gpu-agent");
+  const Json node = Json::parse(R"({"metadata": {"name": "gpu-node-1", "labels": {
+      "nvidia.com/gpu.deploy.client": "paused-for-driver-upgrade",
+      "nvidia.com/gpu.deploy.device-plugin": "true",
+      "nvidia.com/gpu.deploy.dra-driver": "true",
+      "example.com/gpu-agent": "on",
+      "kubernetes.io/os": "linux"}}})");
+  const LabelPause p = label_pause(take_snapshot(node, t), t);
+  EXPECT_EQ(p.before.name, "gpu-node-1");
+  EXPECT_EQ(p.before.labels.at("nvidia.com/gpu.deploy.client"), "true");
+  EXPECT_EQ(p.after.labels.at("nvidia.com/gpu.deploy.client"), "paused-for-driver-upgrade");
+  EXPECT_EQ(p.after.labels.at("nvidia.com/gpu.deploy.device-plugin"), "paused-for-driver-upgrade");
+  EXPECT_EQ(p.after.labels.at("example.com/gpu-agent"), "on_paused-for-driver-upgrade");
+  EXPECT_EQ(p.after.labels.at("nvidia.com/gpu.deploy.dra-driver"), "true") << "paused in a later batch";
+  EXPECT_EQ(p.after.labels.at("kubernetes.io/os"), "linux");
+  EXPECT_FALSE(p.after.labels.contains("nvidia.com/gpu.deploy.dcgm")) << "an absent label stays absent";
+  EXPECT_EQ(p.keys, (std::vector<std::string>{"nvidia.com/gpu.deploy.client", "example.com/gpu-agent"}));
+  const auto waits = pause_waits(take_snapshot(node, t), t);
+  EXPECT_EQ(waits.back().node_selector_key, "example.com/gpu-agent");
+  ASSERT_TRUE(waits.back().pause);
+  EXPECT_EQ(waits.back().pause->after.labels, p.after.labels);
+}
+
 // Every wait prints upstream's own start and failure lines: app label for the always-waited operands,
 // upstream's short name for the optional ones, its own sentence for the client key's DaemonSet pods.
 TEST(OperandsTest, WaitLinesAreUpstreams) {

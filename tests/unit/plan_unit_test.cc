@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "kube/objects.h"
 #include "manager/commands/plan.h"
 #include "manager/node/lease.h"
 #include "manager/rules/node_keys.h"
@@ -133,6 +134,35 @@ TEST(Plan, AClientWithoutControllerIsRefusedAndNothingIsTainted) {
   EXPECT_EQ(p.taint_action, TaintAction::kNone);
 }
 
+// A DaemonSet pod that the client label's pause takes off through its required node affinity (NVSentinel's
+// two terms, pinned to the node by matchFields) is waited for with the operands, named with its rule; the
+// same pod selecting the label by nodeSelector keeps upstream's wording.
+TEST(Plan, DaemonSetSelectingTheClientLabelByNodeAffinityIsWaitedFor) {
+  PlanInputs in = full_inputs();
+  in.node["metadata"]["labels"]["nvidia.com/gpu.deploy.client"] = "true";
+  Json agent = pod("nvsentinel", "health-agent-x1", {{"app", "health-agent"}}, Json::object(), "DaemonSet");
+  agent["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+       ["nodeSelectorTerms"] = Json::parse(R"([
+    {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]}],
+     "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]},
+    {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "DoesNotExist"}],
+     "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n1"]}]}])");
+  Json selector_agent = pod("nvsentinel", "labelled-agent-x2", Json::object(), Json::object(), "DaemonSet");
+  selector_agent["spec"]["nodeSelector"] = {{"nvidia.com/gpu.deploy.client", "true"}};
+  in.pods.push_back(agent);
+  in.pods.push_back(selector_agent);
+  const Plan p = build_plan(settings(), in);
+  EXPECT_EQ(find(p, "nvsentinel/health-agent-x1").action, PodAction::kWait);
+  EXPECT_EQ(find(p, "nvsentinel/health-agent-x1").reason,
+            "daemon set pods with node affinity on nvidia.com/gpu.deploy.client: its node label is paused");
+  EXPECT_EQ(find(p, "nvsentinel/labelled-agent-x2").reason,
+            "daemon set pods with nodeSelector key nvidia.com/gpu.deploy.client: its node label is paused");
+  EXPECT_THAT(render_plan_text(p), HasSubstr("node affinity on nvidia.com/gpu.deploy.client"));
+  // Without the label on the node (the affinity's second term), the pause takes nothing off.
+  in.node["metadata"]["labels"].erase("nvidia.com/gpu.deploy.client");
+  EXPECT_NE(find(build_plan(settings(), in), "nvsentinel/health-agent-x1").action, PodAction::kWait);
+}
+
 TEST(Plan, AGpuPodThatCannotBeEvictedIsRefused) {
   PlanInputs in = full_inputs();
   in.pods.push_back(pod("ml", "bare-gpu", Json::object(), Json::object(), "", true));
@@ -174,6 +204,20 @@ TEST(Plan, AnUnloadableKernelOrAnIntolerantOwnPodRefusesBeforeAnyWrite) {
   EXPECT_FALSE(*p.own_pod_tolerates);
   EXPECT_THAT(p.refusals[0], HasSubstr("does not tolerate the GPU client taint"));
   EXPECT_EQ(find(p, "gpu-operator/driver-1").reason, "this program's own pod");
+
+  // Without a GPU client to reset no taint is added, and the same pod is no refusal.
+  std::erase_if(in.pods, [](const Json& q) { return kube::name(q) == "agent-1"; });
+  p = build_plan(settings(), in);
+  EXPECT_EQ(p.flow.path, RunPath::kFull);
+  EXPECT_TRUE(p.refusals.empty()) << p.refusals[0];
+  EXPECT_EQ(p.taint_action, TaintAction::kNone);
+  EXPECT_THAT(p.own_pod_note, HasSubstr("no refusal: the run adds no taint"));
+  // Nor where the node already carries a taint with the key and effect.
+  in = full_inputs();
+  in.own_pod = own;
+  in.node["spec"]["taints"] =
+      Json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
+  EXPECT_TRUE(build_plan(settings(), in).refusals.empty());
 }
 
 // The skip path never unloads, so a kernel that cannot unload the driver does not refuse it.

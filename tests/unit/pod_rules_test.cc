@@ -1,5 +1,6 @@
 #include "manager/rules/pod_rules.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -115,23 +116,86 @@ TEST(PodRulesTest, PodFacts) {
   EXPECT_EQ(kube::controller_ref(p), std::nullopt);
 }
 
-TEST(PodRulesTest, DaemonSetPodsByNodeSelectorKey) {
+// The node labelled for the client and custom DaemonSets, before and after the run pauses both keys.
+std::shared_ptr<const LabelPause> client_and_custom_pause() {
+  auto p = std::make_shared<LabelPause>();
+  p->before = {"gpu-node-1", {{"nvidia.com/gpu.deploy.client", "true"}, {"example.com/gpu-agent", "on"}}};
+  p->after = p->before;
+  p->after.labels["nvidia.com/gpu.deploy.client"] = "paused-for-driver-upgrade";
+  p->after.labels["example.com/gpu-agent"] = "on_paused-for-driver-upgrade";
+  p->keys = {"nvidia.com/gpu.deploy.client", "example.com/gpu-agent"};
+  return p;
+}
+
+TEST(PodRulesTest, DaemonSetPodsTakenOffByThePause) {
   const auto pods = fixtures({"client-ds-pod", "client-selector-rs-pod", "custom-ds-pod", "operand-ds-pod",
                               "cpu-pod", "client-labelled-ds-pod"});
-  const auto with_key = [&pods](std::string_view key) {
+  const auto pause = client_and_custom_pause();
+  const auto with_key = [&](std::string_view key) {
     std::vector<Json> out;
     for (const auto& p : pods) {
-      if (is_daemonset_pod_with_node_selector_key(p, key)) out.push_back(p);
+      if (taken_off_by_pause(p, *pause, key)) out.push_back(p);
     }
     return out;
   };
+  // DaemonSet pods only: the ReplicaSet pod selecting the same key is not removed by its controller.
   EXPECT_EQ(refs(with_key("nvidia.com/gpu.deploy.client")),
             (std::set<std::string>{"nvsentinel/health-agent-q2", "nvsentinel/health-agent-annotated"}));
   EXPECT_EQ(refs(with_key("example.com/gpu-agent")), (std::set<std::string>{"dra/dra-plugin-z9"}));
-  // Any value counts, as long as the key is there.
+  EXPECT_EQ(taken_off_by_pause(fixture("client-ds-pod"), *pause)->describe(),
+            "nodeSelector key nvidia.com/gpu.deploy.client");
+  // A pod the pause does not take off is not the label's: it selects a value the pause leaves alone, or a
+  // value the node did not have in the first place.
   Json p = fixture("client-ds-pod");
+  p["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.client"] = "false";
+  EXPECT_FALSE(taken_off_by_pause(p, *pause));
+  auto unpaused = std::make_shared<LabelPause>(*pause);
+  unpaused->before.labels["nvidia.com/gpu.deploy.client"] = "false";
+  unpaused->after.labels["nvidia.com/gpu.deploy.client"] = "false";
+  EXPECT_FALSE(taken_off_by_pause(p, *unpaused));
   p["spec"]["nodeSelector"]["nvidia.com/gpu.deploy.client"] = "paused-for-driver-upgrade";
-  EXPECT_TRUE(is_daemonset_pod_with_node_selector_key(p, "nvidia.com/gpu.deploy.client"));
+  EXPECT_FALSE(taken_off_by_pause(p, *pause)) << "it never fit the node as the operator labelled it";
+}
+
+// NVSentinel's shape: two terms, "In [true]" or "DoesNotExist", pinned to the node by the DaemonSet
+// controller's matchFields. Pausing the label matches neither term.
+TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsNodeAffinity) {
+  Json p = fixture("client-ds-pod");
+  p["spec"].erase("nodeSelector");
+  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+   ["nodeSelectorTerms"] = Json::parse(R"([
+        {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]}],
+         "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]},
+        {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "DoesNotExist"}],
+         "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]}])");
+  const auto pause = client_and_custom_pause();
+  const auto t = taken_off_by_pause(p, *pause);
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->rule, PlacementRule::kNodeAffinity);
+  EXPECT_EQ(t->describe(), "node affinity on nvidia.com/gpu.deploy.client");
+  // The same pod on a node without the label (the second term) is not taken off: no key is paused there.
+  auto bare = std::make_shared<LabelPause>(*pause);
+  bare->before.labels.erase("nvidia.com/gpu.deploy.client");
+  bare->after.labels.erase("nvidia.com/gpu.deploy.client");
+  EXPECT_FALSE(taken_off_by_pause(p, *bare));
+  // Pinned to another node, it never fit this one.
+  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+   [0]["matchFields"][0]["values"][0] = "gpu-node-2";
+  EXPECT_FALSE(taken_off_by_pause(p, *pause));
+
+  GpuClientOptions o;
+  o.label_pause = pause;
+  Json annotated = fixture("client-ds-pod");
+  annotated["metadata"]["annotations"]["nvidia.com/gpu.client"] = "true";
+  annotated["spec"] = p["spec"];
+  annotated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+           ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0] = "gpu-node-1";
+  const PodDecision d = gpu_client_pipeline(o).decide(annotated);
+  EXPECT_EQ(d.verdict, Verdict::kSkip);
+  EXPECT_EQ(d.filter, "node-label");
+  EXPECT_THAT(d.reason,
+              ::testing::HasSubstr("selecting node label nvidia.com/gpu.deploy.client through its node "
+                                   "affinity"));
 }
 
 TEST(PodRulesTest, GpuClientDesignation) {
@@ -369,7 +433,7 @@ TEST(PodRulesTest, FullDrainIgnoresDaemonSetsAndHonoursSelector) {
 TEST(PodRulesTest, GpuClientPipelineWithOperands) {
   GpuClientOptions o;
   o.taint = *parse_taint(kDefaultGpuClientTaint);
-  o.label_handled_keys = {"nvidia.com/gpu.deploy.client"};
+  o.label_pause = client_and_custom_pause();
   const auto pods =
       fixtures({"client-deployment-pod", "client-statefulset-pod", "client-optout-pod", "client-invalid-pod",
                 "client-bare-pod", "client-mirror-pod", "client-tolerating-ds-pod", "client-labelled-ds-pod",
@@ -488,7 +552,7 @@ std::string all_plans(const std::vector<Json>& pods) {
   }
   GpuClientOptions c;
   c.taint = *parse_taint(kDefaultGpuClientTaint);
-  c.label_handled_keys = {"nvidia.com/gpu.deploy.client"};
+  c.label_pause = client_and_custom_pause();
   out += "clients\n" + render(plan_pods(gpu_client_pipeline(c), pods));
   c.force = true;
   c.phase = GpuClientPhase::kDraPlugin;

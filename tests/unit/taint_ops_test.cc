@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "manager/pods/gpu_clients.h"
+#include "support/doubles.h"
+#include "support/memory_cluster.h"
 
 namespace dm::manager {
 namespace {
@@ -137,16 +139,45 @@ TEST(TaintRemovePlan, UnparsableAnnotationIsDroppedAlone) {
 }
 
 TEST(LabelHandledClientKeys, OnlyKeysWhoseLabelIsPaused) {
+  const auto keys = [](Snapshot s, const std::string& custom) {
+    return label_pause(s, operand_table(custom)).keys;
+  };
   Snapshot s;
   s.labels[std::string(kClientLabel)] = "true";
   s.labels["example.com/gpu-clients"] = "";
-  EXPECT_EQ(label_handled_client_keys(s, "example.com/gpu-clients"),
-            std::vector<std::string>{std::string(kClientLabel)});
+  EXPECT_EQ(keys(s, "example.com/gpu-clients"), std::vector<std::string>{std::string(kClientLabel)});
   s.labels["example.com/gpu-clients"] = "on";
-  EXPECT_EQ(label_handled_client_keys(s, "example.com/gpu-clients"),
+  EXPECT_EQ(keys(s, "example.com/gpu-clients"),
             (std::vector<std::string>{std::string(kClientLabel), "example.com/gpu-clients"}));
   s.labels[std::string(kClientLabel)] = "";
-  EXPECT_EQ(label_handled_client_keys(s, ""), std::vector<std::string>{});
+  EXPECT_EQ(keys(s, ""), std::vector<std::string>{});
+}
+
+// A run whose pod does not tolerate the taint refuses to add it, deciding on a fresh read; a taint with the
+// key and effect already on the node is taken as it is, as without the refusal.
+TEST(TaintOps, ARefusalStopsOnlyAWriteThatWouldAddTheTaint) {
+  test::MemoryCluster cluster;
+  const test::FakeClock clock;
+  ASSERT_TRUE(cluster.create(kube::paths::nodes(),
+                             {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}}));
+  KnownNode known;
+  TaintOps ops(cluster, clock, "n1");
+  ops.use_known_node(&known);
+  ops.refuse_to_add(Error("this pod does not tolerate it"));
+  auto refused = ops.add(kOurs);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message, "this pod does not tolerate it");
+  auto n = cluster.get(kube::paths::node("n1"));
+  ASSERT_TRUE(n);
+  EXPECT_FALSE((*n)["spec"].contains("taints")) << n->dump();
+
+  known.remember(*n);  // a copy from before the admin's taint: the decision waits for a fresh read
+  const Json present = {{"key", kOurs.key}, {"value", "admin"}, {"effect", kOurs.effect}};
+  ASSERT_TRUE(cluster.patch(kube::paths::node("n1"), kube::PatchType::kMerge,
+                            {{"spec", {{"taints", Json::array({present})}}}}));
+  auto taken = ops.add(kOurs);
+  ASSERT_TRUE(taken) << taken.error().message;
+  EXPECT_EQ(taken->outcome, TaintOutcome::kPresentNotOurs);
 }
 
 }  // namespace

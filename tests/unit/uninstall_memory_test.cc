@@ -252,6 +252,132 @@ TEST(UninstallMemory, ClientLabelAndCustomLabelDaemonSetsGoByTheirLabelsAndAreNo
   s.wait_running(s.workload_ns(), 2);  // their DaemonSets bring them back
 }
 
+// NVSentinel's shape: a DaemonSet that selects the node through its required node affinity, "client In
+// [true]" or "client DoesNotExist". The paused label matches neither term, so its controller takes the pod
+// off and the run waits for it like a nodeSelector one: never evicted, no taint, named with the rule.
+TEST(UninstallMemory, DaemonSetSelectingTheClientLabelByNodeAffinityIsWaitedFor) {
+  MemoryScenario s;
+  s.deploy({.daemonsets = {{.name = "health-agent",
+                            .node_selector = {},
+                            .holds_gpu = true,
+                            .gpu_client = "true",
+                            .affinity_terms = nlohmann::json::parse(R"([
+                              {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In",
+                                                     "values": ["true"]}]},
+                              {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client",
+                                                     "operator": "DoesNotExist"}]}])"),
+                            .node_labels = {{kPrefix + "client", "true"}}}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Waiting for 1 daemon set pod(s) with nodeSelector key \"" + kPrefix +
+                               "client\" to terminate"));
+  EXPECT_THAT(r.log,
+              ::testing::ContainsRegex("Waiting for daemon set pod workloads/health-agent-[a-z0-9]+ to "
+                                       "terminate: its node affinity on " +
+                                       kPrefix + "client no longer matches"));
+  EXPECT_THAT(r.log, HasSubstr("through its node affinity: removed and waited for through that label"));
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_EQ(s.requests_with("taints"), 0U);
+  EXPECT_FALSE(s.driver_loaded()) << "it held the GPU: the unload succeeds only once it is gone";
+  EXPECT_EQ(s.label(kPrefix + "client"), "true");
+  s.wait_running(s.workload_ns(), 1);  // its DaemonSet brings it back
+}
+
+// GPU users without a GPU request are GPU workloads: a notebook on the NVIDIA runtime class, a pod with
+// NVIDIA_VISIBLE_DEVICES=all, a pod naming NVIDIA CDI devices. Each holds the GPU, so the unload succeeds
+// only once they are evicted; each eviction's line says why it counts. A pod naming a RuntimeClass that does
+// not exist is said so and not counted through it; "void" devices and a runc class are no GPU use.
+TEST(UninstallMemory, GpuUsersWithoutAGpuRequestAreEvicted) {
+  MemoryScenario s;
+  s.add_runtime_class("nvidia", "nvidia");
+  s.add_runtime_class("runc", "runc");
+  s.deploy(
+      {.pods = {
+           {.name = "notebook", .holds_gpu = true, .runtime_class = "nvidia"},
+           {.name = "all-devices", .holds_gpu = true, .env = {{"NVIDIA_VISIBLE_DEVICES", "all"}}},
+           {.name = "cdi", .holds_gpu = true, .annotations = {{"cdi.k8s.io/main", "nvidia.com/gpu=all"}}},
+           {.name = "no-devices", .env = {{"NVIDIA_VISIBLE_DEVICES", "void"}}},
+           {.name = "plain", .runtime_class = "runc"},
+           {.name = "lost-class", .runtime_class = "gone"}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(s.evicted(), ::testing::UnorderedElementsAre("workloads/notebook", "workloads/all-devices",
+                                                           "workloads/cdi"));
+  EXPECT_THAT(r.log,
+              HasSubstr("workloads/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" "
+                        "runs it on the NVIDIA container runtime (handler \"nvidia\")"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/all-devices: evict: GPU pod without a GPU request: "
+                               "NVIDIA_VISIBLE_DEVICES=all in a container"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/cdi: evict: GPU pod without a GPU request: CDI annotation "
+                               "cdi.k8s.io/main=nvidia.com/gpu=all"));
+  EXPECT_THAT(r.log, HasSubstr("GPU pod - workloads/notebook"));
+  EXPECT_THAT(r.log,
+              HasSubstr("RuntimeClass \"gone\" does not exist: pods naming it are not counted as GPU pods "
+                        "through it"));
+  EXPECT_THAT(r.log,
+              HasSubstr("workloads/lost-class: skip [gpu]: does not use a GPU; its RuntimeClass \"gone\" "
+                        "does not exist"));
+  EXPECT_FALSE(s.driver_loaded());
+  EXPECT_FALSE(s.state().unschedulable) << "uncordoned at the end";
+}
+
+// The driver pod this run is in, standing on no node (nothing runs it), tolerating only `toleration_key`.
+void add_own_pod(MemoryScenario& s, manager::Settings& settings, const std::string& toleration_key) {
+  s.cluster().apply(
+      {{"apiVersion", "v1"},
+       {"kind", "Pod"},
+       {"metadata", {{"name", "driver-pod"}, {"namespace", s.operator_ns()}}},
+       {"spec",
+        {{"nodeName", "no-such-node"},
+         {"tolerations", nlohmann::json::array({{{"key", toleration_key}, {"operator", "Exists"}}})},
+         {"containers", nlohmann::json::array({{{"name", "k8s-driver-manager"}, {"image", "x"}}})}}}});
+  settings.pod_name = "driver-pod";
+  settings.pod_namespace = s.operator_ns();
+}
+
+// The own pod must tolerate the GPU client taint only when this run adds it: with no client to reset, a
+// driver pod that does not tolerate the configured taint runs (as upstream, which has no such guard).
+TEST(UninstallMemory, OwnPodNotToleratingTheTaintRunsWhenNoTaintIsAdded) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "trainer", .request_gpu = true}}});
+  auto settings = s.settings();
+  settings.gpu_client_taint = "example.com/gpu-maintenance=driver:NoSchedule";
+  add_own_pod(s, settings, "nvidia.com/gpu");
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log,
+              HasSubstr("does not tolerate the GPU client taint example.com/gpu-maintenance=driver:"
+                        "NoSchedule; going on, as this run adds no taint: no GPU client pod to reset"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/trainer"));
+  EXPECT_EQ(s.requests_with("taints"), 0U);
+  EXPECT_FALSE(s.driver_loaded());
+}
+
+// With a client to reset the run would taint the node: the same pod is refused before any write.
+TEST(UninstallMemory, OwnPodNotToleratingTheTaintIsRefusedWhenATaintWouldBeAdded) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "agent", .gpu_client = "true"}}});
+  auto settings = s.settings();
+  settings.gpu_client_taint = "example.com/gpu-maintenance=driver:NoSchedule";
+  add_own_pod(s, settings, "nvidia.com/gpu");
+
+  const auto r = s.run(settings);
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("refusing to start: this pod (" + s.operator_ns() +
+                               "/driver-pod) does not tolerate the GPU client taint"));
+  EXPECT_EQ(s.requests_with("PATCH"), 0U) << "nothing written";
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_TRUE(s.driver_loaded());
+  expect_labels(s, default_mem_operands(), "true");
+}
+
 // docs/gpu-clients.md: a DRA-plugin client goes after the GPU workloads, the other clients and the claim
 // guard; the operator's own DRA plugin goes after it, right before the unload.
 TEST(UninstallMemory, DraPluginClientGoesAfterTheWorkloadsAndTheOtherClientsThenThePlugin) {

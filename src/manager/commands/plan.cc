@@ -39,10 +39,19 @@ class PlanBuilder {
         ledger_(in.pods) {
     if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
     if (configured_) effective_ = plan_taint_add(in.node, *configured_).effective;
-    keys_ = label_handled_client_keys(snapshot_, settings.node_label_for_gpu_pod_eviction);
+    pause_ = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   }
 
   [[nodiscard]] const Snapshot& snapshot() const { return snapshot_; }
+  // As the run decides it before its first write: the driver is loaded, the node has no taint with the key
+  // and effect, and the first look finds a GPU client to reset.
+  [[nodiscard]] bool would_add_taint() const {
+    if (!configured_ || !in_.nvidia_loaded) return false;
+    if (plan_taint_add(in_.node, *configured_).outcome != TaintOutcome::kAdded) return false;
+    PodSnapshot pods;
+    for (const auto& p : in_.pods) pods.push_back(std::make_shared<const Json>(p));
+    return clients_need_taint(settings_, pods, pause_);
+  }
   [[nodiscard]] const std::optional<Taint>& configured_taint() const { return configured_; }
   PodLedger& ledger() { return ledger_; }
 
@@ -71,7 +80,7 @@ class PlanBuilder {
   PodLedger ledger_;
   std::optional<Taint> configured_;  // GPU_CLIENT_TAINT, when it parses
   std::optional<Taint> effective_;   // the taint the clients must tolerate once the node is tainted
-  std::vector<std::string> keys_;
+  std::shared_ptr<const LabelPause> pause_;
   std::vector<Json> to_evict_;
   bool needs_taint_ = false;
   bool clients_refused_ = false;
@@ -90,8 +99,9 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
                                     const std::string& why) {
   for (const auto& pod : ledger_.remaining()) {
     for (const auto& w : waits) {
-      if (!pod_matches_wait(pod, w, settings_.operator_namespace)) continue;
-      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, w.description() + ": " + why, {}, {}});
+      const auto what = wait_reason(pod, w, settings_.operator_namespace);
+      if (!what) continue;
+      ledger_.decide({kube::ref_string(pod), PodAction::kWait, step, *what + ": " + why, {}, {}});
       break;
     }
   }
@@ -101,7 +111,7 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
 // Returns the first look (for the taint rule); pods it evicts are added to the pods to evict.
 PodPlan PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& step) {
   const auto pods = ledger_.remaining();
-  PodPlan first = plan_pods(gpu_client_pipeline_for(settings_, phase, effective_, keys_), pods);
+  PodPlan first = plan_pods(gpu_client_pipeline_for(settings_, phase, effective_, pause_), pods);
   for (size_t i = 0; i < pods.size(); ++i) {
     const PodDecision& d = first.decisions[i];
     switch (d.verdict) {
@@ -380,16 +390,29 @@ std::string path_reason(RunPath path, const PlanInputs& in) {
   return "";
 }
 
+// What the preflight's refusals depend on besides the inputs.
+struct RefusalFacts {
+  bool adds_taint = false;  // the run would add the GPU client taint (PlanBuilder::would_add_taint)
+};
+
 // What stops the run before any write, as its preflight would say it.
-std::vector<std::string> refusals_before_any_write(const Settings& settings, const PlanInputs& in,
-                                                   const Plan& plan) {
+std::vector<std::string> refusals_before_any_write(const Settings& settings, const PlanInputs& in, Plan& plan,
+                                                   const RefusalFacts& facts) {
   std::vector<std::string> out;
   if (refuse_for_unloadable_driver(in.can_unload, in.skip)) {
     out.push_back("before any write: " + in.can_unload.error().message);
   }
   const auto taint = parse_taint(settings.gpu_client_taint);
   if (plan.own_pod_tolerates && !*plan.own_pod_tolerates && taint) {
-    out.push_back("before any write: " + check_tolerates_taint(*in.own_pod, *taint)->message);
+    if (facts.adds_taint) {
+      out.push_back("before any write: " + check_tolerates_taint(*in.own_pod, *taint)->message);
+    } else {
+      plan.own_pod_note +=
+          std::string(plan.own_pod_note.empty() ? "" : "; ") + "it does not tolerate the GPU client taint " +
+          taint->to_string() +
+          ", which is no refusal: the run adds no taint (a GPU client bound before the reset "
+          "makes the reset refuse instead)";
+    }
   }
   if (!taint) out.push_back("before any write: GPU_CLIENT_TAINT: " + taint.error().message);
   return out;
@@ -417,7 +440,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   FlowFacts facts;
   facts.host_driver = in.host_driver_version.has_value();
   if (!facts.host_driver) {
-    plan.refusals = refusals_before_any_write(settings, in, plan);
+    plan.refusals = refusals_before_any_write(settings, in, plan, {.adds_taint = builder.would_add_taint()});
     plan_leftovers(plan, in, snapshot,
                    in.nvidia_loaded ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow);
   }

@@ -39,6 +39,18 @@ void read_daemonsets(kube::Api& client, WaveInputs& in) {
                        "not taken from the driver DaemonSet";
 }
 
+void read_runtime_classes(kube::Api& client, WaveInputs& in) {
+  auto rcs = client.list_all("/apis/node.k8s.io/v1/runtimeclasses");
+  if (!rcs) {
+    in.runtime_classes_note = read_error("cannot list RuntimeClasses", rcs.error()) +
+                              ": no pod is counted as a GPU pod through its RuntimeClass";
+    return;
+  }
+  auto handlers = std::make_shared<std::map<std::string, std::string>>();
+  for (const auto& rc : *rcs) (*handlers)[kube::name(rc)] = kube::string_at(rc, {"handler"});
+  in.runtime_handlers = std::move(handlers);
+}
+
 void read_cluster_policies(kube::Api& client, WaveInputs& in) {
   auto cps = client.list_all(kClusterPolicies);
   if (cps) {
@@ -85,6 +97,7 @@ Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelectio
   read_pdbs(client, in.shared);
   read_claims(client, in.shared);
   read_daemonsets(client, in);
+  read_runtime_classes(client, in);
   read_cluster_policies(client, in);
   return in;
 }
@@ -105,6 +118,13 @@ PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, cons
   std::shared_ptr<const std::vector<Json>> claims;
   if (in.shared.claims) claims = std::make_shared<const std::vector<Json>>(*in.shared.claims);
   p.facts = listed_pod_facts(in.daemonsets, claims);
+  if (const auto handlers = in.runtime_handlers) {
+    p.facts.runtime_class_handler =
+        [handlers](const std::string& name) -> Result<std::optional<std::string>> {
+      const auto it = handlers->find(name);
+      return it == handlers->end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+  }
   const auto daemonsets = in.daemonsets;
   infer_host_from_api(settings, p,
                       [daemonsets](const std::string& ns, const std::string& name) -> std::optional<Json> {
@@ -197,7 +217,8 @@ Wave build_wave(const Settings& settings, const WaveSelection& selection, const 
     policy.source = in.cluster_policy_note;
   }
   w.summary = summarise_wave(w.nodes, policy);
-  for (const auto& note : {in.shared.pdb_error, in.shared.claims_note, in.daemonsets_note}) {
+  for (const auto& note :
+       {in.shared.pdb_error, in.shared.claims_note, in.daemonsets_note, in.runtime_classes_note}) {
     if (!note.empty()) w.notes.push_back(note);
   }
   return w;

@@ -36,6 +36,9 @@ struct WaveInputs {
   PlanInputs shared;  // the PDBs and ResourceClaims of the cluster, as a node's plan takes them
   std::shared_ptr<const std::vector<nlohmann::json>> daemonsets;  // nullptr: not readable
   std::string daemonsets_note;
+  // RuntimeClass name -> handler; nullptr: not readable (no pod counts as a GPU pod through its class).
+  std::shared_ptr<const std::map<std::string, std::string>> runtime_handlers;
+  std::string runtime_classes_note;
   std::optional<std::vector<nlohmann::json>> cluster_policies;  // nullopt: not readable
   std::string cluster_policy_note;                              // why not
   uint64_t requests = 0;                                        // API requests the reads took

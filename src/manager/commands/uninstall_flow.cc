@@ -1,6 +1,7 @@
 // The flow of a run: reads, preflight, lease, the decided steps in order, progress, failure and cleanup.
 #include "manager/commands/uninstall_flow.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "kube/objects.h"
@@ -72,7 +73,7 @@ int Uninstall::run(const kube::Config& config) {
   }
 
   // Everything knowable up front is checked before the first write (the lease).
-  if (auto p = preflight(access); !p) {
+  if (auto p = preflight(access, *node); !p) {
     spdlog::critical("{}", p.error().message);
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
@@ -104,8 +105,9 @@ int Uninstall::run(const kube::Config& config) {
 
   log_snapshot();
   gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
-                       label_handled_client_keys(snapshot_, settings_.node_label_for_gpu_pod_eviction));
+                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
   gpu_clients_->use_known_node(&known_node_);
+  if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
   const LeftoverTaint taint =
       host_.module_loaded("nvidia") ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow;
   if (auto a = adopt_leftovers(*node, taint); !a) return fail(a.error());
@@ -120,7 +122,7 @@ int Uninstall::run(const kube::Config& config) {
 
 // Our pod (if any): it must tolerate the gpu-client taint, and its grace period bounds the SIGTERM cleanup.
 // Then the permissions the run needs: `access`, the API server's answer to the access review.
-Status Uninstall::preflight(std::future<Status>& access) {
+Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& node) {
   const auto ref = own_pod_ref(settings_.pod_name, settings_.pod_namespace, settings_.hostname,
                                settings_.operator_namespace);
   auto own = find_own_pod(client_, ref);
@@ -139,10 +141,38 @@ Status Uninstall::preflight(std::future<Status>& access) {
                  std::chrono::duration_cast<std::chrono::seconds>(own_pod_->grace_period).count(),
                  format_duration(cleanup_budget_));
     if (auto taint = parse_taint(settings_.gpu_client_taint); taint) {
-      if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) return *refusal;
+      if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) {
+        const auto none = why_no_taint(node, *taint);
+        if (!none) return *refusal;
+        spdlog::info(
+            "This pod ({}) does not tolerate the GPU client taint {}; going on, as this run adds no taint: "
+            "{} "
+            "(a GPU client bound before the reset makes the reset refuse instead of tainting the node)",
+            own_pod_->ref, taint->to_string(), *none);
+        taint_refusal_ = Error(fmt::format(
+            "refusing to taint node {} with {} for GPU client pods that arrived after the start: this pod "
+            "({}) "
+            "does not tolerate it, so if it were deleted while the taint is on nothing would remove the "
+            "taint; "
+            "add the toleration {{key: {}, operator: Exists, effect: {}}} to the driver DaemonSet or set "
+            "GPU_CLIENT_TAINT to a taint the pod tolerates",
+            settings_.node_name, taint->to_string(), own_pod_->ref, taint->key, taint->effect));
+      }
     }
   }
   return access.get();
+}
+
+// Before the first write, from the first look of the pod watch: the driver is loaded (the clients are reset
+// only then), no taint with the key and effect is on the node, and there is a client to reset.
+std::optional<std::string> Uninstall::why_no_taint(const nlohmann::json& node,
+                                                   const kube::Taint& taint) const {
+  if (!host_.module_loaded("nvidia")) return "no NVIDIA driver is loaded, so no GPU client is reset";
+  if (plan_taint_add(node, taint).outcome != TaintOutcome::kAdded)
+    return "the node already has a taint with its key and effect";
+  const auto pause = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
+  if (!clients_need_taint(settings_, pods_.snapshot(), pause)) return "no GPU client pod to reset";
+  return std::nullopt;
 }
 
 std::string Uninstall::own_pod_name() const {

@@ -99,7 +99,10 @@ class Uninstall {
   Status check_cancelled() const;
   Deadline operand_deadline() const;
   void log_snapshot() const;
-  Status preflight(std::future<Status>& access);
+  Status preflight(std::future<Status>& access, const nlohmann::json& node);
+  // Why this run adds no GPU client taint to `node`, as known before the first write; nullopt: it adds it.
+  [[nodiscard]] std::optional<std::string> why_no_taint(const nlohmann::json& node,
+                                                        const kube::Taint& taint) const;
   [[nodiscard]] std::string own_pod_name() const;
   void release_lease();
   int fail(const Error& error);
@@ -133,8 +136,9 @@ class Uninstall {
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
   std::optional<GpuClientReset> gpu_clients_;           // annotated third-party GPU clients and their taint
   std::optional<OwnPod> own_pod_;                       // the pod this program runs in, when found
-  std::optional<NodeLease> lease_;                      // held from the first write to the end of the run
-  std::optional<LateArrivals> late_;                    // GPU users bound after the cordon or the taint
+  std::optional<Error> taint_refusal_;  // the own pod does not tolerate the taint that no client needed yet
+  std::optional<NodeLease> lease_;      // held from the first write to the end of the run
+  std::optional<LateArrivals> late_;    // GPU users bound after the cordon or the taint
 
   ProgressReporter reporter_;
   std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended

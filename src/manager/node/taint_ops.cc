@@ -139,6 +139,8 @@ Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
             node_, plan.effective.to_string(), taint.to_string());
         break;
       case TaintOutcome::kAdded:
+        if (refusal_ && from_copy) continue;  // decided on a fresh read only
+        if (refusal_) return *refusal_;
         if (!announced) {
           spdlog::info("Tainting node {} with {} so that evicted GPU client pods are not scheduled back",
                        node_, taint.to_string());

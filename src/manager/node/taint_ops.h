@@ -76,6 +76,9 @@ class TaintOps {
   // Every node this object reads or writes is remembered in `known`, and add() starts from its copy
   // instead of a GET (see KnownNode). Not owned; null (the default) reads the node before every write.
   void use_known_node(KnownNode* known) { known_ = known; }
+  // From now on add() returns `why` instead of writing a taint that is not on the node yet (decided on a
+  // fresh read); a taint already there is still taken as it is.
+  void refuse_to_add(Error why) { refusal_ = std::move(why); }
 
  private:
   Result<nlohmann::json> get();
@@ -86,6 +89,7 @@ class TaintOps {
   std::string node_;
   int max_attempts_;
   KnownNode* known_ = nullptr;
+  std::optional<Error> refusal_;
 };
 
 }  // namespace dm::manager

@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
+#include <memory>
+#include <optional>
+
 #include "manager/pods/eviction.h"
 #include "manager/rules/claims.h"
 
@@ -32,6 +36,29 @@ PodFacts api_pod_facts(kube::Api& client) {
     }
     return false;
   };
+  // One GET per RuntimeClass named; a class that does not exist is said once.
+  auto handlers = std::make_shared<std::map<std::string, std::optional<std::string>>>();
+  facts.runtime_class_handler = [&client,
+                                 handlers](const std::string& name) -> Result<std::optional<std::string>> {
+    if (auto it = handlers->find(name); it != handlers->end()) return it->second;
+    auto rc = client.get(kube::paths::runtime_class(name));
+    if (!rc && rc.error().forbidden()) {
+      // The GPU Operator's stock role does not grant it: the other signals still count.
+      spdlog::warn(
+          "Cannot read RuntimeClass \"{}\" ({}): pods naming it are not counted as GPU pods through it; "
+          "grant "
+          "get on runtimeclasses (node.k8s.io) to count them",
+          name, rc.error().message);
+      return (*handlers)[name] = std::nullopt;
+    }
+    if (!rc) {
+      if (!rc.error().not_found()) return rc.error().wrap("failed to look up RuntimeClass " + name);
+      spdlog::warn(
+          "RuntimeClass \"{}\" does not exist: pods naming it are not counted as GPU pods through it", name);
+      return (*handlers)[name] = std::nullopt;
+    }
+    return (*handlers)[name] = kube::string_at(*rc, {"handler"});
+  };
   return facts;
 }
 
@@ -45,7 +72,9 @@ namespace {
 
 void log_decisions(const PodPlan& plan) {
   for (const auto& d : plan.decisions) {
-    if (d.verdict == Verdict::kSkip) {
+    if (d.notice == Notice::kWarning) {
+      spdlog::warn("{}", d.log_line());
+    } else if (d.verdict == Verdict::kSkip) {
       spdlog::debug("{}", d.log_line());
     } else {
       spdlog::info("{}", d.log_line());

@@ -43,21 +43,14 @@ Error refusal(const std::string& what, const std::vector<std::string>& errors) {
 
 }  // namespace
 
-std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key) {
-  std::vector<std::string> keys;
-  if (!snapshot.value(kClientLabel).empty()) keys.emplace_back(kClientLabel);
-  if (!custom_key.empty() && !snapshot.value(custom_key).empty()) keys.push_back(custom_key);
-  return keys;
-}
-
 PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
                                     const std::optional<Taint>& taint,
-                                    const std::vector<std::string>& label_handled_keys) {
+                                    std::shared_ptr<const LabelPause> label_pause) {
   GpuClientOptions o;
   o.phase = phase;
   o.force = settings.drain_use_force;
   o.taint = taint;
-  o.label_handled_keys = label_handled_keys;
+  o.label_pause = std::move(label_pause);
   return gpu_client_pipeline(o);
 }
 
@@ -65,16 +58,28 @@ bool client_reset_needs_taint(const PodPlan& first_look) {
   return first_look.ok() && !(first_look.to_evict.empty() && first_look.to_wait.empty());
 }
 
+bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
+                        const std::shared_ptr<const LabelPause>& label_pause) {
+  const auto taint = parse_taint(settings.gpu_client_taint);
+  if (!taint) return false;
+  for (const auto phase : {GpuClientPhase::kWithOperands, GpuClientPhase::kDraPlugin}) {
+    if (client_reset_needs_taint(
+            plan_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods)))
+      return true;
+  }
+  return false;
+}
+
 GpuClientReset::GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
                                const Settings& settings, UndoList& undo,
-                               std::vector<std::string> label_handled_keys)
+                               std::shared_ptr<const LabelPause> label_pause)
     : client_(client),
       pods_(pods),
       clock_(clock),
       cancel_(std::move(cancel)),
       settings_(settings),
       undo_(undo),
-      label_handled_keys_(std::move(label_handled_keys)),
+      label_pause_(std::move(label_pause)),
       taint_ops_(client, clock, settings.node_name),
       taint_(parse_taint(settings.gpu_client_taint)) {}
 
@@ -111,7 +116,7 @@ void GpuClientReset::register_undo() {
 }
 
 PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const {
-  return gpu_client_pipeline_for(settings_, phase, taint, label_handled_keys_);
+  return gpu_client_pipeline_for(settings_, phase, taint, label_pause_);
 }
 
 Status GpuClientReset::reset_clients() {

@@ -22,27 +22,31 @@
 
 namespace dm::manager {
 
-// The node-label keys whose DaemonSet pods the operand flow removes and waits for in this run (the pause
-// batch takes them only when their snapshot is non-empty): gpu.deploy.client and the custom key.
-std::vector<std::string> label_handled_client_keys(const Snapshot& snapshot, const std::string& custom_key);
-
 // The client pipeline of one phase as a run configured with `settings` applies it (`taint`: the one keeping
 // clients off, for the toleration warning).
 PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase phase,
                                     const std::optional<kube::Taint>& taint,
-                                    const std::vector<std::string>& label_handled_keys);
+                                    std::shared_ptr<const LabelPause> label_pause);
 
 // The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
 // or waited for.
 bool client_reset_needs_taint(const PodPlan& first_look);
+// The first look of either phase over `pods` would taint the node (the run's own pod tolerating the taint
+// matters only then).
+bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
+                        const std::shared_ptr<const LabelPause>& label_pause);
 
 class GpuClientReset {
  public:
   // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
   // object adds or adopts registers its removal in `undo`.
   GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                 const Settings& settings, UndoList& undo, std::vector<std::string> label_handled_keys = {});
+                 const Settings& settings, UndoList& undo,
+                 std::shared_ptr<const LabelPause> label_pause = {});
 
+  // The reset refuses with `why` (nothing evicted by it) where it would add the taint to the node: this
+  // run's pod does not tolerate the taint, and the check before the first write found nothing to taint for.
+  void refuse_to_taint(Error why) { taint_ops_.refuse_to_add(std::move(why)); }
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
   void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
 
@@ -91,7 +95,7 @@ class GpuClientReset {
   CancelToken cancel_;
   const Settings& settings_;
   UndoList& undo_;
-  std::vector<std::string> label_handled_keys_;
+  std::shared_ptr<const LabelPause> label_pause_;
   TaintOps taint_ops_;
   Result<kube::Taint> taint_;
   std::optional<kube::Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)

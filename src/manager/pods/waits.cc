@@ -8,10 +8,29 @@ namespace dm::manager {
 
 using Json = nlohmann::json;
 
-bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::string& operator_namespace) {
+namespace {
+
+std::optional<TakenOff> taken_off(const Json& pod, const OperandWait& wait) {
+  if (wait.kind != WaitKind::kDaemonSetNodeSelectorKey || !wait.pause) return std::nullopt;
+  return taken_off_by_pause(pod, *wait.pause, wait.node_selector_key);
+}
+
+}  // namespace
+
+std::optional<std::string> wait_reason(const Json& pod, const OperandWait& wait,
+                                       const std::string& operator_namespace) {
   if (wait.kind == WaitKind::kDaemonSetNodeSelectorKey) {
-    return is_daemonset_pod_with_node_selector_key(pod, wait.node_selector_key);
+    const auto t = taken_off(pod, wait);
+    if (!t) return std::nullopt;
+    if (t->rule == PlacementRule::kNodeSelector) return wait.description();
+    return "daemon set pods with " + t->describe();
   }
+  if (!pod_matches_wait(pod, wait, operator_namespace)) return std::nullopt;
+  return wait.description();
+}
+
+bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::string& operator_namespace) {
+  if (wait.kind == WaitKind::kDaemonSetNodeSelectorKey) return taken_off(pod, wait).has_value();
   if (wait.kind != WaitKind::kAppLabel) return false;
   // No copies: this runs for every pod and every wait on each change of the pod cache.
   if (!operator_namespace.empty()) {
@@ -37,13 +56,29 @@ std::vector<std::vector<std::string>> remaining_by_wait(const PodSnapshot& pods,
   return out;
 }
 
+// Each DaemonSet pod that a paused label takes off through its required node affinity, with the rule.
+void log_affinity_pods(const PodSnapshot& pods, const std::vector<OperandWait>& waits) {
+  for (const auto& pod : pods) {
+    for (const auto& w : waits) {
+      const auto t = taken_off(*pod, w);
+      if (!t || t->rule != PlacementRule::kNodeAffinity) continue;
+      spdlog::info(
+          "Waiting for daemon set pod {} to terminate: its {} no longer matches once the label is paused",
+          kube::ref_string(*pod), t->describe());
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 void log_operand_waits_start(const PodWatch& pods, const std::vector<OperandWait>& waits,
                              const std::string& operator_namespace) {
   for (const auto& w : waits) spdlog::info("{}", w.start_line());
   // Upstream also counts the DaemonSet pods of a nodeSelector-key wait while some remain.
-  const auto at_start = remaining_by_wait(pods.snapshot(), waits, operator_namespace);
+  const PodSnapshot now = pods.snapshot();
+  const auto at_start = remaining_by_wait(now, waits, operator_namespace);
+  log_affinity_pods(now, waits);
   for (size_t i = 0; i < waits.size(); ++i) {
     if (waits[i].kind != WaitKind::kDaemonSetNodeSelectorKey || at_start[i].empty()) continue;
     spdlog::info("Waiting for {} daemon set pod(s) with nodeSelector key \"{}\" to terminate",
@@ -56,9 +91,12 @@ Status await_operands(const PodWatch& pods, const std::vector<OperandWait>& wait
   if (waits.empty()) return ok_status();
   WaitCheck check = [&](const PodSnapshot& list) -> Result<std::vector<std::string>> {
     std::vector<std::string> left;
-    const auto by_wait = remaining_by_wait(list, waits, operator_namespace);
-    for (size_t i = 0; i < waits.size(); ++i) {
-      for (const auto& p : by_wait[i]) left.push_back(p + " (" + waits[i].description() + ")");
+    for (const auto& w : waits) {
+      for (const auto& pod : list) {
+        if (auto why = wait_reason(*pod, w, operator_namespace)) {
+          left.push_back(kube::ref_string(*pod) + " (" + *why + ")");
+        }
+      }
     }
     return left;
   };

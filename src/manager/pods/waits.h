@@ -2,6 +2,7 @@
 // together over the pod watch, under one deadline, and reports which pods remain.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,9 +14,14 @@
 namespace dm::manager {
 
 // True if `pod` (on this node) is one that `wait` waits for: app=<app> in `operator_namespace` ("" = any
-// namespace, as upstream's cluster-wide list), or a DaemonSet pod whose nodeSelector holds the key.
+// namespace, as upstream's cluster-wide list), or a DaemonSet pod that pausing the key takes off the node
+// (its nodeSelector or its required node affinity, label_pause.h).
 bool pod_matches_wait(const nlohmann::json& pod, const OperandWait& wait,
                       const std::string& operator_namespace);
+// What `wait` waits for, as said of `pod`: its description(), or for a DaemonSet pod caught by its node
+// affinity "daemon set pods with node affinity on <k>". nullopt when the pod is not one it waits for.
+std::optional<std::string> wait_reason(const nlohmann::json& pod, const OperandWait& wait,
+                                       const std::string& operator_namespace);
 
 // Waits until no pod matches any of `waits`. Logs upstream's start line of each wait (start_line()), then
 // progress every 5 s; on failure logs upstream's failure line (failure_line()) for each wait that still
@@ -23,7 +29,8 @@ bool pod_matches_wait(const nlohmann::json& pod, const OperandWait& wait,
 Status wait_for_operands(const PodWatch& pods, const std::vector<OperandWait>& waits,
                          const std::string& operator_namespace, Deadline deadline, const CancelToken& cancel);
 
-// Upstream's start line of each wait, and the count of a nodeSelector-key wait's DaemonSet pods.
+// Upstream's start line of each wait, the count of a nodeSelector-key wait's DaemonSet pods, and one line
+// for each of them that its node affinity (not its nodeSelector) takes off.
 void log_operand_waits_start(const PodWatch& pods, const std::vector<OperandWait>& waits,
                              const std::string& operator_namespace);
 // The wait itself: progress every 5 s and "All GPU operand pods on the node have shut down" (none when

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kube/objects.h"
 #include "manager/rules/labels.h"
 
 namespace dm::manager {
@@ -62,6 +63,7 @@ std::vector<OperandWait> waits_for(const Snapshot& snapshot, const std::vector<O
   std::stable_sort(rows.begin(), rows.end(),
                    [](const OperandSpec* a, const OperandSpec* b) { return a->wait_order < b->wait_order; });
   std::vector<OperandWait> out;
+  std::shared_ptr<const LabelPause> pause;
   for (const auto* op : rows) {
     OperandWait w;
     w.kind = op->wait_kind;
@@ -70,6 +72,8 @@ std::vector<OperandWait> waits_for(const Snapshot& snapshot, const std::vector<O
       w.log_name = op->log_name;
     } else {
       w.node_selector_key = op->label_key;
+      if (!pause) pause = std::make_shared<const LabelPause>(label_pause(snapshot, table));
+      w.pause = pause;
     }
     out.push_back(std::move(w));
   }
@@ -150,6 +154,8 @@ Snapshot take_snapshot(const Json& node, const std::vector<OperandSpec>& table) 
     }
     s.labels[op.label_key] = v;
   }
+  s.node_name = kube::name(node);
+  s.node_labels = kube::labels(node);
   const std::string ann(kUpgradeEnabledAnnotation);
   if (annotations != nullptr && annotations->contains(ann) && (*annotations)[ann].is_string()) {
     s.upgrade_annotation = (*annotations)[ann].get<std::string>();
@@ -208,6 +214,24 @@ bool patch_has_labels(const Json& patch) {
   if (!patch.is_object() || !patch.contains("metadata")) return false;
   const Json& md = patch["metadata"];
   return md.contains("labels") && md["labels"].is_object() && !md["labels"].empty();
+}
+
+LabelPause label_pause(const Snapshot& snapshot, const std::vector<OperandSpec>& table) {
+  LabelPause p;
+  p.before = {snapshot.node_name, snapshot.node_labels};
+  // A label a crashed run left paused counts at the value the operator gave it.
+  for (const auto& op : table) {
+    const std::string v = snapshot.value(op.label_key);
+    if (should_write_label(v)) p.before.labels[op.label_key] = restore_value(v);
+    if (op.wait_kind == WaitKind::kDaemonSetNodeSelectorKey && included(op.wait, v))
+      p.keys.push_back(op.label_key);
+  }
+  p.after = p.before;
+  const Json paused = pause_patch(snapshot, table);
+  if (patch_has_labels(paused)) {
+    for (const auto& [k, v] : paused["metadata"]["labels"].items()) p.after.labels[k] = v.get<std::string>();
+  }
+  return p;
 }
 
 std::string OperandWait::label_selector() const {

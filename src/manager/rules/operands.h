@@ -4,12 +4,14 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "manager/rules/label_pause.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {
@@ -34,7 +36,8 @@ enum class Batch {
 enum class WaitKind {
   kNone,
   kAppLabel,                 // pods app=<app> on the node in the operator namespace
-  kDaemonSetNodeSelectorKey  // DaemonSet-owned pods on the node whose nodeSelector holds label_key
+  kDaemonSetNodeSelectorKey  // DaemonSet-owned pods on the node that pausing label_key takes off
+                             // (label_pause.h)
 };
 
 // One operand (one node label).
@@ -59,8 +62,10 @@ std::vector<OperandSpec> operand_table(std::string_view custom_label_key = {});
 // The node's values of every table key ("" if absent) plus the upgrade-policy annotation: read from ONE
 // node GET and never re-read (docs/behaviour.md, Snapshot).
 struct Snapshot {
-  std::map<std::string, std::string> labels;  // every table key, "" when absent
-  std::string upgrade_annotation;             // nvidia.com/gpu-driver-upgrade-enabled, "" when absent
+  std::map<std::string, std::string> labels;       // every table key, "" when absent
+  std::string upgrade_annotation;                  // nvidia.com/gpu-driver-upgrade-enabled, "" when absent
+  std::string node_name;                           // for matchFields on metadata.name
+  std::map<std::string, std::string> node_labels;  // all of the node's labels, for pod placement
 
   // The snapshot value of `key` ("" when not a table key or absent).
   [[nodiscard]] std::string value(std::string_view key) const;
@@ -92,12 +97,17 @@ RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vect
 // True if a patch body from the functions above has at least one label to write.
 bool patch_has_labels(const nlohmann::json& patch);
 
+// The node before and after the pause batch, and the keys whose DaemonSet pods the run waits for (the
+// table's kDaemonSetNodeSelectorKey rows whose wait is included).
+LabelPause label_pause(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
+
 // One thing to wait for after a label batch: no pods left matching.
 struct OperandWait {
   WaitKind kind = WaitKind::kAppLabel;
   std::string app;                // kAppLabel: pods app=<app> in the operator namespace on the node
   std::string node_selector_key;  // kDaemonSetNodeSelectorKey: DaemonSet pods on the node (all namespaces)
-  std::string log_name;           // kAppLabel: the name upstream's wait lines use ("" = app)
+  std::shared_ptr<const LabelPause> pause;  // kDaemonSetNodeSelectorKey: which pods the pause takes off
+  std::string log_name;                     // kAppLabel: the name upstream's wait lines use ("" = app)
   // "app=<app>" for kAppLabel (a LIST labelSelector), "" otherwise.
   [[nodiscard]] std::string label_selector() const;
   // What to call it in logs: log_name or the app name, or "daemon set pods with nodeSelector key <k>".

@@ -31,10 +31,6 @@ std::string controller_name(const Json& pod) {
 
 }  // namespace
 
-bool is_daemonset_pod_with_node_selector_key(const Json& pod, std::string_view key) {
-  return kube::controlled_by_kind(pod, "DaemonSet") && kube::pod_node_selector_has(pod, key);
-}
-
 ClientDesignation gpu_client_designation(const Json& pod) {
   const auto v = kube::annotation(pod, kGpuClientAnnotation);
   if (!v) return ClientDesignation::kNone;
@@ -242,14 +238,13 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                        return keep();
                      }});
   filters.push_back(terminal_skip_filter());
-  filters.push_back({"node-label", [keys = options.label_handled_keys](const Json& pod) {
-                       for (const auto& k : keys) {
-                         if (is_daemonset_pod_with_node_selector_key(pod, k)) {
-                           return skip("DaemonSet pod selecting node label " + k +
-                                       ": removed and waited for through that label");
-                         }
-                       }
-                       return keep();
+  filters.push_back({"node-label", [pause = options.label_pause](const Json& pod) {
+                       const auto t = pause ? taken_off_by_pause(pod, *pause) : std::nullopt;
+                       if (!t) return keep();
+                       return skip(
+                           "DaemonSet pod selecting node label " + t->key +
+                           (t->rule == PlacementRule::kNodeAffinity ? " through its node affinity" : "") +
+                           ": removed and waited for through that label");
                      }});
   filters.push_back(terminating_wait_filter());
   filters.push_back(mirror_filter(Verdict::kError));
@@ -318,6 +313,7 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const Dr
                                                       const PodFacts& facts) {
   // First, which pods use a GPU. One claim lookup per pod, reused by the pipeline.
   std::vector<bool> gpu(pods.size(), false);
+  std::vector<GpuAccess> access(pods.size());
   GpuEvictionPlan out;
   for (size_t i = 0; i < pods.size(); ++i) {
     const Json& pod = pod_at(pods, i);
@@ -326,6 +322,12 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const Dr
       Result<bool> r = facts.holds_gpu_claim(pod);
       if (!r) return r.error().wrap("cannot check the resource claims of pod " + kube::ref_string(pod));
       gpu[i] = *r;
+    }
+    if (!gpu[i]) {
+      auto a = gpu_access_without_request(pod, facts.runtime_class_handler);
+      if (!a) return a.error().wrap("cannot check how pod " + kube::ref_string(pod) + " gets GPUs");
+      access[i] = std::move(*a);
+      gpu[i] = !access[i].why.empty();
     }
     if (gpu[i]) ++out.gpu_pods;
   }
@@ -345,14 +347,21 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const Dr
       d.verdict = Verdict::kSkip;
       d.filter = "gpu";
       d.reason = "does not use a GPU";
+      if (!access[i].note.empty()) {
+        d.reason += "; " + access[i].note;
+        d.notice = Notice::kWarning;
+      }
     } else {
       d = pipeline.decide(pod);
     }
+    const std::string& why = access[i].why;
     if (d.verdict == Verdict::kDelete) {
+      if (!why.empty()) d.reason = "GPU pod without a GPU request: " + why;
       out.plan.to_evict.push_back(pod);
     } else if (gpu[i]) {
       // Equality rule: every GPU pod must be deletable.
-      out.plan.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason);
+      out.plan.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason +
+                                (why.empty() ? "" : " (a GPU pod without a GPU request: " + why + ")"));
     }
     out.plan.decisions.push_back(std::move(d));
   }

@@ -16,6 +16,8 @@
 #include "common/go_bool.h"
 #include "common/result.h"
 #include "kube/objects.h"
+#include "manager/rules/gpu_access.h"
+#include "manager/rules/label_pause.h"
 #include "manager/rules/label_selector.h"
 #include "manager/rules/taints.h"
 
@@ -29,10 +31,6 @@ inline constexpr std::string_view kGpuClientAnnotation = "nvidia.com/gpu.client"
 inline constexpr std::string_view kGpuClientDraPluginAnnotation = "nvidia.com/gpu.client.dra-plugin";
 
 // --- Pod facts computed from the JSON alone (the generic ones are in kube/objects.h) ------------------
-// DaemonSet-owned pod whose spec.nodeSelector holds `key` (any value): the operand wait of the client and
-// custom labels.
-bool is_daemonset_pod_with_node_selector_key(const nlohmann::json& pod, std::string_view key);
-
 // How a pod is designated by kGpuClientAnnotation.
 enum class ClientDesignation {
   kNone,     // no annotation
@@ -104,6 +102,9 @@ struct PodFacts {
   std::function<Result<bool>(const std::string& ns, const std::string& name)> daemonset_exists;
   // Does the pod hold an allocated gpu.nvidia.com ResourceClaim (claims.h + GET resourceclaims).
   std::function<Result<bool>(const nlohmann::json& pod)> holds_gpu_claim;
+  // The handler of a RuntimeClass (GET node.k8s.io/v1 runtimeclasses; gpu_access.h). Null: pods are not
+  // counted as GPU pods through their RuntimeClass.
+  RuntimeClassLookup runtime_class_handler;
 };
 
 struct DrainOptions {
@@ -152,9 +153,9 @@ struct GpuClientOptions {
   GpuClientPhase phase = GpuClientPhase::kWithOperands;
   bool force = false;  // DRAIN_USE_FORCE: allow controller-less pods (evicting deletes them for good)
   std::optional<kube::Taint> taint;  // pods tolerating it get a warning (they come back at once)
-  // Node label keys this run paused (gpu.deploy.client, the custom key): DaemonSet pods selecting on one
-  // are handled (and waited for) through the label, not evicted.
-  std::vector<std::string> label_handled_keys;
+  // The run's label pause: DaemonSet pods that pausing gpu.deploy.client or the custom key takes off the
+  // node are handled (and waited for) through the label, not evicted. Null: none are.
+  std::shared_ptr<const LabelPause> label_pause;
 };
 
 // gpu clients: designation -> phase -> terminal(skip) -> label-handled(skip) -> terminating(wait) ->
@@ -177,9 +178,10 @@ using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
 // plan_pods over a snapshot (no pod is copied but those the plan keeps).
 PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
 
-// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (one claim lookup per pod);
-// every one of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all
-// GPU pods"). A claim lookup error is returned as the error.
+// GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one
+// claim lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries); every one
+// of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all GPU
+// pods"). A claim lookup error is returned as the error.
 struct GpuEvictionPlan {
   PodPlan plan;
   size_t gpu_pods = 0;

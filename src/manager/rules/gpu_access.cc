@@ -1,0 +1,61 @@
+#include "manager/rules/gpu_access.h"
+
+#include "kube/objects.h"
+
+namespace dm::manager {
+
+using Json = nlohmann::json;
+namespace {
+
+constexpr std::string_view kCdiAnnotationPrefix = "cdi.k8s.io/";
+
+// A CDI annotation's value is a comma-separated list of fully qualified devices, vendor/class=name.
+bool names_nvidia_cdi_device(std::string_view value) {
+  size_t start = 0;
+  while (start <= value.size()) {
+    const size_t end = std::min(value.find(',', start), value.size());
+    std::string_view device = value.substr(start, end - start);
+    while (!device.empty() && device.front() == ' ') device.remove_prefix(1);
+    if (device.starts_with("nvidia.com/")) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool is_nvidia_runtime_handler(std::string_view handler) {
+  return handler == "nvidia" || handler == "nvidia-cdi" || handler == "nvidia-legacy";
+}
+
+Result<GpuAccess> gpu_access_without_request(const Json& pod, const RuntimeClassLookup& lookup) {
+  GpuAccess out;
+  if (kube::controlled_by_kind(pod, "DaemonSet")) return out;
+  const std::string rc = kube::pod_runtime_class_name(pod);
+  if (!rc.empty() && lookup) {
+    auto handler = lookup(rc);
+    if (!handler) return handler.error();
+    if (!handler->has_value()) {
+      out.note =
+          "its RuntimeClass \"" + rc + "\" does not exist, so it is not counted as a GPU pod through it";
+    } else if (is_nvidia_runtime_handler(**handler)) {
+      out.why = "RuntimeClass \"" + rc + "\" runs it on the NVIDIA container runtime (handler \"" +
+                **handler + "\")";
+      return out;
+    }
+  }
+  for (const auto& v : kube::container_env_values(pod, kube::kVisibleDevicesEnv)) {
+    if (v.empty() || v == "void" || v == "none") continue;
+    out.why = std::string(kube::kVisibleDevicesEnv) + "=" + v + " in a container";
+    return out;
+  }
+  for (const auto& [key, value] : kube::annotations(pod)) {
+    if (key.starts_with(kCdiAnnotationPrefix) && names_nvidia_cdi_device(value)) {
+      out.why = "CDI annotation " + key + "=" + value;
+      return out;
+    }
+  }
+  return out;
+}
+
+}  // namespace dm::manager
