@@ -23,6 +23,9 @@
 #ifndef DM_GIT_COMMIT
 #define DM_GIT_COMMIT ""
 #endif
+#ifndef DM_UPSTREAM_VERSION
+#define DM_UPSTREAM_VERSION ""
+#endif
 
 namespace {
 
@@ -45,7 +48,7 @@ int preflight_check(const dm::manager::Settings& settings) {
 
 int run(const std::vector<std::string>& args) {
   dm::cli::ParseResult parsed = dm::cli::parse_options(
-      args, dm::cli::process_env(), dm::cli::VersionInfo{DM_VERSION, DM_GIT_COMMIT});
+      args, dm::cli::process_env(), dm::cli::VersionInfo{DM_VERSION, DM_GIT_COMMIT, DM_UPSTREAM_VERSION});
   if (parsed.exit_now) {
     if (!parsed.out_text.empty()) {
       std::fputs(parsed.out_text.c_str(), stdout);

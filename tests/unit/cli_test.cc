@@ -41,6 +41,7 @@ TEST(CliTest, VersionNeedsNoNodeName) {
     const auto r = run({flag});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(r.out.starts_with("driver-manager version ")) << r.out;
+    EXPECT_TRUE(contains(r.out, ", tracks k8s-driver-manager v")) << r.out;
     EXPECT_EQ(r.err, "");
   }
 }
