@@ -16,14 +16,14 @@ enum class InteractiveMode { kNever, kIfAvailable, kAlways };
 
 // users[].user.exec of a kubeconfig: a program that prints an ExecCredential (kube/exec_credential.h).
 struct ExecConfig {
-  std::string command;  // PATH searched; a relative path with a slash is resolved against the kubeconfig
-  std::vector<std::string> args;
-  std::vector<std::pair<std::string, std::string>> env;  // added to (or replacing in) the program's own
-  std::string api_version;                               // client.authentication.k8s.io/v1 or /v1beta1
+  std::string command{};  // PATH searched; a relative path with a slash is resolved against the kubeconfig
+  std::vector<std::string> args{};
+  std::vector<std::pair<std::string, std::string>> env{};  // added to (or replacing in) the program's own
+  std::string api_version{};                               // client.authentication.k8s.io/v1 or /v1beta1
   InteractiveMode interactive_mode = InteractiveMode::kIfAvailable;
   bool provide_cluster_info = false;
-  std::string install_hint;    // shown when the command cannot be started
-  std::string cluster_config;  // JSON of the cluster's client.authentication.k8s.io/exec extension, or ""
+  std::string install_hint{};    // shown when the command cannot be started
+  std::string cluster_config{};  // JSON of the cluster's client.authentication.k8s.io/exec extension, or ""
 };
 
 struct Config {

@@ -68,7 +68,9 @@ class ExecPluginClusterTest : public ::testing::Test {
   std::unique_ptr<Client> client(const std::string& command) {
     auto cfg = load_kubeconfig(kubeconfig(command));
     EXPECT_TRUE(cfg.ok()) << cfg.error().message;
-    auto c = Client::create(*cfg, {.max_retries = 0});
+    ClientOptions options;
+    options.max_retries = 0;
+    auto c = Client::create(*cfg, options);
     EXPECT_TRUE(c.ok()) << c.error().message;
     return std::move(*c);
   }
