@@ -9,6 +9,7 @@
 
 #include "cli/options.h"
 #include "common/log.h"
+#include "common/termination_message.h"
 #include "kube/client.h"
 #include "kube/config.h"
 #include "manager/commands/plan.h"
@@ -21,6 +22,9 @@
 #endif
 #ifndef DM_GIT_COMMIT
 #define DM_GIT_COMMIT ""
+#endif
+#ifndef DM_UPSTREAM_VERSION
+#define DM_UPSTREAM_VERSION ""
 #endif
 
 namespace {
@@ -42,16 +46,9 @@ int preflight_check(const dm::manager::Settings& settings) {
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  // One malloc arena for every thread (glibc would make up to 8 per core, each holding freed memory of its
-  // own): the threads mostly wait on the network, so they do not contend for it (docs/benchmarks.md,
-  // Memory). MALLOC_ARENA_MAX in the environment still wins.
-  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 1);
-  const std::vector<std::string> args(argv, argv + argc);
-  dm::cli::ParseResult parsed =
-      dm::cli::parse_options(args, dm::cli::process_env(), dm::cli::VersionInfo{DM_VERSION, DM_GIT_COMMIT});
+int run(const std::vector<std::string>& args) {
+  dm::cli::ParseResult parsed = dm::cli::parse_options(
+      args, dm::cli::process_env(), dm::cli::VersionInfo{DM_VERSION, DM_GIT_COMMIT, DM_UPSTREAM_VERSION});
   if (parsed.exit_now) {
     if (!parsed.out_text.empty()) {
       std::fputs(parsed.out_text.c_str(), stdout);
@@ -89,4 +86,23 @@ int main(int argc, char** argv) {
       break;
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // One malloc arena for every thread (glibc would make up to 8 per core, each holding freed memory of its
+  // own): the threads mostly wait on the network, so they do not contend for it (docs/benchmarks.md,
+  // Memory). MALLOC_ARENA_MAX in the environment still wins.
+  if (std::getenv("MALLOC_ARENA_MAX") == nullptr) mallopt(M_ARENA_MAX, 1);
+  const int code = run(std::vector<std::string>(argv, argv + argc));
+  // Every way to fail ends here: the last fatal line is the reason, and the kubelet shows it as the
+  // container's termination message.
+  if (code != 0) {
+    std::string reason = dm::last_fatal_message();
+    if (reason.empty()) reason = "driver-manager exited with status " + std::to_string(code);
+    dm::write_termination_message(dm::termination_message_path(std::getenv("TERMINATION_MESSAGE_PATH")),
+                                  reason);
+  }
+  return code;
 }

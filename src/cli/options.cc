@@ -200,7 +200,8 @@ ParseResult parse_options(const std::vector<std::string>& args, const EnvLookup&
   if (g.help) return exit_with(std::move(r), 0, help_text(version), "");
   if (g.version) {
     std::string v = "driver-manager version " + version.version;
-    if (!version.commit.empty()) v += ", commit: " + version.commit;
+    if (!version.commit.empty()) v += " (commit " + version.commit + ")";
+    if (!version.upstream.empty()) v += ", tracks k8s-driver-manager " + version.upstream;
     return exit_with(std::move(r), 0, v + "\n", "");
   }
   const size_t cmd_at = !g.rest.empty() && g.rest[0] == "--" ? 1 : 0;

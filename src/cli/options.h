@@ -64,7 +64,8 @@ EnvLookup process_env();
 // Version shown by --version: "driver-manager version <version>[, commit: <commit>]".
 struct VersionInfo {
   std::string version;
-  std::string commit;  // "" = not shown
+  std::string commit;      // "" = not shown
+  std::string upstream{};  // the k8s-driver-manager release this one tracks, e.g. v0.12.0; "" = not shown
 };
 
 // Parses argv (args[0] = program name) and the environment. Never exits or prints.

@@ -1,6 +1,7 @@
 #include "common/log.h"
 
 #include <spdlog/pattern_formatter.h>
+#include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -8,10 +9,35 @@
 #include <chrono>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace dm {
 namespace {
+
+// Keeps the message of the last fatal (critical) record.
+class LastFatalSink final : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string last() {
+    const std::lock_guard lock(mutex_);
+    return last_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    if (msg.level == spdlog::level::critical) last_.assign(msg.payload.data(), msg.payload.size());
+  }
+  void flush_() override {}
+
+ private:
+  std::string last_;
+};
+
+std::shared_ptr<LastFatalSink>& last_fatal_sink() {
+  static auto sink = std::make_shared<LastFatalSink>();
+  return sink;
+}
 
 std::string_view logrus_level(spdlog::level::level_enum l) {
   switch (l) {
@@ -91,7 +117,8 @@ std::string format_log_line(LogFormat format, std::string_view level, std::strin
 
 void setup_logging(LogFormat format, std::string_view level) {
   auto sink = std::make_shared<spdlog::sinks::stderr_sink_mt>();
-  auto logger = std::make_shared<spdlog::logger>("driver-manager", sink);
+  auto logger =
+      std::make_shared<spdlog::logger>("driver-manager", spdlog::sinks_init_list{sink, last_fatal_sink()});
   logger->set_formatter(std::make_unique<LogrusFormatter>(format));
   spdlog::level::level_enum l = spdlog::level::info;
   const auto name = parse_log_level(level);
@@ -110,6 +137,10 @@ void setup_logging(LogFormat format, std::string_view level) {
   logger->set_level(l);
   logger->flush_on(spdlog::level::trace);
   spdlog::set_default_logger(logger);
+}
+
+std::string last_fatal_message() {
+  return last_fatal_sink()->last();
 }
 
 }  // namespace dm

@@ -24,6 +24,10 @@ Result<std::string> parse_log_level(std::string_view s);
 // means "info"). Idempotent.
 void setup_logging(LogFormat format, std::string_view level = "info");
 
+// The message of the last fatal line logged through the logger of setup_logging() ("" when none): the
+// reason a failed run gives last, which main() leaves as the container's termination message.
+std::string last_fatal_message();
+
 // Formats one record the way setup_logging() writes it (exposed for tests).
 // "2026-11-30T22:01:02Z": the one RFC 3339 form (UTC, whole seconds) of log lines, Events and annotations.
 std::string rfc3339(std::chrono::system_clock::time_point tp);

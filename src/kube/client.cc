@@ -185,7 +185,9 @@ Result<Json> Client::Impl::send(const Call& call) {
   OutageWindow& outage = call.outage != nullptr ? *call.outage : own_outage;
   for (int attempt = 0;; ++attempt) {
     if (cancel.cancelled()) return Error::cancellation(what + ": cancelled");
-    req.bearer_token = tokens->current();
+    auto credentials_now = current_credentials();
+    if (!credentials_now) return credentials_now.error().wrap(what);
+    req.bearer_token = credentials_now->token;
     HttpResponse resp;
     if (call.list) list_body.emplace(parse_item);
     if (auto r = perform_pooled(*this, req, call.bulk); r) {
@@ -206,7 +208,7 @@ Result<Json> Client::Impl::send(const Call& call) {
     }
     spdlog::debug("{} -> {}", what, err.message);
     // A rotated token: the file may already hold the next one. Repeating the request is not a retry.
-    if (err.unauthorized() && !renewed_token && tokens->renew_after_unauthorized(req.bearer_token)) {
+    if (err.unauthorized() && !renewed_token && credentials->renew_after_unauthorized(*credentials_now)) {
       renewed_token = true;
       --attempt;
       continue;
@@ -316,7 +318,7 @@ Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptio
   im.options = std::move(options);
   im.clock = im.options.clock != nullptr ? im.options.clock : &im.system_clock;
   im.retry = RetryPolicy{im.options.max_retries, im.options.retry_base, im.options.retry_max};
-  im.tokens = std::make_unique<TokenSource>(config, *im.clock, im.options.token_refresh);
+  im.credentials = make_credential_source(config, *im.clock, im.options.token_refresh);
   im.tls = std::move(*tls);
   im.idle.push_back(std::move(*conn));
   im.open_connections = 1;
@@ -336,8 +338,9 @@ Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire(bool bulk) {
     return c;
   }
   ++open_connections;
+  auto settings = tls;
   lock.unlock();
-  auto c = HttpConnection::create(options.user_agent, tls);
+  auto c = HttpConnection::create(options.user_agent, std::move(settings));
   if (!c) {
     const std::lock_guard relock(pool_mu);
     --open_connections;
@@ -350,10 +353,34 @@ Result<std::unique_ptr<HttpConnection>> Client::Impl::acquire(bool bulk) {
 void Client::Impl::release(std::unique_ptr<HttpConnection> c, bool bulk) {
   {
     const std::lock_guard lock(pool_mu);
-    idle.push_back(std::move(c));
+    if (c->tls_context() == tls) {
+      idle.push_back(std::move(c));
+    } else {
+      --open_connections;  // it presents a client certificate that was replaced since
+    }
     if (bulk) --bulk_in_use;
   }
   pool_cv.notify_all();  // bulk and other waiters wait for different things
+}
+
+Result<Credentials> Client::Impl::current_credentials() {
+  auto now = credentials->current();
+  if (!now || now->client_cert_pem.empty()) return now;
+  const std::lock_guard lock(pool_mu);
+  if (now->client_cert_pem == tls_client_cert) return now;
+  Config with_cert = config;
+  with_cert.client_cert_file.clear();
+  with_cert.client_key_file.clear();
+  with_cert.client_cert_data = now->client_cert_pem;
+  with_cert.client_key_data = now->client_key_pem;
+  auto settings = HttpConnection::tls_settings(with_cert);
+  if (!settings) return settings.error().wrap("the client certificate of the exec credential plugin");
+  tls = std::move(*settings);
+  tls_client_cert = now->client_cert_pem;
+  open_connections -= idle.size();
+  idle.clear();
+  pool_cv.notify_all();
+  return now;
 }
 
 Result<Json> Client::get(const std::string& path) {

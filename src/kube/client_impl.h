@@ -37,8 +37,18 @@ struct Client::Impl {
   SystemClock system_clock;
   const Clock* clock = nullptr;
   RetryPolicy retry;
-  std::unique_ptr<TokenSource> tokens;
-  std::shared_ptr<TlsContext> tls;  // one for every connection, watches included (null for http://)
+  std::unique_ptr<CredentialSource> credentials;
+  // One for every connection, watches included (null for http://); replaced, under pool_mu, when an exec
+  // plugin hands out another client certificate. Read it with current_tls().
+  std::shared_ptr<TlsContext> tls;
+  std::string tls_client_cert;  // the exec plugin's certificate that `tls` presents; "" = the Config's
+  [[nodiscard]] std::shared_ptr<TlsContext> current_tls() {
+    const std::lock_guard lock(pool_mu);
+    return tls;
+  }
+  // The credentials to send now; a client certificate of an exec plugin that `tls` does not present yet
+  // replaces it, and the idle connections that present the old one are closed.
+  Result<Credentials> current_credentials();
 
   // Keep-alive connections for ordinary requests. A request borrows an idle one; concurrent requests
   // (parallel evictions) open more, up to kMaxConnections, so they are not serialised behind one another.

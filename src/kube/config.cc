@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -127,6 +128,98 @@ Status read_cluster(const YAML::Node& cluster, const std::string& cluster_what, 
   return {};
 }
 
+// A YAML tree as JSON: plain scalars that read as JSON literals (true, 3, null) keep their type, everything
+// else is a string (the shape kubectl gives a cluster extension).
+nlohmann::json yaml_to_json(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Map: {
+      auto obj = nlohmann::json::object();
+      for (const auto& kv : node) obj[kv.first.as<std::string>()] = yaml_to_json(kv.second);
+      return obj;
+    }
+    case YAML::NodeType::Sequence: {
+      auto arr = nlohmann::json::array();
+      for (const auto& v : node) arr.push_back(yaml_to_json(v));
+      return arr;
+    }
+    case YAML::NodeType::Scalar: {
+      const std::string& v = node.Scalar();
+      if (node.Tag() == "?") {
+        auto literal = nlohmann::json::parse(v, nullptr, /*allow_exceptions=*/false);
+        if (!literal.is_discarded() && !literal.is_object() && !literal.is_array() && !literal.is_string())
+          return literal;
+      }
+      return v;
+    }
+    default:
+      return nullptr;
+  }
+}
+
+// The config of the cluster's client.authentication.k8s.io/exec extension, as JSON ("" when absent).
+std::string exec_cluster_config(const YAML::Node& cluster) {
+  const YAML::Node exts = cluster["extensions"];
+  if (!exts.IsDefined() || !exts.IsSequence()) return {};
+  for (const auto& e : exts) {
+    if (e.IsMap() && str(e, "name") == "client.authentication.k8s.io/exec") {
+      const YAML::Node v = e["extension"];
+      return v.IsDefined() && !v.IsNull() ? yaml_to_json(v).dump() : std::string();
+    }
+  }
+  return {};
+}
+
+Result<InteractiveMode> interactive_mode(const YAML::Node& exec, const std::string& what,
+                                         const std::string& api_version) {
+  const std::string mode = str(exec, "interactiveMode");
+  if (mode.empty()) {
+    if (api_version == "client.authentication.k8s.io/v1")
+      return Error(what +
+                   " has no interactiveMode, which client.authentication.k8s.io/v1 requires (Never or "
+                   "IfAvailable)");
+    return InteractiveMode::kIfAvailable;
+  }
+  if (mode == "Never") return InteractiveMode::kNever;
+  if (mode == "IfAvailable") return InteractiveMode::kIfAvailable;
+  if (mode == "Always")
+    return Error(what +
+                 " sets interactiveMode Always, but driver-manager runs in a pod without a terminal; use a "
+                 "plugin that can run with interactiveMode Never or IfAvailable");
+  return Error(what + " has interactiveMode \"" + mode + "\"; expected Never, IfAvailable or Always");
+}
+
+Result<ExecConfig> read_exec(const YAML::Node& exec, const std::string& what, const fs::path& dir) {
+  if (!exec.IsMap()) return Error(what + " is not a mapping");
+  ExecConfig ec;
+  ec.command = str(exec, "command");
+  if (ec.command.empty()) return Error(what + " has no command");
+  if (ec.command.find('/') != std::string::npos) ec.command = resolve(dir, ec.command);
+  ec.api_version = str(exec, "apiVersion");
+  if (ec.api_version != "client.authentication.k8s.io/v1" &&
+      ec.api_version != "client.authentication.k8s.io/v1beta1") {
+    return Error(what + " has apiVersion \"" + ec.api_version +
+                 "\"; driver-manager supports client.authentication.k8s.io/v1 and v1beta1");
+  }
+  auto mode = interactive_mode(exec, what, ec.api_version);
+  if (!mode) return mode.error();
+  ec.interactive_mode = *mode;
+  if (const YAML::Node args = exec["args"]; args.IsDefined() && !args.IsNull()) {
+    if (!args.IsSequence()) return Error(what + " args is not a list");
+    for (const auto& a : args) ec.args.push_back(a.as<std::string>());
+  }
+  if (const YAML::Node env = exec["env"]; env.IsDefined() && !env.IsNull()) {
+    if (!env.IsSequence()) return Error(what + " env is not a list");
+    for (const auto& e : env) {
+      if (!e.IsMap() || str(e, "name").empty()) return Error(what + " env has an entry without a name");
+      ec.env.emplace_back(str(e, "name"), str(e, "value"));
+    }
+  }
+  if (const YAML::Node v = exec["provideClusterInfo"]; v.IsDefined() && !v.IsNull())
+    ec.provide_cluster_info = v.as<bool>();
+  ec.install_hint = str(exec, "installHint");
+  return ec;
+}
+
 Status read_user(const YAML::Node& user, const std::string& user_what, const fs::path& dir, Config& cfg) {
   if (auto st = pem_data_or_file(user, "client-certificate", user_what, dir, cfg.client_cert_data,
                                  cfg.client_cert_file);
@@ -152,12 +245,24 @@ Status read_user(const YAML::Node& user, const std::string& user_what, const fs:
       if (cfg.token.empty()) return Error("tokenFile " + cfg.token_file + " of " + user_what + " is empty");
     }
   }
-  const bool has_plugin = user["exec"].IsDefined() || user["auth-provider"].IsDefined();
-  if (has_plugin && cfg.token.empty() && !has_cert) {
+  if (const YAML::Node exec = user["exec"]; exec.IsDefined() && !exec.IsNull()) {
+    if (!cfg.token.empty() || has_cert) {
+      return Error(user_what +
+                   " sets both exec and a token or client certificate; keep one of them (the exec plugin, or "
+                   "the static credentials)");
+    }
+    auto ec = read_exec(exec, user_what + " exec", dir);
+    if (!ec) return ec.error();
+    cfg.exec = std::move(*ec);
+    return {};
+  }
+  if (const YAML::Node ap = user["auth-provider"]; ap.IsDefined() && cfg.token.empty() && !has_cert) {
     return Error(
-        user_what +
-        " authenticates through an exec or auth-provider plugin, which driver-manager does not support; "
-        "use a kubeconfig with a token or a client certificate");
+        user_what + " authenticates through the auth-provider plugin \"" +
+        (ap.IsMap() ? str(ap, "name") : std::string()) +
+        "\", which client-go removed in Kubernetes 1.26 and driver-manager does not support; use "
+        "its exec credential plugin instead (gke-gcloud-auth-plugin for gcp, kubelogin for azure and "
+        "oidc), or a token or client certificate");
   }
   return {};
 }
@@ -189,6 +294,7 @@ Result<Config> parse_kubeconfig(const std::string& path, const YAML::Node& root,
   const auto user = find_named(root, "users", "user", user_name);
   if (!user) return Error("user \"" + user_name + "\" (of context \"" + ctx_name + "\") not found");
   if (auto st = read_user(*user, "user \"" + user_name + "\"", dir, cfg); !st) return st.error();
+  if (cfg.exec) cfg.exec->cluster_config = exec_cluster_config(*cluster);
   return cfg;
 }
 

@@ -41,6 +41,10 @@ Result<std::unique_ptr<HttpConnection>> HttpConnection::create(const Config& con
   return create(user_agent, std::move(*tls));
 }
 
+const std::shared_ptr<TlsContext>& HttpConnection::tls_context() const {
+  return impl_->tls_context;
+}
+
 void HttpConnection::set_dialer(Dialer dialer) {
   impl_->close();
   impl_->dialer = std::move(dialer);

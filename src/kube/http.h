@@ -63,6 +63,9 @@ class HttpConnection {
   // a read (GET, HEAD) and no byte of a response came back.
   HttpResponse perform(const HttpRequest& request);
 
+  // The TLS settings the connection was created with (null for plain http://).
+  [[nodiscard]] const std::shared_ptr<TlsContext>& tls_context() const;
+
   // Percent-encodes a query parameter value.
   static std::string escape(std::string_view s);
 

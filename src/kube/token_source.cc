@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "kube/exec_source.h"
+
 namespace dm::kube {
 namespace {
 
@@ -26,13 +28,20 @@ TokenSource::TokenSource(const Config& config, const Clock& clock, std::chrono::
       token_(config.token),
       read_at_(clock.now()) {}
 
-std::string TokenSource::current() {
-  const std::lock_guard lock(mu_);
-  if (!file_.empty() && clock_.now() - read_at_ >= refresh_) reread_locked();
-  return token_;
+std::unique_ptr<CredentialSource> make_credential_source(const Config& config, const Clock& clock,
+                                                         std::chrono::milliseconds token_refresh) {
+  if (config.exec) return std::make_unique<ExecCredentialSource>(config, clock);
+  return std::make_unique<TokenSource>(config, clock, token_refresh);
 }
 
-bool TokenSource::renew_after_unauthorized(const std::string& rejected) {
+Result<Credentials> TokenSource::current() {
+  const std::lock_guard lock(mu_);
+  if (!file_.empty() && clock_.now() - read_at_ >= refresh_) reread_locked();
+  return Credentials{.token = token_};
+}
+
+bool TokenSource::renew_after_unauthorized(const Credentials& rejected_credentials) {
+  const std::string& rejected = rejected_credentials.token;
   const std::lock_guard lock(mu_);
   if (file_.empty()) return false;
   // Another request may have renewed it already.

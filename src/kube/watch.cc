@@ -105,8 +105,12 @@ class ListWatch {
 
   // One watch request from resource_version_, handing events to on_event until it ends.
   StreamResult stream() {
+    auto credentials = im_.current_credentials();
+    if (!credentials) return {StreamEnd::kErrorEvent, credentials.error(), false, true, std::nullopt};
+    auto tls = im_.current_tls();
+    if (conn_ && conn_->tls_context() != tls) conn_.reset();  // it presents a replaced client certificate
     if (!conn_) {
-      auto c = HttpConnection::create(im_.options.user_agent, im_.tls);
+      auto c = HttpConnection::create(im_.options.user_agent, std::move(tls));
       if (!c) return {StreamEnd::kErrorEvent, c.error(), false, true, std::nullopt};
       conn_ = std::move(*c);
     }
@@ -154,7 +158,7 @@ class ListWatch {
     HttpRequest req;
     req.method = "GET";
     req.url = im_.url(wpath);
-    req.bearer_token = im_.tokens->current();
+    req.bearer_token = credentials->token;
     // No transfer timeout (the server ends the stream after timeoutSeconds); keep a generous cap in case the
     // peer vanishes without closing the connection.
     req.timeout = std::chrono::milliseconds((wo.timeout_seconds + 60) * 1000);
@@ -178,11 +182,11 @@ class ListWatch {
     const HttpResponse resp = conn_->perform(req);
     im_.requests.fetch_add(1, std::memory_order_relaxed);
 
-    return outcome(std::move(r), resp, req.bearer_token, wpath, bad_line, error_status);
+    return outcome(std::move(r), resp, *credentials, wpath, bad_line, error_status);
   }
 
   // How the stream ended, from what the event handler saw and the response.
-  StreamResult outcome(StreamResult r, const HttpResponse& resp, const std::string& bearer_token,
+  StreamResult outcome(StreamResult r, const HttpResponse& resp, const Credentials& credentials,
                        const std::string& wpath, const std::string& bad_line,
                        const std::optional<StatusFields>& error_status) {
     switch (r.end) {
@@ -211,7 +215,7 @@ class ListWatch {
       r.error = transport_error("GET", wpath, im_.config.server, resp.transport_error);
     } else if (resp.status == 410) {
       r.end = StreamEnd::kGone;
-    } else if (resp.status == 401 && im_.tokens->renew_after_unauthorized(bearer_token)) {
+    } else if (resp.status == 401 && im_.credentials->renew_after_unauthorized(credentials)) {
       r.end = StreamEnd::kUnauthorized;
     } else if (!is_2xx(resp.status)) {
       r.error = api_error("GET", wpath, resp.status, resp.body);

@@ -19,7 +19,7 @@ corpus=$root/tests/fuzz/corpus/$target
 [[ -d $corpus ]] || { echo "no checked-in corpus at $corpus" >&2; exit 1; }
 case $target in
   http_*) dict=http ;;
-  list_stream_fuzz | watch_events_fuzz | pod_views_fuzz | node_views_fuzz | lease_annotation_fuzz | \
+  list_stream_fuzz | watch_events_fuzz | pod_views_fuzz | node_views_fuzz | lease_annotation_fuzz | exec_credential_fuzz | \
     paused_record_annotation_fuzz) dict=json ;;
   *) dict=$target ;;
 esac

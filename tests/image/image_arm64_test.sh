@@ -38,10 +38,11 @@ in_chroot() {  # CMD...: runs CMD (an arm64 program of the image) with the image
 }
 
 version=$(sed -n 's/^project(driver-manager VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+upstream=$(sed -n 's/^set(DM_UPSTREAM_VERSION \(v[0-9.]*\))/\1/p' "$SRC/CMakeLists.txt")
 commit=$(git -C "$SRC" rev-parse --short HEAD)
 in_chroot /usr/bin/driver-manager --version
 check_eq "driver-manager --version prints the version and commit" \
-  "0 driver-manager version $version, commit: $commit" "$RC $OUT"
+  "0 driver-manager version $version (commit $commit), tracks k8s-driver-manager $upstream" "$RC $OUT"
 in_chroot /usr/bin/driver-manager uninstall_driver
 check_eq "driver-manager uninstall_driver without NODE_NAME exits 1" 1 "$RC"
 check_has "... and names the missing flag" 'Required flag "node-name" not set' "$OUT"
@@ -58,7 +59,7 @@ check_eq "sh computes and finds sh, sleep, chroot and both programs on PATH" \
 # chroot (busybox, arm64) changes root and runs a program there: `/` is the image itself, then a directory
 # holding only a marker, busybox and the emulator, whose marker is visible as /marker only inside.
 in_chroot /usr/bin/chroot / "$emu" /usr/bin/driver-manager --version
-check_eq "chroot / driver-manager --version" "0 driver-manager version $version, commit: $commit" "$RC $OUT"
+check_eq "chroot / driver-manager --version" "0 driver-manager version $version (commit $commit), tracks k8s-driver-manager $upstream" "$RC $OUT"
 inner=/tmp/dm-inner-root
 mkdir -p "$root$inner"
 cleanup_hooks+=("rm -rf '$root$inner'")

@@ -35,11 +35,12 @@ config=$(bah inspect --type container "$CTR" | jq '.OCIv1.config')
 
 # --- driver-manager, as the operator's init container runs it --------------------------------------------
 version=$(sed -n 's/^project(driver-manager VERSION \([0-9.]*\).*/\1/p' "$SRC/CMakeLists.txt")
+upstream=$(sed -n 's/^set(DM_UPSTREAM_VERSION \(v[0-9.]*\))/\1/p' "$SRC/CMakeLists.txt")
 commit=$(git -C "$SRC" rev-parse --short HEAD)
 in_image -- driver-manager --version
 out=$OUT
 check_eq "driver-manager --version prints the version and commit" \
-  "0 driver-manager version $version, commit: $commit" "$RC $out"
+  "0 driver-manager version $version (commit $commit), tracks k8s-driver-manager $upstream" "$RC $out"
 check_eq "label org.opencontainers.image.version" "$version" \
   "$(jq -r '.Labels["org.opencontainers.image.version"]' <<<"$config")"
 check_eq "label org.opencontainers.image.revision" "$commit" \
@@ -74,7 +75,7 @@ check_eq "sh, sleep, chroot and both binaries are on PATH" \
 # driver-manager and vfio-manage run `chroot /host ...`: chroot must really change root.
 in_image -- chroot / driver-manager --version
 out=$OUT
-check_eq "chroot / driver-manager --version" "0 driver-manager version $version, commit: $commit" "$RC $out"
+check_eq "chroot / driver-manager --version" "0 driver-manager version $version (commit $commit), tracks k8s-driver-manager $upstream" "$RC $out"
 
 # --- the vfio-manager DaemonSet: its main container's shell command, then its preStop hook -----------------
 # The command never ends by design: it has worked when vfio-manage exited 0 and the shell went on to sleep,

@@ -1,6 +1,7 @@
 // Runs the driver-manager binary: exit codes and messages of the command line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -40,8 +41,41 @@ TEST(CliTest, VersionNeedsNoNodeName) {
     const auto r = run({flag});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     EXPECT_TRUE(r.out.starts_with("driver-manager version ")) << r.out;
+    EXPECT_TRUE(contains(r.out, ", tracks k8s-driver-manager v")) << r.out;
     EXPECT_EQ(r.err, "");
   }
+}
+
+// The reason of a failed run is the container's termination message: the last fatal line's text.
+TEST(CliTest, AFailureLeavesItsReasonAsTheTerminationMessage) {
+  const std::string dir = test::make_temp_dir("dm-termination");
+  const std::string message = dir + "/termination-log";
+  const auto r = run({"uninstall_driver"}, {{"NODE_NAME", "n1"},
+                                            {"KUBECONFIG", dir + "/no-such-kubeconfig"},
+                                            {"TERMINATION_MESSAGE_PATH", message}});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const std::string written = test::read_file(message);
+  EXPECT_TRUE(written.starts_with("cannot load the Kubernetes client configuration: ")) << written;
+  EXPECT_TRUE(contains(written, dir + "/no-such-kubeconfig")) << written;
+  EXPECT_TRUE(contains(r.err, "level=fatal msg=" + written + "\n"))
+      << "the same text as the log's fatal line:\n"
+      << r.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliTest, ASuccessOrANonWritablePathLeavesNoMessageAndKeepsTheExitCode) {
+  const std::string dir = test::make_temp_dir("dm-termination");
+  const std::string message = dir + "/termination-log";
+  auto r = run({"--version"}, {{"TERMINATION_MESSAGE_PATH", message}});
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_FALSE(std::filesystem::exists(message));
+  // Not in a pod: the default /dev/termination-log's folder may not be writable; nothing changes.
+  r = run({"uninstall_driver"}, {{"NODE_NAME", "n1"},
+                                 {"KUBECONFIG", dir + "/no-such-kubeconfig"},
+                                 {"TERMINATION_MESSAGE_PATH", dir + "/no-such-dir/termination-log"}});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_FALSE(contains(r.err, "termination")) << r.err;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliTest, HelpAndNoSubCommand) {

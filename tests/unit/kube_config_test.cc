@@ -5,6 +5,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kube/config.h"
 #include "support/process.h"
@@ -311,12 +313,72 @@ TEST_F(KubeconfigTest, CertificateWithoutKey) {
   EXPECT_EQ(cfg.error().message, "kubeconfig " + path + ": user \"u\" has a client certificate but no key");
 }
 
-TEST_F(KubeconfigTest, ExecPluginIsRejectedClearly) {
-  const auto path = kubeconfig("    server: https://h:1\n", "    exec:\n      command: aws\n");
+TEST_F(KubeconfigTest, ExecPluginIsReadWithEveryField) {
+  const auto path = kubeconfig(
+      "    server: https://h:1\n"
+      "    extensions:\n    - name: client.authentication.k8s.io/exec\n      extension:\n"
+      "        audience: gpu\n        retries: 3\n        quoted: \"3\"\n",
+      "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: bin/plugin\n"
+      "      args: [get-token, --cluster, gpu]\n      env:\n      - name: REGION\n        value: eu\n"
+      "      interactiveMode: Never\n      provideClusterInfo: true\n      installHint: install plugin\n");
+  auto cfg = load_kubeconfig(path);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  ASSERT_TRUE(cfg->exec.has_value());
+  const ExecConfig& e = *cfg->exec;
+  EXPECT_EQ(e.command, (fs::absolute(dir_) / "kube/bin/plugin").string()) << "relative to the kubeconfig";
+  EXPECT_EQ(e.args, (std::vector<std::string>{"get-token", "--cluster", "gpu"}));
+  ASSERT_EQ(e.env.size(), 1U);
+  EXPECT_EQ(e.env[0], (std::pair<std::string, std::string>{"REGION", "eu"}));
+  EXPECT_EQ(e.api_version, "client.authentication.k8s.io/v1");
+  EXPECT_EQ(e.interactive_mode, InteractiveMode::kNever);
+  EXPECT_TRUE(e.provide_cluster_info);
+  EXPECT_EQ(e.install_hint, "install plugin");
+  EXPECT_EQ(e.cluster_config, R"({"audience":"gpu","quoted":"3","retries":3})");
+  EXPECT_EQ(cfg->token, "");
+}
+
+TEST_F(KubeconfigTest, ExecCommandWithoutASlashIsLookedUpOnThePath) {
+  const auto path = kubeconfig("    server: https://h:1\n",
+                               "    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n"
+                               "      command: gke-gcloud-auth-plugin\n");
+  auto cfg = load_kubeconfig(path);
+  ASSERT_TRUE(cfg.ok()) << cfg.error().message;
+  EXPECT_EQ(cfg->exec->command, "gke-gcloud-auth-plugin");
+  EXPECT_EQ(cfg->exec->interactive_mode, InteractiveMode::kIfAvailable) << "v1beta1's default";
+  EXPECT_EQ(cfg->exec->cluster_config, "");
+}
+
+TEST_F(KubeconfigTest, ExecPluginsThatCannotRunInAPodAreRefusedClearly) {
+  const std::string v1 = "    exec:\n      apiVersion: client.authentication.k8s.io/v1\n      command: p\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {v1, "has no interactiveMode, which client.authentication.k8s.io/v1 requires"},
+      {v1 + "      interactiveMode: Always\n",
+       "sets interactiveMode Always, but driver-manager runs in a pod"},
+      {v1 + "      interactiveMode: Sometimes\n", "has interactiveMode \"Sometimes\""},
+      {"    exec:\n      apiVersion: client.authentication.k8s.io/v1alpha1\n      command: p\n",
+       "has apiVersion \"client.authentication.k8s.io/v1alpha1\"; driver-manager supports"},
+      {"    exec:\n      command: p\n", "has apiVersion \"\""},
+      {"    exec:\n      apiVersion: client.authentication.k8s.io/v1beta1\n",
+       "user \"u\" exec has no command"},
+      {"    token: t\n" + v1 + "      interactiveMode: Never\n", "sets both exec and a token"},
+      {v1 + "      interactiveMode: Never\n      env:\n      - value: x\n",
+       "env has an entry without a name"},
+  };
+  for (const auto& [user, want] : cases) {
+    SCOPED_TRACE(user);
+    auto cfg = load_kubeconfig(kubeconfig("    server: https://h:1\n", user));
+    ASSERT_FALSE(cfg.ok());
+    EXPECT_THAT(cfg.error().message, HasSubstr(want));
+  }
+}
+
+TEST_F(KubeconfigTest, AuthProviderIsRefusedNamingItsExecPlugin) {
+  const auto path = kubeconfig("    server: https://h:1\n", "    auth-provider:\n      name: gcp\n");
   auto cfg = load_kubeconfig(path);
   ASSERT_FALSE(cfg.ok());
-  EXPECT_THAT(cfg.error().message, HasSubstr("exec or auth-provider plugin"));
-  EXPECT_THAT(cfg.error().message, HasSubstr("use a kubeconfig with a token or a client certificate"));
+  EXPECT_THAT(cfg.error().message, HasSubstr("auth-provider plugin \"gcp\""));
+  EXPECT_THAT(cfg.error().message, HasSubstr("gke-gcloud-auth-plugin"));
+  EXPECT_THAT(cfg.error().message, HasSubstr("kubelogin"));
 }
 
 // ---- in-cluster ----

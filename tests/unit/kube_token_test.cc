@@ -13,6 +13,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
+std::string token_of(TokenSource& ts) {
+  auto c = ts.current();
+  return c ? c->token : "error: " + c.error().message;
+}
+
 class TokenSourceTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -38,35 +43,37 @@ TEST_F(TokenSourceTest, AFixedTokenNeverChanges) {
   Config c;
   c.token = "fixed";
   TokenSource ts(c, clock_, 1min);
-  EXPECT_EQ(ts.current(), "fixed");
+  EXPECT_EQ(token_of(ts), "fixed");
   clock_.advance(1h);
-  EXPECT_EQ(ts.current(), "fixed");
-  EXPECT_FALSE(ts.renew_after_unauthorized("fixed")) << "nothing to re-read: repeating cannot help";
-  EXPECT_EQ(TokenSource(Config{}, clock_).current(), "");
+  EXPECT_EQ(token_of(ts), "fixed");
+  EXPECT_FALSE(ts.renew_after_unauthorized({.token = "fixed"}))
+      << "nothing to re-read: repeating cannot help";
+  EXPECT_EQ(TokenSource(Config{}, clock_).current()->token, "");
 }
 
 TEST_F(TokenSourceTest, TheFileIsReadAgainOnceTheRefreshPeriodPassed) {
   TokenSource ts(file_config(), clock_, 1min);
   test::write_file(file_, "token-b\n");  // the kubelet rotated it
   clock_.advance(59s);
-  EXPECT_EQ(ts.current(), "token-a") << "not due yet";
+  EXPECT_EQ(token_of(ts), "token-a") << "not due yet";
   clock_.advance(1s);
-  EXPECT_EQ(ts.current(), "token-b");
+  EXPECT_EQ(token_of(ts), "token-b");
   test::write_file(file_, "token-c");
-  EXPECT_EQ(ts.current(), "token-b") << "the period starts again at each read";
+  EXPECT_EQ(token_of(ts), "token-b") << "the period starts again at each read";
   clock_.advance(1min);
-  EXPECT_EQ(ts.current(), "token-c");
+  EXPECT_EQ(token_of(ts), "token-c");
 }
 
 TEST_F(TokenSourceTest, A401ReReadsAtOnceAndSaysWhetherRepeatingCanHelp) {
   TokenSource ts(file_config(), clock_, 1min);
-  EXPECT_FALSE(ts.renew_after_unauthorized("token-a")) << "the file still holds the rejected token";
+  EXPECT_FALSE(ts.renew_after_unauthorized({.token = "token-a"}))
+      << "the file still holds the rejected token";
   test::write_file(file_, "token-b\n");
-  EXPECT_TRUE(ts.renew_after_unauthorized("token-a"));
-  EXPECT_EQ(ts.current(), "token-b");
+  EXPECT_TRUE(ts.renew_after_unauthorized({.token = "token-a"}));
+  EXPECT_EQ(token_of(ts), "token-b");
   // A second request rejected with the old token (sent concurrently) finds the renewal already done.
-  EXPECT_TRUE(ts.renew_after_unauthorized("token-a"));
-  EXPECT_EQ(ts.current(), "token-b");
+  EXPECT_TRUE(ts.renew_after_unauthorized({.token = "token-a"}));
+  EXPECT_EQ(token_of(ts), "token-b");
 }
 
 TEST_F(TokenSourceTest, AMissingOrEmptyFileKeepsThePreviousTokenAndSaysWhy) {
@@ -74,16 +81,16 @@ TEST_F(TokenSourceTest, AMissingOrEmptyFileKeepsThePreviousTokenAndSaysWhy) {
   TokenSource ts(file_config(), clock_, 1min);
   test::write_file(file_, "  \n");
   clock_.advance(1min);
-  EXPECT_EQ(ts.current(), "token-a");
+  EXPECT_EQ(token_of(ts), "token-a");
   EXPECT_NE(log.text().find("bearer token file " + file_ + " is empty; using the previous token"),
             std::string::npos)
       << log.text();
   std::filesystem::remove(file_);
   clock_.advance(1min);
-  EXPECT_EQ(ts.current(), "token-a");
+  EXPECT_EQ(token_of(ts), "token-a");
   EXPECT_NE(log.text().find("Cannot re-read the bearer token file " + file_), std::string::npos)
       << log.text();
-  EXPECT_FALSE(ts.renew_after_unauthorized("token-a"));
+  EXPECT_FALSE(ts.renew_after_unauthorized({.token = "token-a"}));
 }
 
 }  // namespace

@@ -403,10 +403,14 @@ TEST(OptionsTest, SubCommandsHelpAndVersion) {
     r = parse({}, {v});
     ASSERT_TRUE(r.exit_now);
     EXPECT_EQ(r.exit_code, 0);
-    EXPECT_EQ(r.out_text, "driver-manager version v1.2.3, commit: abc1234\n");
+    EXPECT_EQ(r.out_text, "driver-manager version v1.2.3 (commit abc1234)\n");
   }
   r = parse_options({"driver-manager", "--version"}, Env{}.lookup(), VersionInfo{"v1.2.3", ""});
   EXPECT_EQ(r.out_text, "driver-manager version v1.2.3\n");
+  r = parse_options({"driver-manager", "--version"}, Env{}.lookup(),
+                    VersionInfo{"0.13.0", "abc1234", "v0.12.0"});
+  EXPECT_EQ(r.out_text,
+            "driver-manager version 0.13.0 (commit abc1234), tracks k8s-driver-manager v0.12.0\n");
   r = parse({}, {"--help"});
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_TRUE(contains(r.out_text, "GLOBAL OPTIONS:"));
