@@ -58,9 +58,8 @@ TEST_F(RealNodeTest, RunsAPodAndDownLeavesNothingBehind) {
   ASSERT_EQ(server.exit_code, 0) << server.err;
   const std::string server_version = json::parse(server.out).value("gitVersion", "");
   const char* pin = std::getenv("K8S_PIN");
-  const std::string pinned = read_file(source_path("tools/k8s-build/" +
-                                                   std::string(pin != nullptr && *pin != '\0' ? pin : "kubernetes") +
-                                                   "/go.mod"));
+  const std::string pinned = read_file(source_path(
+      "tools/k8s-build/" + std::string(pin != nullptr && *pin != '\0' ? pin : "kubernetes") + "/go.mod"));
   EXPECT_THAT(pinned, ::testing::HasSubstr("require k8s.io/kubernetes " + server_version + "\n"))
       << "the control plane is the pinned release";
   EXPECT_EQ(n["status"]["nodeInfo"].value("kubeletVersion", ""), server_version);

@@ -35,7 +35,8 @@ class NodeWatcher {
 
  public:
   NodeWatcher(const TestCluster& c, const std::string& node)
-      : process_({test::kubectl_program(), "--kubeconfig", c.kubeconfig(), "get", "node", node, "--watch", "-o", kTemplate},
+      : process_({test::kubectl_program(), "--kubeconfig", c.kubeconfig(), "get", "node", node, "--watch",
+                  "-o", kTemplate},
                  make_temp_dir("dm-progress-watch") + "/watch.log") {
     // The watch is established once it printed the node as it is.
     if (!eventually([&] { return !lines().empty(); }, 30))

@@ -279,8 +279,8 @@ TYPED_TEST_P(ApiContract, AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause) {
   EXPECT_THAT(refused.error().message, ::testing::HasSubstr("disruption budget guard-budget"));
   EXPECT_FALSE(kube::terminating(*this->api().get(kube::paths::pod(this->ns_, "guarded"))));
 
-  ASSERT_TRUE(this->api().remove("/apis/policy/v1/namespaces/" + this->ns_ +
-                                 "/poddisruptionbudgets/guard-budget"));
+  ASSERT_TRUE(
+      this->api().remove("/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets/guard-budget"));
   auto evicted = this->api().evict(this->ns_, "guarded");
   ASSERT_TRUE(evicted) << evicted.error().message;
   auto after = this->api().get(kube::paths::pod(this->ns_, "guarded"));
@@ -357,12 +357,11 @@ TYPED_TEST_P(ApiContract, AnEvictedPodCarriesTheDisruptionTargetCondition) {
 TYPED_TEST_P(ApiContract, ABudgetWithAnEmptySelectorCoversEveryPodOfItsNamespace) {
   this->make_pod("anyone", {{"app", "anyone"}}, this->node_);
   this->make_ready("anyone");
-  ASSERT_TRUE(this->api().create(
-      "/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
-      {{"apiVersion", "policy/v1"},
-       {"kind", "PodDisruptionBudget"},
-       {"metadata", {{"name", "everyone"}}},
-       {"spec", {{"minAvailable", 1}, {"selector", nlohmann::json::object()}}}}));
+  ASSERT_TRUE(this->api().create("/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+                                 {{"apiVersion", "policy/v1"},
+                                  {"kind", "PodDisruptionBudget"},
+                                  {"metadata", {{"name", "everyone"}}},
+                                  {"spec", {{"minAvailable", 1}, {"selector", nlohmann::json::object()}}}}));
   this->backend_.await_budget(this->ns_, "everyone");
   auto refused = this->api().evict(this->ns_, "anyone");
   ASSERT_FALSE(refused);
@@ -376,19 +375,19 @@ TYPED_TEST_P(ApiContract, AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget) {
   this->make_pod("steady", {{"app", "mixed"}}, this->node_);
   this->make_ready("steady");
   this->make_pod("stuck", {{"app", "mixed"}}, this->node_);
-  ASSERT_TRUE(this->api().patch(kube::paths::pod(this->ns_, "stuck") + "/status", kube::PatchType::kStrategicMerge,
-                                {{"status",
-                                  {{"phase", "Running"},
-                                   {"conditions", nlohmann::json::array({{{"type", "Ready"}, {"status", "False"}}})}}}}));
-  ASSERT_TRUE(this->api().create(
-      "/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
-      {{"apiVersion", "policy/v1"},
-       {"kind", "PodDisruptionBudget"},
-       {"metadata", {{"name", "mixed-budget"}}},
-       {"spec",
-        {{"minAvailable", 2},
-         {"unhealthyPodEvictionPolicy", "AlwaysAllow"},
-         {"selector", {{"matchLabels", {{"app", "mixed"}}}}}}}}));
+  ASSERT_TRUE(this->api().patch(
+      kube::paths::pod(this->ns_, "stuck") + "/status", kube::PatchType::kStrategicMerge,
+      {{"status",
+        {{"phase", "Running"},
+         {"conditions", nlohmann::json::array({{{"type", "Ready"}, {"status", "False"}}})}}}}));
+  ASSERT_TRUE(this->api().create("/apis/policy/v1/namespaces/" + this->ns_ + "/poddisruptionbudgets",
+                                 {{"apiVersion", "policy/v1"},
+                                  {"kind", "PodDisruptionBudget"},
+                                  {"metadata", {{"name", "mixed-budget"}}},
+                                  {"spec",
+                                   {{"minAvailable", 2},
+                                    {"unhealthyPodEvictionPolicy", "AlwaysAllow"},
+                                    {"selector", {{"matchLabels", {{"app", "mixed"}}}}}}}}));
   this->backend_.await_budget(this->ns_, "mixed-budget");
   auto ready = this->api().evict(this->ns_, "steady");
   ASSERT_FALSE(ready) << "the Ready pod is guarded: the budget wants 2 and has 1";
@@ -408,19 +407,19 @@ TYPED_TEST_P(ApiContract, AResourceClaimKeepsItsAllocationAndReservedFor) {
              {"spec",
               {{"devices",
                 {{"requests",
-                  nlohmann::json::array({{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}})}}}}}}));
+                  nlohmann::json::array(
+                      {{{"name", "gpu"}, {"exactly", {{"deviceClassName", "gpu.nvidia.com"}}}}})}}}}}}));
   auto holder = this->make_pod("claimant", {{"app", "claimant"}}, this->node_);
   const nlohmann::json status = {
       {"status",
        {{"allocation",
          {{"devices",
            {{"results", nlohmann::json::array({{{"request", "gpu"},
-                                                 {"driver", "gpu.nvidia.com"},
-                                                 {"pool", this->node_},
-                                                 {"device", "gpu-0"}}})}}}}},
-        {"reservedFor", nlohmann::json::array({{{"resource", "pods"},
-                                                {"name", "claimant"},
-                                                {"uid", kube::uid(holder)}}})}}}};
+                                                {"driver", "gpu.nvidia.com"},
+                                                {"pool", this->node_},
+                                                {"device", "gpu-0"}}})}}}}},
+        {"reservedFor", nlohmann::json::array(
+                            {{{"resource", "pods"}, {"name", "claimant"}, {"uid", kube::uid(holder)}}})}}}};
   auto r = this->api().patch(path + "/gpu-claim/status", kube::PatchType::kMerge, status);
   ASSERT_TRUE(r) << r.error().message;
   auto claim = this->api().get(kube::paths::resource_claim(this->ns_, "gpu-claim"));
@@ -438,24 +437,26 @@ TYPED_TEST_P(ApiContract, AResourceClaimKeepsItsAllocationAndReservedFor) {
 // DRA: the ResourceSlices a driver publishes for a node are found by node and driver.
 TYPED_TEST_P(ApiContract, ResourceSlicesAreSelectedByNodeAndDriver) {
   const auto slice = [&](const std::string& name, const std::string& driver) {
-    return nlohmann::json{
-        {"apiVersion", "resource.k8s.io/v1"},
-        {"kind", "ResourceSlice"},
-        {"metadata", {{"name", name}}},
-        {"spec",
-         {{"driver", driver},
-          {"nodeName", this->node_},
-          {"pool", {{"name", this->node_}, {"generation", 1}, {"resourceSliceCount", 1}}},
-          {"devices", nlohmann::json::array({{{"name", "gpu-0"}}})}}}};
+    return nlohmann::json{{"apiVersion", "resource.k8s.io/v1"},
+                          {"kind", "ResourceSlice"},
+                          {"metadata", {{"name", name}}},
+                          {"spec",
+                           {{"driver", driver},
+                            {"nodeName", this->node_},
+                            {"pool", {{"name", this->node_}, {"generation", 1}, {"resourceSliceCount", 1}}},
+                            {"devices", nlohmann::json::array({{{"name", "gpu-0"}}})}}}};
   };
-  ASSERT_TRUE(this->api().create("/apis/resource.k8s.io/v1/resourceslices", slice(this->node_ + "-gpu", "gpu.nvidia.com")));
-  ASSERT_TRUE(this->api().create("/apis/resource.k8s.io/v1/resourceslices", slice(this->node_ + "-nic", "nic.example.com")));
+  ASSERT_TRUE(this->api().create("/apis/resource.k8s.io/v1/resourceslices",
+                                 slice(this->node_ + "-gpu", "gpu.nvidia.com")));
+  ASSERT_TRUE(this->api().create("/apis/resource.k8s.io/v1/resourceslices",
+                                 slice(this->node_ + "-nic", "nic.example.com")));
   kube::ListOptions o;
   o.field_selector = "spec.nodeName=" + this->node_ + ",spec.driver=gpu.nvidia.com";
   auto slices = this->api().list_all("/apis/resource.k8s.io/v1/resourceslices", o);
   ASSERT_TRUE(slices) << slices.error().message;
   EXPECT_EQ(this->names(*slices), std::vector<std::string>{this->node_ + "-gpu"});
-  for (const char* n : {"-gpu", "-nic"}) (void)this->api().remove("/apis/resource.k8s.io/v1/resourceslices/" + this->node_ + n);
+  for (const char* n : {"-gpu", "-nic"})
+    (void)this->api().remove("/apis/resource.k8s.io/v1/resourceslices/" + this->node_ + n);
 }
 
 // The DRA claim guard reads each claim a pod references; one that is not there - also on a server that
@@ -471,9 +472,9 @@ TYPED_TEST_P(ApiContract, AResourceClaimThatIsNotThereIsNotFound) {
 TYPED_TEST_P(ApiContract, ARuntimeClassIsReadWithItsHandler) {
   const std::string name = unique("contract-rc");
   ASSERT_TRUE(this->api().create("/apis/node.k8s.io/v1/runtimeclasses", {{"apiVersion", "node.k8s.io/v1"},
-                                                                          {"kind", "RuntimeClass"},
-                                                                          {"metadata", {{"name", name}}},
-                                                                          {"handler", "nvidia"}}));
+                                                                         {"kind", "RuntimeClass"},
+                                                                         {"metadata", {{"name", name}}},
+                                                                         {"handler", "nvidia"}}));
   auto rc = this->api().get(kube::paths::runtime_class(name));
   ASSERT_TRUE(rc) << rc.error().message;
   EXPECT_EQ(kube::string_at(*rc, {"handler"}), "nvidia");
@@ -551,22 +552,18 @@ TYPED_TEST_P(ApiContract, ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoE
   })) << "the pod stayed under a NoExecute taint it does not tolerate";
 }
 
-REGISTER_TYPED_TEST_SUITE_P(ApiContract, MergePatchSetsAndRemovesNodeLabels,
-                            StrategicMergePatchMergesLabelsAndSetsUnschedulable,
-                            AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
-                            CreatingAnExistingNameIsAlreadyExists, LabelAndFieldSelectorsSelectPods,
-                            AWatchAfterTheListSeesEveryChangeAndSelectorTransitions,
-                            APodOnANodeIsTerminatingUntilDeletedWithGraceZero, APodOnNoNodeIsDeletedAtOnce,
-                            AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause,
-                            APendingPodIsEvictedWhateverItsBudget, EvictingAPodThatIsGoneIs404,
-                            AnEventAboutTheNodeIsRecordedInDefault,
-                            AnAccessReviewIsAnsweredWithoutStoringAnything,
-                            AResourceClaimThatIsNotThereIsNotFound,
-                            AnEvictedPodCarriesTheDisruptionTargetCondition,
-                            ABudgetWithAnEmptySelectorCoversEveryPodOfItsNamespace,
-                            AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget,
-                            AResourceClaimKeepsItsAllocationAndReservedFor,
-                            ResourceSlicesAreSelectedByNodeAndDriver, ARuntimeClassIsReadWithItsHandler,
-                            ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute);
+REGISTER_TYPED_TEST_SUITE_P(
+    ApiContract, MergePatchSetsAndRemovesNodeLabels, StrategicMergePatchMergesLabelsAndSetsUnschedulable,
+    AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
+    CreatingAnExistingNameIsAlreadyExists, LabelAndFieldSelectorsSelectPods,
+    AWatchAfterTheListSeesEveryChangeAndSelectorTransitions,
+    APodOnANodeIsTerminatingUntilDeletedWithGraceZero, APodOnNoNodeIsDeletedAtOnce,
+    AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause, APendingPodIsEvictedWhateverItsBudget,
+    EvictingAPodThatIsGoneIs404, AnEventAboutTheNodeIsRecordedInDefault,
+    AnAccessReviewIsAnsweredWithoutStoringAnything, AResourceClaimThatIsNotThereIsNotFound,
+    AnEvictedPodCarriesTheDisruptionTargetCondition, ABudgetWithAnEmptySelectorCoversEveryPodOfItsNamespace,
+    AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget, AResourceClaimKeepsItsAllocationAndReservedFor,
+    ResourceSlicesAreSelectedByNodeAndDriver, ARuntimeClassIsReadWithItsHandler,
+    ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoExecute);
 
 }  // namespace dm::test::contract

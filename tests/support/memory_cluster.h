@@ -1,7 +1,7 @@
 // An in-memory Kubernetes API for the fast test tier (label `unit`): kube::Api over a map of JSON objects,
 // as a virtual file system stands in for a disk. What the flow relies on is modelled after the current API
-// server (policy/v1, resource.k8s.io/v1), and tests/unit/api_contract_test.cc runs the same cases against this and the real server
-// (tests/integration/api_contract_real_test.cc) so the two cannot drift apart:
+// server (policy/v1, resource.k8s.io/v1), and tests/unit/api_contract_test.cc runs the same cases against
+// this and the real server (tests/integration/api_contract_real_test.cc) so the two cannot drift apart:
 //
 // * objects keyed by group, resource, namespace and name (the version is not part of the key: policy/v1 and
 //   policy/v1beta1 budgets are the same objects); uid, resourceVersion (one counter for everything),

@@ -1,5 +1,6 @@
 // The wave's arithmetic (a node's time out, the upgrade policy, how many nodes at once, the wave's length),
-// the host facts inferred off the node, DRA claims on JSON fixtures, the summary, and the JSON schema (each node is the one-node plan).
+// the host facts inferred off the node, DRA claims on JSON fixtures, the summary, and the JSON schema (each
+// node is the one-node plan).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
