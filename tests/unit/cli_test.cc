@@ -64,7 +64,8 @@ TEST(CliTest, AFailureLeavesItsReasonAsTheTerminationMessage) {
 }
 
 TEST(CliTest, ASuccessOrANonWritablePathLeavesNoMessageAndKeepsTheExitCode) {
-  const std::string dir = test::make_temp_dir("dm-termination");
+  // (A folder whose name the program's messages cannot be confused with: they quote the kubeconfig's path.)
+  const std::string dir = test::make_temp_dir("dm-cli-exit");
   const std::string message = dir + "/termination-log";
   auto r = run({"--version"}, {{"TERMINATION_MESSAGE_PATH", message}});
   EXPECT_EQ(r.exit_code, 0);
@@ -74,7 +75,8 @@ TEST(CliTest, ASuccessOrANonWritablePathLeavesNoMessageAndKeepsTheExitCode) {
                                  {"KUBECONFIG", dir + "/no-such-kubeconfig"},
                                  {"TERMINATION_MESSAGE_PATH", dir + "/no-such-dir/termination-log"}});
   EXPECT_EQ(r.exit_code, 1) << r.err;
-  EXPECT_FALSE(contains(r.err, "termination")) << r.err;
+  EXPECT_FALSE(contains(r.err, "termination")) << "the unwritable path is no error of the run's:\n" << r.err;
+  EXPECT_FALSE(std::filesystem::exists(dir + "/no-such-dir"));
   std::filesystem::remove_all(dir);
 }
 
