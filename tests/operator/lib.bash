@@ -149,7 +149,8 @@ op_free_port() {
 }
 
 # op_policy VERSION [DRIVER_MANAGER_IMAGE] [extra python]: the ClusterPolicy, applied. From the chart's values
-# (the peers' script: no empty strings or nulls, podDeletion renamed) with these test changes:
+# (the peers' script: no empty strings or nulls, podDeletion renamed; the values the chart keeps to itself
+# dropped) with these test changes:
 # * the operands that would write into the machine's own directories (toolkit, device plugin, DCGM, DCGM
 #   exporter, GFD, MIG manager, node status exporter) disabled, and CDI off: see docs/gpu-operator.md;
 # * the driver's startup probe checked every 2 s from the start (the chart's 60 s delay is for a real build);
@@ -162,6 +163,15 @@ op_policy() {
 import os, sys, yaml
 cp = yaml.safe_load(sys.stdin)
 s = cp["spec"]
+# Values the chart consumes itself and does not render into the ClusterPolicy (its CRD has no such fields:
+# the API server validates them strictly).
+for path in [("devicePlugin", "config", "create"), ("migManager", "config", "create"),
+             ("driver", "nvidiaDriverCRD"), ("operator", "env"), ("operator", "nodeSelector")]:
+    parent = s
+    for key in path[:-1]:
+        parent = parent.get(key, {}) if isinstance(parent, dict) else {}
+    if isinstance(parent, dict):
+        parent.pop(path[-1], None)
 for op in ["toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager", "nodeStatusExporter", "cdi"]:
     s.setdefault(op, {})["enabled"] = False
 d = s["driver"]
