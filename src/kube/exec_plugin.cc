@@ -11,6 +11,8 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <utility>
 #include <vector>
 
 extern char** environ;  // NOLINT: the POSIX way to pass this process's environment on
@@ -73,7 +75,12 @@ std::vector<std::string> plugin_environment(const ExecConfig& exec, const std::s
     for (const auto& [n, v] : set) replaced = replaced || n == name;
     if (!replaced) env.push_back(entry);
   }
-  for (const auto& [n, v] : set) env.push_back(n + "=" + v);
+  for (const auto& [n, v] : set) {
+    std::string assignment = n;
+    assignment += '=';
+    assignment += v;
+    env.push_back(std::move(assignment));
+  }
   return env;
 }
 

@@ -51,7 +51,10 @@ Result<GpuAccess> gpu_access_without_request(const Json& pod, const RuntimeClass
   }
   for (const auto& [key, value] : kube::annotations(pod)) {
     if (key.starts_with(kCdiAnnotationPrefix) && names_nvidia_cdi_device(value)) {
-      out.why = "CDI annotation " + key + "=" + value;
+      out.why = "CDI annotation ";
+      out.why += key;
+      out.why += '=';
+      out.why += value;
       return out;
     }
   }
