@@ -52,7 +52,6 @@ int Uninstall::run(const kube::Config& config) {
       std::async(std::launch::async, [this, checks = uninstall_access_checks(settings_, snapshot_.dra_on())] {
         return check_access(client_, checks);
       });
-
   // Listing pods is the other permission every path needs: check it before anything is written.
   if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
     spdlog::critical("{}{}", w.error().message,
@@ -61,7 +60,6 @@ int Uninstall::run(const kube::Config& config) {
                          : "");
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
-
   // A driver installed on the host itself makes the containerized driver unnecessary.
   if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
   // A driver the kernel can never unload (built in, no module unloading) fails before any write, unless
