@@ -71,8 +71,9 @@ std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_v
   std::tm tm{};
   const int year = digits(s, 0, 4), mon = digits(s, 5, 2), day = digits(s, 8, 2);
   const int hour = digits(s, 11, 2), min = digits(s, 14, 2), sec = digits(s, 17, 2);
-  if (year < 0 || mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 || min < 0 ||
-      min > 59 || sec < 0 || sec > 60)
+  // Years the clock's nanosecond count can hold (1678-2261): a time outside them would overflow it.
+  if (year < 1700 || year > 2200 || mon < 1 || mon > 12 || day < 1 || day > 31 || hour < 0 || hour > 23 ||
+      min < 0 || min > 59 || sec < 0 || sec > 60)
     return std::nullopt;
   size_t pos = 19;
   std::chrono::nanoseconds frac{0};
