@@ -134,7 +134,7 @@ class ExecPluginTest : public ::testing::Test {
 
   // A /bin/sh script named `name` in the test's directory.
   std::string plugin(const std::string& name, const std::string& body) {
-    const std::string path = dir_ + "/" + name;
+    std::string path = dir_ + "/" + name;
     test::write_file(path, "#!/bin/sh\n" + body);
     ::chmod(path.c_str(), 0755);
     return path;
