@@ -23,7 +23,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (config->token.empty()) dm::fuzz::fail("an empty token was accepted");
   const dm::SystemClock clock;
   dm::kube::TokenSource tokens(*config, clock, std::chrono::milliseconds(0));
-  const std::string first = tokens.current();
-  (void)tokens.renew_after_unauthorized(first);
+  auto first = tokens.current();
+  if (!first) dm::fuzz::fail("a token file's source has no error to give: " + first.error().message);
+  (void)tokens.renew_after_unauthorized(*first);
   return 0;
 }

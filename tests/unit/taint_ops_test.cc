@@ -139,7 +139,7 @@ TEST(TaintRemovePlan, UnparsableAnnotationIsDroppedAlone) {
 }
 
 TEST(LabelHandledClientKeys, OnlyKeysWhoseLabelIsPaused) {
-  const auto keys = [](Snapshot s, const std::string& custom) {
+  const auto keys = [](const Snapshot& s, const std::string& custom) {
     return label_pause(s, operand_table(custom)).keys;
   };
   Snapshot s;
