@@ -41,7 +41,7 @@ class ExecPluginClusterTest : public ::testing::Test {
 
   // A /bin/sh plugin in the test's directory.
   std::string plugin(const std::string& body) {
-    const std::string path = dir_ + "/plugin";
+    std::string path = dir_ + "/plugin";
     test::write_file(path, "#!/bin/sh\n" + body);
     ::chmod(path.c_str(), 0755);
     return path;
@@ -53,7 +53,7 @@ class ExecPluginClusterTest : public ::testing::Test {
         {"config", "view", "--minify", "--raw", "-o", "jsonpath={.clusters[0].cluster.server}"});
     const auto ca = cluster_->kubectl({"config", "view", "--minify", "--raw", "-o",
                                        "jsonpath={.clusters[0].cluster.certificate-authority-data}"});
-    const std::string path = dir_ + "/kubeconfig";
+    std::string path = dir_ + "/kubeconfig";
     test::write_file(path, "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " +
                                server.out + "\n    certificate-authority-data: " + ca.out +
                                "\nusers:\n- name: u\n  user:\n    exec:\n"
