@@ -10,7 +10,7 @@ exe=$build/tests/$name
 qemu=$(command -v qemu-aarch64-static) ||
   { echo "FAIL: qemu-aarch64-static is not installed (scripts/install-deps installs it)"; exit 1; }
 [[ -f $exe ]] || {
-  echo "FAIL: $exe is missing: the arm64 tree is not built (./scripts/test builds it; by hand: cmake --preset release-arm64 && cmake --build --preset release-arm64)"
+  echo "FAIL: $exe is missing: the arm64 tree is not built (ctest builds it first: the build.release-arm64 test; by hand: cmake --preset release-arm64 && cmake --build --preset release-arm64)"
   exit 1
 }
 # An x86-64 executable would pass here without testing arm64 at all: e_machine must be 183 (EM_AARCH64).

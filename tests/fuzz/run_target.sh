@@ -12,7 +12,7 @@ target=$1 seconds=$2 work=${3:-}
 build=${DM_FUZZ_BUILD_DIR:-$root/build-fuzz}
 bin=$build/fuzz/$target
 if [[ ! -x $bin ]]; then
-  echo "SKIPPED: $bin is not built (./scripts/test builds it; by hand: cmake --preset fuzz && cmake --build --preset fuzz)"
+  echo "SKIPPED: $bin is not built (ctest builds it first: the build.fuzz test; by hand: cmake --preset fuzz && cmake --build --preset fuzz)"
   exit 77
 fi
 corpus=$root/tests/fuzz/corpus/$target
