@@ -104,8 +104,8 @@ class Dra : public ::testing::Test {
                     .out.empty();
       }));
     }
-    // The operator's stock role for the driver's service account, plus what driver-manager reads on a node
-    // with DRA on and the stock role lacks: the claims (deploy/clusterrole.yaml grants the same).
+    // The driver's service account: the e2e tests' stock role (an earlier operator's, without claims) plus
+    // the claims rule the GPU Operator v26.7's stock role has, which driver-manager needs with DRA on.
     c().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
     c().apply(
         std::string("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: nvidia-driver, namespace: ") +
