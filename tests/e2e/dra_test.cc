@@ -398,21 +398,23 @@ TEST_F(Dra, PluginIsDrainedLastAndComesBack) {
   const json old = start_upgrade("v3");
 
   // The order as the node saw it, polled: the workload gone and its claim unprepared before the plugin's
-  // pod is deleted.
+  // pod is deleted. Each poll looks at the later event first (the plugin, then the claim, then the workload),
+  // so the polling itself cannot invert the order: an earlier event first seen in the same poll gets the
+  // same time.
   std::optional<double> workload_gone, claim_unprepared, plugin_deleted;
   const auto t0 = Clock::now();
   ASSERT_TRUE(eventually(
       [&] {
         const double t = seconds_since(t0);
-        bool work_there = false;
-        for (const auto& p : pods(kAppsNs, "app=dra-training"))
-          work_there = work_there || uid(p) == uid(work);
-        if (!work_there && !workload_gone) workload_gone = t;
-        if (!cdi_spec_present(uid(claim)) && !claim_unprepared) claim_unprepared = t;
         bool plugin_live = false;
         for (const auto& p : pods(kOperatorNs, kPluginSelector))
           plugin_live = plugin_live || (uid(p) == uid(plugin) && !terminating(p));
         if (!plugin_live && !plugin_deleted) plugin_deleted = t;
+        if (!cdi_spec_present(uid(claim)) && !claim_unprepared) claim_unprepared = t;
+        bool work_there = false;
+        for (const auto& p : pods(kAppsNs, "app=dra-training"))
+          work_there = work_there || uid(p) == uid(work);
+        if (!work_there && !workload_gone) workload_gone = t;
         return driver_done(uid(old));
       },
       180, std::chrono::milliseconds(50)))
