@@ -388,7 +388,8 @@ TEST_F(Dra, ClaimHoldingWorkloadIsEvictedBeforeTheUnload) {
 }
 
 // The plugin goes last: after the claim holders are gone and their claims unprepared (by the plugin), before
-// the unload; afterwards it is back, registered again and publishing the node's devices.
+// the unload; afterwards it is back, registered with the kubelet again: the workload's next claim is prepared
+// through it.
 TEST_F(Dra, PluginIsDrainedLastAndComesBack) {
   Timer timer("plugin drained last");
   ASSERT_TRUE(steady()) << debug();
@@ -431,10 +432,12 @@ TEST_F(Dra, PluginIsDrainedLastAndComesBack) {
   EXPECT_LT(guard, drain) << log;
   EXPECT_LT(drain, unload) << log;
 
-  // Back: a new plugin pod (the label restored), the node's devices published, the workload's new claim
-  // prepared through it.
+  // Back: a new plugin pod (the label restored), the only one there is, so the workload's new pod's claim
+  // (steady(): allocated, CDI spec written, applied to the container) was prepared through it.
   ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
   EXPECT_NE(uid(*plugin_pod()), uid(plugin));
+  EXPECT_NE(uid(*workload_pod()), uid(work));
+  EXPECT_EQ(pods(kOperatorNs, kPluginSelector).size(), 1U);
   EXPECT_EQ(slice_devices().size(), std::stoul(kDevices));
 }
 
