@@ -74,7 +74,8 @@ class DriverUpgrade : public ::testing::Test {
                     .out.empty();
       }));
     }
-    // The operator's stock role for the driver DaemonSet's service account, and nothing more.
+    // The operator's stock role (before v26.7: no pods watch) for the driver DaemonSet's service account,
+    // and nothing more.
     c().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
     c().apply(
         std::string("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: nvidia-driver, namespace: ") +
