@@ -65,6 +65,20 @@ image_listing() {
   done < <(image_manifest "$1" | jq -r '.layers[] | "\(.mediaType) \(.digest)"') | sort -k3,3
 }
 
+# image_file ARCH PATH: the content of PATH (from /) in linux/ARCH's layers (the last layer holding it).
+image_file() {
+  local media digest decompress out=
+  while read -r media digest; do
+    case $media in
+      *tar+gzip) decompress=(gzip -dc) ;;
+      *tar+zstd) decompress=(zstd -dc) ;;
+      *) decompress=(cat) ;;
+    esac
+    out=$(archive_blob "$digest" | "${decompress[@]}" | tar -xOf - "./${2#/}" 2>/dev/null) || continue
+  done < <(image_manifest "$1" | jq -r '.layers[] | "\(.mediaType) \(.digest)"')
+  printf '%s' "$out"
+}
+
 # A working container from the archive itself (what a registry push or a containerd import takes); CTR is
 # removed on exit.
 CTR=
