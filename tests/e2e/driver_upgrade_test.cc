@@ -552,11 +552,18 @@ TEST_F(DriverUpgrade, PlanJobFromDeployPrintsTheWaveInItsLogAndChangesNothing) {
   const std::string file = source_path("deploy/plan-job.yaml");
   std::string yaml = read_file(file);
   // The Job file carries the plan role of deploy/clusterrole-plan.yaml, rule for rule.
+  // kubectl prints one JSON object per document, one after the other.
   const auto objects = [&](const std::string& path) {
     const auto out = c().kubectl({"create", "--dry-run=client", "-o", "json", "-f", path});
     EXPECT_EQ(out.exit_code, 0) << out.err;
-    const json j = json::parse(out.out);
-    return j.contains("items") ? j["items"] : json::array({j});
+    json all = json::array();
+    std::istringstream in(out.out);
+    while ((in >> std::ws).peek() != std::char_traits<char>::eof()) {
+      json one;
+      in >> one;
+      all.push_back(one);
+    }
+    return all;
   };
   json job_role;
   for (const auto& o : objects(file)) {
