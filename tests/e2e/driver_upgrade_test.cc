@@ -622,6 +622,8 @@ TEST_F(DriverUpgrade, PlanJobFromDeployPrintsTheWaveInItsLogAndChangesNothing) {
     if (line.rfind(std::string(kNode) + " ", 0) == 0) row = line;
   }
   EXPECT_THAT(row, ::testing::MatchesRegex(std::string(kNode) + " +skip +.*")) << log;
+  // With the operator's settings for the init container, which the Job carries.
+  EXPECT_THAT(log, HasSubstr("Upgrade policy: off; GPU pod eviction: on; auto drain: off")) << log;
   // Every pod on the node is in the node's plan.
   for (const char* ns : {kOperatorNs, kAppsNs}) {
     for (const auto& p : pods(ns)) {
