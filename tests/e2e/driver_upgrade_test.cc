@@ -17,6 +17,7 @@
 #include <iterator>
 #include <memory>
 #include <set>
+#include <sstream>
 
 #include "support/cluster.h"
 #include "support/process.h"
@@ -74,7 +75,8 @@ class DriverUpgrade : public ::testing::Test {
                     .out.empty();
       }));
     }
-    // The operator's stock role for the driver DaemonSet's service account, and nothing more.
+    // The operator's stock role (before v26.7: no pods watch) for the driver DaemonSet's service account,
+    // and nothing more.
     c().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
     c().apply(
         std::string("apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: nvidia-driver, namespace: ") +
@@ -538,6 +540,169 @@ TEST_F(DriverUpgrade, UpgradePolicyOnResetsClientsButLeavesWorkloadsAndTheCordon
   // The controller uncordons: the workload comes back and the node is as before.
   ASSERT_EQ(c().kubectl({"uncordon", kNode}).exit_code, 0);
   ASSERT_EQ(c().kubectl({"annotate", "node", kNode, std::string(kUpgradeAnnotation) + "-"}).exit_code, 0);
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+}
+
+// deploy/plan-job.yaml as a user runs it (`kubectl apply`, then `kubectl logs`), on the real kubelet. Test
+// choices, as for the driver DaemonSet: the image built here, and host networking with the API server's
+// loopback address (this node has no kube-proxy). The Job's plan covers the node and changes nothing.
+TEST_F(DriverUpgrade, PlanJobFromDeployPrintsTheWaveInItsLogAndChangesNothing) {
+  Timer timer("plan job");
+  ASSERT_TRUE(steady()) << debug();
+  const std::string file = source_path("deploy/plan-job.yaml");
+  std::string yaml = read_file(file);
+  // The Job file carries the plan role of deploy/clusterrole-plan.yaml, rule for rule.
+  // kubectl prints one JSON object per document, one after the other.
+  const auto objects = [&](const std::string& path) {
+    const auto out = c().kubectl({"create", "--dry-run=client", "-o", "json", "-f", path});
+    EXPECT_EQ(out.exit_code, 0) << out.err;
+    json all = json::array();
+    std::istringstream in(out.out);
+    while ((in >> std::ws).peek() != std::char_traits<char>::eof()) {
+      json one;
+      in >> one;
+      all.push_back(one);
+    }
+    return all;
+  };
+  json job_role;
+  for (const auto& o : objects(file)) {
+    if (o.value("kind", "") == "ClusterRole") job_role = o;
+  }
+  const json plan_role = objects(source_path("deploy/clusterrole-plan.yaml"))[0];
+  ASSERT_FALSE(job_role.is_null()) << "no ClusterRole in " << file;
+  EXPECT_EQ(job_role["metadata"]["name"], plan_role["metadata"]["name"]);
+  EXPECT_EQ(job_role["rules"], plan_role["rules"]);
+
+  const auto swap = [&](const std::string& from, const std::string& to) {
+    const auto at = yaml.find(from);
+    ASSERT_NE(at, std::string::npos) << "deploy/plan-job.yaml has no '" << from << "'";
+    yaml.replace(at, from.size(), to);
+  };
+  swap("image: registry.example.com/gpu/driver-manager:0.13.0", "image: localhost/driver-manager:dev");
+  swap("      serviceAccountName: driver-manager-plan\n",
+       "      serviceAccountName: driver-manager-plan\n      hostNetwork: true\n");
+  swap("          env:\n",
+       "          env:\n            - name: KUBERNETES_SERVICE_HOST\n              value: "
+       "\"127.0.0.1\"\n            - name: KUBERNETES_SERVICE_PORT\n              value: \"" +
+           api_port(c()) + "\"\n");
+  const std::string applied = make_temp_dir("plan-job") + "/plan-job.yaml";
+  write_file(applied, yaml);
+  const size_t audit_from = c().audit_events().size();
+  const auto apply = c().kubectl({"apply", "-f", applied});
+  ASSERT_EQ(apply.exit_code, 0) << apply.err;
+  const auto wait = c().kubectl(
+      {"-n", kOperatorNs, "wait", "--for=condition=complete", "job/driver-manager-plan", "--timeout=180s"});
+  // What `kubectl logs job/driver-manager-plan` shows: here the API server cannot reach the kubelet's log
+  // endpoint (docs/control-plane.md, "A real node"), so the kubelet's own file of the Job pod's container,
+  // without the CRI prefix of each line (time, stream, tag).
+  const json job_pods = pods(kOperatorNs, "job-name=driver-manager-plan");
+  ASSERT_EQ(wait.exit_code, 0) << wait.err << debug();
+  ASSERT_EQ(job_pods.size(), 1U) << job_pods.dump();
+  const json& job_pod = job_pods[0];
+  const std::string file_log =
+      read_file(node().env("NODE_POD_LOGS") + "/" + kOperatorNs + "_" +
+                job_pod["metadata"].value("name", "") + "_" + uid(job_pod) + "/plan/0.log");
+  std::string log;
+  std::istringstream cri(file_log);
+  for (std::string line; std::getline(cri, line);) {
+    size_t at = line.find(' ');                                // after the time
+    if (at != std::string::npos) at = line.find(' ', at + 1);  // after the stream
+    if (at != std::string::npos) at = line.find(' ', at + 1);  // after the tag
+    if (at != std::string::npos) log += line.substr(at + 1) + "\n";
+  }
+  std::printf("%s", log.substr(0, 1500).c_str());
+
+  EXPECT_THAT(log, HasSubstr("Plan for an upgrade wave over 1 node(s) (the nodes with "
+                             "nvidia.com/gpu.deploy.driver=true; nothing was changed)"));
+  // The node's row: its driver pod runs the DaemonSet's configuration, so the node would take the skip path.
+  std::string row;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(std::string(kNode) + " ", 0) == 0) row = line;
+  }
+  EXPECT_THAT(row, ::testing::MatchesRegex(std::string(kNode) + " +skip +.*")) << log;
+  // With the operator's settings for the init container, which the Job carries.
+  EXPECT_THAT(log, HasSubstr("Upgrade policy: off; GPU pod eviction: on; auto drain: off")) << log;
+  // Every pod on the node is in the node's plan.
+  for (const char* ns : {kOperatorNs, kAppsNs}) {
+    for (const auto& p : pods(ns)) {
+      if (p["metadata"]["labels"].contains("job-name")) continue;
+      EXPECT_THAT(log, HasSubstr(std::string(ns) + "/" + p["metadata"].value("name", ""))) << log;
+    }
+  }
+  // Its service account read the cluster and wrote nothing.
+  size_t reads = 0;
+  const auto events = c().audit_events();
+  for (size_t i = audit_from; i < events.size(); ++i) {
+    const json& e = events[i];
+    if (e.value("stage", "") != "ResponseComplete" ||
+        e["user"].value("username", "") != "system:serviceaccount:gpu-operator:driver-manager-plan")
+      continue;
+    const std::string verb = e.value("verb", "");
+    EXPECT_TRUE(verb == "get" || verb == "list" || verb == "watch") << e.dump();
+    ++reads;
+  }
+  EXPECT_GE(reads, 5U) << "the plan's lists, by the Job's service account";
+
+  const auto del = c().kubectl({"delete", "-f", applied, "--cascade=foreground", "--wait=true"});
+  EXPECT_EQ(del.exit_code, 0) << del.err;
+  ASSERT_TRUE(eventually([&] { return pods(kOperatorNs, "job-name=driver-manager-plan").empty(); }, 60));
+  ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
+}
+
+// A run that fails says why in the pod status, where `kubectl describe pod` and the operator look first: the
+// kubelet copies the init container's termination message file into its terminated state.
+TEST_F(DriverUpgrade, AFailedInitContainerShowsItsReasonInThePodStatus) {
+  Timer timer("termination message");
+  ASSERT_TRUE(steady()) << debug();
+  const auto old = *driver_pod();
+  apply_driver("v7", {{"OPERAND_WAIT_TIMEOUT", "soon"}});
+  const size_t audit_from = c().audit_events().size();
+  delete_driver_pod(old);
+
+  std::optional<json> pod;
+  json terminated;
+  int run = 0;
+  ASSERT_TRUE(eventually(
+      [&] {
+        pod = driver_pod();
+        if (!pod || uid(*pod) == uid(old)) return false;
+        const json s = init_status(*pod);
+        if (s.is_null()) return false;
+        const int restarts = s.value("restartCount", 0);
+        if (s.value("state", json::object()).contains("terminated")) {
+          terminated = s["state"]["terminated"];
+          run = restarts;
+        } else if (s.value("lastState", json::object()).contains("terminated")) {
+          terminated = s["lastState"]["terminated"];
+          run = restarts - 1;
+        }
+        return !terminated.is_null();
+      },
+      120))
+      << debug();
+  EXPECT_EQ(terminated.value("exitCode", -1), 1) << terminated.dump();
+  const std::string message = terminated.value("message", "");
+  // The same words as the log's last fatal line (the run's reason), on one line.
+  const std::string log = init_log(*pod, run);
+  const auto fatal = log.rfind("level=fatal msg=");
+  ASSERT_NE(fatal, std::string::npos) << log;
+  std::string reason = log.substr(fatal + std::string("level=fatal msg=").size());
+  reason = reason.substr(0, reason.find('\n'));
+  EXPECT_THAT(reason, HasSubstr("OPERAND_WAIT_TIMEOUT")) << log;
+  EXPECT_EQ(message, reason) << terminated.dump() << "\n" << log;
+  EXPECT_EQ(message.find('\n'), std::string::npos);
+  const auto describe =
+      c().kubectl({"-n", kOperatorNs, "describe", "pod", pod->at("metadata").value("name", "")});
+  EXPECT_THAT(describe.out, HasSubstr("Message:")) << describe.out;
+  EXPECT_THAT(describe.out, HasSubstr(reason)) << describe.out;
+  // A bad setting is refused before any API request.
+  EXPECT_TRUE(sa_requests(audit_from, false).empty()) << sa_requests(audit_from, false).front().dump();
+
+  apply_driver("v7");
+  delete_driver_pod(*pod);
+  ASSERT_TRUE(eventually([&] { return driver_done(uid(*pod)); }, 180)) << debug();
   ASSERT_TRUE(eventually([&] { return steady(); }, 120)) << debug();
 }
 

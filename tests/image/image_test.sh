@@ -45,6 +45,12 @@ check_eq "label org.opencontainers.image.version" "$version" \
   "$(jq -r '.Labels["org.opencontainers.image.version"]' <<<"$config")"
 check_eq "label org.opencontainers.image.revision" "$commit" \
   "$(jq -r '.Labels["org.opencontainers.image.revision"]' <<<"$config")"
+check_eq "label org.opencontainers.image.title" "driver-manager" \
+  "$(jq -r '.Labels["org.opencontainers.image.title"]' <<<"$config")"
+check_eq "label org.opencontainers.image.licenses" "Apache-2.0" \
+  "$(jq -r '.Labels["org.opencontainers.image.licenses"]' <<<"$config")"
+check_eq "label org.opencontainers.image.source is set (empty without DM_IMAGE_SOURCE or an origin remote)" \
+  "true" "$(jq -r '.Labels | has("org.opencontainers.image.source")' <<<"$config")"
 
 # As in a pod, where the operator always sets NODE_NAME (required flags are checked before the sub-command).
 in_image --env NODE_NAME=node-1 -- driver-manager help
@@ -125,6 +131,44 @@ out=$OUT
 check_eq "preStop 'vfio-manage unbind --all' exits 0" 0 "$RC"
 check_eq "preStop clears the driver overrides" "[] [] []" \
   "[$(override "$VFIO_SIM" 0000:3b:00.0)] [$(override "$VFIO_SIM" 0000:86:00.0)] [$(override "$VFIO_SIM" 0000:86:00.1)]"
+
+# --- what ships: NOTICE and third-party.tsv name every library and program of the image ----------------------
+for arch in amd64 arm64; do
+  listing=$(image_listing "$arch")
+  notice=$(image_file "$arch" /usr/share/doc/driver-manager/NOTICE)
+  tsv=$(image_file "$arch" /usr/share/doc/driver-manager/third-party.tsv)
+  check_has "$arch NOTICE names driver-manager, its version, commit and licence" \
+    "driver-manager $version (commit $commit), linux/$arch"$'\n'"Licensed under the Apache License, Version 2.0" \
+    "$notice"
+  check_eq "$arch LICENSE is the repository's" "$(cat "$SRC/LICENSE")" \
+    "$(image_file "$arch" /usr/share/doc/driver-manager/LICENSE)"
+  # Every shared library, the loader and busybox: listed with its package, and that package's copyright file
+  # ships too.
+  files=$(awk '$1 !~ /^[dl]/ && ($3 ~ /\.so(\.[0-9]+)*$/ || $3 ~ /\/ld-linux/ || $3 == "/usr/bin/busybox") { print $3 }' \
+    <<<"$listing")
+  missing=()
+  for f in $files; do
+    pkg=$(awk -F'\t' -v f="$f" 'NR > 1 { n = split($7, a, " "); for (i = 1; i <= n; i++) if (a[i] == f) print $1 }' \
+      <<<"$tsv")
+    if [[ -z $pkg || $notice != *"files: "*"$f"* ]] || ! grep -q " /usr/share/doc/$pkg/copyright\$" <<<"$listing"; then
+      missing+=("$f${pkg:+ ($pkg)}")
+    fi
+  done
+  check_eq "$arch: every library, the loader and busybox are in NOTICE with their package's copyright file" \
+    "$(wc -w <<<"$files") listed" "$(($(wc -w <<<"$files") - ${#missing[@]})) listed${missing:+; not: ${missing[*]}}"
+  check_eq "$arch: the libraries include OpenSSL and glibc" "2" \
+    "$(grep -cE '/(libssl|libc)\.so' <<<"$files")"
+  check_has "$arch: busybox (GPL-2) is named with the Debian source package its source is in" \
+    "$(printf 'licences: GPL-2\n  source: Debian source package busybox ')" "$notice"
+  # Code compiled into the programs: yaml-cpp, spdlog, fmt and the C++ runtime.
+  for p in yaml-cpp spdlog fmtlib gcc-12; do
+    check_eq "$arch: the linked-in $p is in third-party.tsv" "linked" \
+      "$(awk -F'\t' -v s="$p" '$4 == s || $4 == s "-cross" { print $7 }' <<<"$tsv")"
+  done
+  # Each package's version is the one the build machine's dpkg (or the unpacked arm64 list) records.
+  check_eq "$arch: the OpenSSL package's version is the installed one" \
+    "$(dpkg-query -W -f='${Version}' "libssl3:$arch")" "$(awk -F'\t' '$1 == "libssl3" { print $2 }' <<<"$tsv")"
+done
 
 # --- nothing else of the build machine: each architecture's files against its manifest ---------------------
 for arch in amd64 arm64; do

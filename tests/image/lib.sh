@@ -65,6 +65,28 @@ image_listing() {
   done < <(image_manifest "$1" | jq -r '.layers[] | "\(.mediaType) \(.digest)"') | sort -k3,3
 }
 
+# image_file ARCH PATH: the content of PATH (from /) in linux/ARCH's layers (the last layer holding it), streamed
+# to stdout as it is (binary files included); exit 1 if no layer holds it.
+image_file() {
+  local media digest names at= member= decompress=() unpack=()
+  while read -r media digest; do
+    case $media in
+      *tar+gzip) decompress=(gzip -dc) ;;
+      *tar+zstd) decompress=(zstd -dc) ;;
+      *) decompress=(cat) ;;
+    esac
+    # Member names come with or without a leading ./ (buildah writes them without).
+    names=$(archive_blob "$digest" | "${decompress[@]}" | tar -tf -)
+    if grep -qxF "${2#/}" <<<"$names"; then
+      at=$digest member=${2#/} unpack=("${decompress[@]}")
+    elif grep -qxF "./${2#/}" <<<"$names"; then
+      at=$digest member=./${2#/} unpack=("${decompress[@]}")
+    fi
+  done < <(image_manifest "$1" | jq -r '.layers[] | "\(.mediaType) \(.digest)"')
+  [[ -n $at ]] || return 1
+  archive_blob "$at" | "${unpack[@]}" | tar -xOf - "$member"
+}
+
 # A working container from the archive itself (what a registry push or a containerd import takes); CTR is
 # removed on exit.
 CTR=

@@ -221,8 +221,8 @@ TEST_F(StockOperator, SigtermDuringAnApiOutageEndsTheRunWithinTheGracePeriod) {
 }
 
 TEST_F(StockOperator, TheStockDriverRoleMayNotWatchPodsSoTheRunListsThemInstead) {
-  // The service account has exactly the GPU Operator's stock nvidia-driver ClusterRole: pods get and list,
-  // no watch.
+  // The service account has exactly the GPU Operator's stock nvidia-driver ClusterRole of the releases
+  // before v26.7: pods get and list, no watch.
   cluster().apply(read_file(source_path("tests/fixtures/e2e/clusterrole-nvidia-driver.yaml")));
   const std::string kubeconfig =
       cluster().service_account_kubeconfig(kSaNamespace, "stock-nvidia-driver", "e2e-nvidia-driver");
