@@ -169,6 +169,7 @@ void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
   Json object = daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann,
                                ds.affinity_terms);
   for (const auto& [k, v] : ds.pod_labels) object["spec"]["template"]["metadata"]["labels"][k] = v;
+  if (!ds.tolerations.is_null()) object["spec"]["template"]["spec"]["tolerations"] = ds.tolerations;
   cluster_.apply(object);
   label_node(ds.node_selector);
   if (!ds.node_labels.empty()) label_node(ds.node_labels);

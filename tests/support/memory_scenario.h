@@ -61,6 +61,7 @@ struct MemDaemonSet {
   nlohmann::json affinity_terms = nullptr;
   std::map<std::string, std::string> node_labels = {};
   std::map<std::string, std::string> pod_labels = {};  // more labels on its pods (beside app=<name>)
+  nlohmann::json tolerations = nullptr;                // its pods' tolerations (null = none)
 };
 
 // What a test starts from: deploy() puts it on the node and waits until every pod of it runs.

@@ -649,6 +649,42 @@ TEST(UninstallMemory, ALateArrivalWithoutAControllerFailsTheRunAndTheNodeIsResto
 }
 
 // A failure at each step that changed the node: the run fails (exit 1) and the node is as before it.
+// A managed pool's own taint (same key and effect as GPU_CLIENT_TAINT, never changed) and an annotated
+// DaemonSet client that tolerates it and selects no client label: nothing keeps it off once evicted. It is
+// named before the first write with the fix; its DaemonSet brings it back at once, so the run fails before
+// the unload, and the node is restored with the pool's taint as it was.
+TEST(UninstallMemory, AClientNothingKeepsOffIsNamedBeforeTheFirstWrite) {
+  MemoryScenario s;
+  s.deploy({.daemonsets = {{.name = "health-agent",
+                            .node_selector = {{"example.com/gpu-node", "true"}},
+                            .holds_gpu = true,
+                            .gpu_client = "true",
+                            .tolerations = nlohmann::json::array({{{"operator", "Exists"}}})}}});
+  // The pool's taint (the operands ran before it; NoSchedule leaves running pods alone).
+  auto node = s.node_json();
+  node["spec"]["taints"] =
+      nlohmann::json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
+  s.cluster().apply(node);
+  const auto before = s.state();
+
+  const auto r = s.run(s.settings());
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  const auto named = r.log.find(
+      "Nothing keeps these GPU clients off node node-a once they are evicted: "
+      "workloads/health-agent");
+  ASSERT_NE(named, std::string::npos) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("(DaemonSet health-agent, tolerates nvidia.com/gpu=present:NoSchedule)"));
+  EXPECT_LT(named, r.log.find("Auto upgrade policy of the GPU driver"))
+      << "named before the operands are paused";
+  // It comes back at once: the look for late arrivals meets it again and again, or the host's look finds it.
+  EXPECT_THAT(r.log,
+              ::testing::ContainsRegex("GPU pods keep arriving on node node-a|pods found holding the GPU "
+                                       "on the host of node node-a cannot be evicted"));
+  EXPECT_EQ(s.state(), before) << "the pool's taint is never changed";
+  EXPECT_TRUE(s.driver_loaded());
+}
+
 // A process of the host (outside any pod, cgroup of a systemd service) with /dev/nvidia0 open, as the
 // holder scan reads it in the simulated host.
 void add_host_process(MemoryScenario& s, int pid, const std::string& comm) {

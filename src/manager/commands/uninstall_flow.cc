@@ -11,6 +11,7 @@
 #include "manager/commands/progress.h"
 #include "manager/pods/dra_evidence.h"
 #include "manager/pods/drain.h"
+#include "manager/pods/kept_off.h"
 #include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
@@ -174,6 +175,11 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
             settings_.node_name, taint->to_string(), own_pod_->ref, taint->key, taint->effect));
       }
     }
+  }
+  if (host_.module_loaded("nvidia")) {
+    const auto pause = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
+    warn_clients_nothing_keeps_off(settings_.node_name,
+                                   clients_nothing_keeps_off(settings_, node, pods_.snapshot(), pause));
   }
   return access.get();
 }
