@@ -66,6 +66,9 @@ class Host : public CommandRunner {
   virtual Status unload_nvidia_modules() = 0;
   // The processes with NVIDIA device files open (found by device number), each with its pod UID.
   [[nodiscard]] virtual std::vector<HolderProcess> nvidia_holder_processes() const = 0;
+  // The UID of the Kubernetes pod this program runs in, from its own cgroup (/proc/self/cgroup; under the
+  // simulated root, DIR/proc/self/cgroup), nullopt when it runs in no pod or the file says none.
+  [[nodiscard]] virtual std::optional<std::string> own_pod_uid() const = 0;
   // "Module Size Ref Count Used by" table of /proc/modules lines containing "nvidia" (for the log).
   [[nodiscard]] virtual std::string nvidia_modules_table() const = 0;
   // Removes one module (nouveau). Error names the holders when it is in use.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "host/cgroup.h"
 #include "host/fs_util.h"
 #include "host/host.h"
 #include "host/modules.h"
@@ -92,6 +93,12 @@ class HostImpl final : public Host {
 
   [[nodiscard]] std::vector<HolderProcess> nvidia_holder_processes() const override {
     return modules_->holder_processes();
+  }
+
+  [[nodiscard]] std::optional<std::string> own_pod_uid() const override {
+    auto text = read_text_file(path("/proc/self/cgroup"));
+    if (!text) return std::nullopt;
+    return pod_uid_from_cgroup(*text);
   }
 
   [[nodiscard]] std::string nvidia_modules_table() const override {

@@ -31,6 +31,7 @@ const std::map<std::string, std::string>& kinds() {
       {"deployments", "Deployment"},
       {"poddisruptionbudgets", "PodDisruptionBudget"},
       {"resourceclaims", "ResourceClaim"},
+      {"resourceslices", "ResourceSlice"},
       {"runtimeclasses", "RuntimeClass"},
       {"leases", "Lease"},
       {"selfsubjectaccessreviews", "SelfSubjectAccessReview"},
@@ -47,7 +48,7 @@ std::string resource_of_kind(const std::string& kind) {
 
 bool cluster_scoped(const std::string& resource) {
   return resource == "nodes" || resource == "namespaces" || resource == "runtimeclasses" ||
-         resource == "selfsubjectaccessreviews";
+         resource == "resourceslices" || resource == "selfsubjectaccessreviews";
 }
 
 std::vector<std::string> split(const std::string& s, char sep) {

@@ -166,8 +166,11 @@ void MemoryScenario::deploy_operands(const std::vector<MemOperand>& operands) {
 void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
   Json ann = node_sim_annotations(ds.holds_gpu, ds.stuck);
   if (!ds.gpu_client.empty()) ann["nvidia.com/gpu.client"] = ds.gpu_client;
-  cluster_.apply(daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann,
-                                ds.affinity_terms));
+  Json object = daemonset_json(ds.name, ds.ns.empty() ? workload_ns() : ds.ns, ds.node_selector, ann,
+                               ds.affinity_terms);
+  for (const auto& [k, v] : ds.pod_labels) object["spec"]["template"]["metadata"]["labels"][k] = v;
+  if (!ds.tolerations.is_null()) object["spec"]["template"]["spec"]["tolerations"] = ds.tolerations;
+  cluster_.apply(object);
   label_node(ds.node_selector);
   if (!ds.node_labels.empty()) label_node(ds.node_labels);
 }

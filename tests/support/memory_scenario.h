@@ -60,6 +60,8 @@ struct MemDaemonSet {
   // The nodeSelectorTerms of its required node affinity (null = none), and labels the node gets for it.
   nlohmann::json affinity_terms = nullptr;
   std::map<std::string, std::string> node_labels = {};
+  std::map<std::string, std::string> pod_labels = {};  // more labels on its pods (beside app=<name>)
+  nlohmann::json tolerations = nullptr;                // its pods' tolerations (null = none)
 };
 
 // What a test starts from: deploy() puts it on the node and waits until every pod of it runs.

@@ -31,12 +31,11 @@ Json with_env(Json p, const std::string& value) {
 
 // The cluster's RuntimeClasses: name -> handler.
 RuntimeClassLookup classes(std::map<std::string, std::string> handlers, int* lookups = nullptr) {
-  return [handlers = std::move(handlers),
-          lookups](const std::string& name) -> Result<std::optional<std::string>> {
+  return [handlers = std::move(handlers), lookups](const std::string& name) -> Result<RuntimeClassInfo> {
     if (lookups != nullptr) ++*lookups;
     auto it = handlers.find(name);
-    if (it == handlers.end()) return std::optional<std::string>();
-    return std::optional<std::string>(it->second);
+    if (it == handlers.end()) return RuntimeClassInfo::missing();
+    return RuntimeClassInfo::found(it->second);
   };
 }
 
@@ -81,11 +80,41 @@ TEST(GpuAccessTest, AMissingRuntimeClassIsANoteAndNotCounted) {
   EXPECT_EQ(a->why, "NVIDIA_VISIBLE_DEVICES=all in a container");
 }
 
+// A class that may not be read (the GPU Operator's stock role): the toolkit's own names count by name, any
+// other name is a note and not counted.
+TEST(GpuAccessTest, AnUnreadableRuntimeClassCountsByTheToolkitsNames) {
+  const RuntimeClassLookup unreadable = [](const std::string&) -> Result<RuntimeClassInfo> {
+    return RuntimeClassInfo::unreadable();
+  };
+  for (const std::string name : {"nvidia", "nvidia-cdi", "nvidia-legacy"}) {
+    Json p = pod("notebook");
+    p["spec"]["runtimeClassName"] = name;
+    auto a = gpu_access_without_request(p, unreadable);
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->why, "RuntimeClass \"" + name +
+                          "\" may not be read; its name is one the NVIDIA Container Toolkit gives its "
+                          "classes, so it is taken to run on the NVIDIA container runtime");
+    EXPECT_EQ(a->note, "");
+  }
+  Json p = pod("notebook");
+  p["spec"]["runtimeClassName"] = "gpu-runtime";
+  auto a = gpu_access_without_request(p, unreadable);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->why, "");
+  EXPECT_EQ(a->note,
+            "its RuntimeClass \"gpu-runtime\" may not be read, so it is not counted as a GPU pod "
+            "through it");
+  // Another signal still counts.
+  a = gpu_access_without_request(with_env(p, "all"), unreadable);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->why, "NVIDIA_VISIBLE_DEVICES=all in a container");
+}
+
 TEST(GpuAccessTest, ALookupErrorIsAnError) {
   Json p = pod("notebook");
   p["spec"]["runtimeClassName"] = "nvidia";
   auto a = gpu_access_without_request(
-      p, [](const std::string&) -> Result<std::optional<std::string>> { return Error("server down", 503); });
+      p, [](const std::string&) -> Result<RuntimeClassInfo> { return Error("server down", 503); });
   ASSERT_FALSE(a);
   EXPECT_EQ(a.error().message, "server down");
 }

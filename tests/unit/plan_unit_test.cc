@@ -112,6 +112,35 @@ TEST(Plan, FullPathGivesEachPodTheDecisionOfItsStep) {
   EXPECT_EQ(p.holders[0], "nvidia: held by pid 7 (python3) in pod ml/train-1");
 }
 
+// The DRA driver from its own chart, not the operator's: `plan` shows the claim guard with why DRA counts as
+// in use, and resets the chart's plugin in the DRA-plugin step without an annotation.
+TEST(Plan, TheDraDriversOwnChartTurnsTheClaimGuardOnAndItsPluginGoesLast) {
+  PlanInputs in = full_inputs();
+  in.pods.push_back(pod("dra", "dra-driver-nvidia-gpu-kubelet-plugin-x1",
+                        {{"app.kubernetes.io/name", "dra-driver-nvidia-gpu"},
+                         {"dra-driver-nvidia-gpu-component", "kubelet-plugin"}},
+                        Json::object(), "DaemonSet"));
+  const auto steps_of = [](const Plan& p) {
+    std::string all;
+    for (const auto& s : p.steps) all += s + "\n";
+    return all;
+  };
+  Plan p = build_plan(settings(), in);
+  EXPECT_EQ(p.dra_in_use,
+            "the NVIDIA DRA kubelet plugin runs here (dra/dra-driver-nvidia-gpu-kubelet-plugin-x1)");
+  EXPECT_THAT(steps_of(p), HasSubstr("check that no pod still holds a GPU resource claim (DRA is in use: the "
+                                     "NVIDIA DRA kubelet plugin runs here"));
+  EXPECT_EQ(find(p, "dra/dra-driver-nvidia-gpu-kubelet-plugin-x1").action, PodAction::kReset);
+  // The node's ResourceSlices come first.
+  in.gpu_slices = 1;
+  p = build_plan(settings(), in);
+  EXPECT_EQ(p.dra_in_use, "the node has 1 gpu.nvidia.com ResourceSlice");
+  // Without any of it there is no claim guard.
+  p = build_plan(settings(), full_inputs());
+  EXPECT_EQ(p.dra_in_use, "");
+  EXPECT_THAT(steps_of(p), ::testing::Not(HasSubstr("GPU resource claim")));
+}
+
 TEST(Plan, UpgradePolicyLeavesGpuPodsToTheOperatorAndNeverCordons) {
   PlanInputs in = full_inputs();
   in.node["metadata"]["annotations"]["nvidia.com/gpu-driver-upgrade-enabled"] = "true";

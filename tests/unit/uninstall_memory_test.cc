@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <thread>
 
@@ -325,6 +327,32 @@ TEST(UninstallMemory, GpuUsersWithoutAGpuRequestAreEvicted) {
   EXPECT_FALSE(s.state().unschedulable) << "uncordoned at the end";
 }
 
+// The GPU Operator's stock role may not read RuntimeClasses: a pod on a class named as the NVIDIA Container
+// Toolkit names its classes still counts (by that name, said once), so the unload does not meet it; a
+// class of another name is said once and not counted.
+TEST(UninstallMemory, AnUnreadableNvidiaRuntimeClassCountsByItsName) {
+  MemoryScenario s;
+  s.add_runtime_class("nvidia", "nvidia");
+  s.add_runtime_class("custom", "runc");
+  s.cluster().fail({.verb = "get", .path_part = "runtimeclasses", .status = 403, .times = -1});
+  s.deploy({.pods = {{.name = "notebook", .holds_gpu = true, .runtime_class = "nvidia"},
+                     {.name = "other", .runtime_class = "custom"}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(s.evicted(), ::testing::ElementsAre("workloads/notebook"));
+  EXPECT_THAT(r.log, HasSubstr("Cannot read RuntimeClass \"nvidia\""));
+  EXPECT_THAT(r.log, HasSubstr("pods naming it are counted as GPU pods by its name, the name the NVIDIA "
+                               "Container Toolkit gives its class"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/notebook: evict: GPU pod without a GPU request: RuntimeClass "
+                               "\"nvidia\" may not be read; its name is one the NVIDIA Container Toolkit "
+                               "gives its classes"));
+  EXPECT_THAT(r.log, HasSubstr("workloads/other: skip [gpu]: does not use a GPU; its RuntimeClass \"custom\" "
+                               "may not be read"));
+  EXPECT_FALSE(s.driver_loaded()) << "the notebook held the GPU: the unload succeeds only once it is gone";
+}
+
 // The driver pod this run is in, standing on no node (nothing runs it), tolerating only `toleration_key`.
 void add_own_pod(MemoryScenario& s, manager::Settings& settings, const std::string& toleration_key) {
   s.cluster().apply(
@@ -376,6 +404,45 @@ TEST(UninstallMemory, OwnPodNotToleratingTheTaintIsRefusedWhenATaintWouldBeAdded
   EXPECT_THAT(s.evicted(), IsEmpty());
   EXPECT_TRUE(s.driver_loaded());
   expect_labels(s, default_mem_operands(), "true");
+}
+
+// Under driver.hostNetwork HOSTNAME is the node's name and names no pod, and no POD_NAME is set: the pod is
+// found by the UID its own cgroup names (the simulated host's /proc/self/cgroup, as the kubelet's systemd
+// cgroup driver writes it) among the node's pods, and its toleration is checked before any write.
+TEST(UninstallMemory, OwnPodIsFoundByItsCgroupWhenHostnameNamesNoPod) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "agent", .gpu_client = "true"}}});
+  const auto own = s.cluster().apply(
+      {{"apiVersion", "v1"},
+       {"kind", "Pod"},
+       {"metadata", {{"name", "nvidia-driver-daemonset-x1"}, {"namespace", s.operator_ns()}}},
+       {"spec",
+        {{"nodeName", s.node()},
+         {"hostNetwork", true},
+         {"tolerations", nlohmann::json::array({{{"key", "nvidia.com/gpu"}, {"operator", "Exists"}}})},
+         {"containers", nlohmann::json::array({{{"name", "k8s-driver-manager"}, {"image", "x"}}})}}}});
+  std::string uid = own["metadata"]["uid"];
+  std::replace(uid.begin(), uid.end(), '-', '_');
+  std::filesystem::create_directories(s.sim_path("/proc/self"));
+  std::ofstream(s.sim_path("/proc/self/cgroup"))
+      << "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" << uid
+      << ".slice/cri-containerd-0123abcd.scope\n";
+  auto settings = s.settings();
+  settings.pod_name.clear();
+  settings.hostname = s.node();
+  settings.gpu_client_taint = "example.com/gpu-maintenance=driver:NoSchedule";
+
+  const auto r = s.run(settings);
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(
+      r.log, HasSubstr("Own pod " + s.operator_ns() + "/nvidia-driver-daemonset-x1 found by the pod UID " +
+                       std::string(own["metadata"]["uid"]) + " of this program's cgroup (" + s.operator_ns() +
+                       "/node-a from HOSTNAME in OPERATOR_NAMESPACE names no pod)"));
+  EXPECT_THAT(r.log, HasSubstr("refusing to start: this pod (" + s.operator_ns() +
+                               "/nvidia-driver-daemonset-x1) does not tolerate the GPU client taint"));
+  EXPECT_EQ(s.requests_with("PATCH"), 0U) << "nothing written";
+  EXPECT_TRUE(s.driver_loaded());
 }
 
 // docs/gpu-clients.md: a DRA-plugin client goes after the GPU workloads, the other clients and the claim
@@ -467,9 +534,10 @@ TEST(UninstallMemory, AGpuClaimHolderIsEvictedAsAGpuWorkloadBeforeTheUnload) {
   EXPECT_FALSE(s.driver_loaded());
 }
 
-// The same pod when this run evicts no workloads (and DRA is off, so no claim guard stops the run first): it
-// holds the driver, and the refused unload names it.
-TEST(UninstallMemory, AGpuClaimHolderTheRunDoesNotEvictHoldsTheDriverAndIsNamed) {
+// The same pod when this run evicts no workloads, on a node whose DRA driver the operator did not deploy: the
+// allocated claim is enough for DRA to count as in use, so the claim guard stops the run before the unload
+// (the plugin cannot go while a pod's claim needs it), names the pod, and the node is restored.
+TEST(UninstallMemory, AGpuClaimHolderTheRunDoesNotEvictStopsTheRunAtTheClaimGuard) {
   MemoryScenario s;
   s.add_gpu_claim("claimer-gpu");
   s.deploy({.pods = {{.name = "claimer", .gpu_claim = "claimer-gpu"}}});
@@ -480,10 +548,55 @@ TEST(UninstallMemory, AGpuClaimHolderTheRunDoesNotEvictHoldsTheDriverAndIsNamed)
   const auto r = s.run(settings);
 
   EXPECT_EQ(r.exit_code, 1) << r.log;
-  EXPECT_THAT(r.log, HasSubstr("in pod workloads/claimer"));
+  EXPECT_THAT(r.log, HasSubstr("DRA is in use on node node-a: pods hold allocated GPU claims here "
+                               "(workloads/claimer)"));
+  EXPECT_THAT(r.log, HasSubstr("pod(s) still hold GPU resource claims: workloads/claimer"));
+  EXPECT_THAT(r.log, Not(HasSubstr("Cleaning up NVIDIA driver"))) << "no unload was tried";
   EXPECT_THAT(s.evicted(), IsEmpty());
   EXPECT_TRUE(s.driver_loaded());
   EXPECT_EQ(s.state(), before) << r.log;
+}
+
+// The DRA driver installed from its own chart (not by the operator): its kubelet plugin, a DaemonSet in a
+// namespace of its own with the chart's labels, holds the GPU. DRA counts as in use (its ResourceSlice and
+// the plugin itself); the claim holder is evicted first, the claim guard runs, and the plugin goes last,
+// under the taint, without an annotation; the unload succeeds and the plugin is back at the end.
+TEST(UninstallMemory, TheDraDriversOwnChartIsResetWithThePluginLast) {
+  MemoryScenario s;
+  s.add_gpu_claim("claimer-gpu");
+  s.cluster().apply(
+      {{"apiVersion", "resource.k8s.io/v1"},
+       {"kind", "ResourceSlice"},
+       {"metadata", {{"name", "node-a-gpu.nvidia.com-x"}}},
+       {"spec", {{"driver", "gpu.nvidia.com"}, {"nodeName", "node-a"}, {"pool", {{"name", "node-a"}}}}}});
+  s.deploy({.pods = {{.name = "claimer", .gpu_claim = "claimer-gpu"}},
+            .daemonsets = {{.name = "dra-driver-nvidia-gpu-kubelet-plugin",
+                            .ns = "dra-driver",
+                            .node_selector = {{"nvidia.com/gpu.present", "true"}},
+                            .holds_gpu = true,
+                            .pod_labels = {{"app.kubernetes.io/name", "dra-driver-nvidia-gpu"},
+                                           {"app.kubernetes.io/instance", "dra"},
+                                           {"dra-driver-nvidia-gpu-component", "kubelet-plugin"}}}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("DRA is in use on node node-a: the node has 1 gpu.nvidia.com ResourceSlice"));
+  EXPECT_THAT(
+      r.log,
+      HasSubstr("the NVIDIA DRA kubelet plugin of the DRA driver's chart "
+                "(dra-driver-nvidia-gpu-component=kubelet-plugin), a DRA plugin client by what it is"));
+  const auto evicted = s.evicted();
+  ASSERT_EQ(evicted.size(), 2U) << r.log;
+  EXPECT_EQ(evicted[0], "workloads/claimer");
+  EXPECT_THAT(evicted[1], ::testing::StartsWith("dra-driver/dra-driver-nvidia-gpu-kubelet-plugin"));
+  const auto guard = r.log.find("Checking that no pod on the node still holds a GPU resource claim");
+  ASSERT_NE(guard, std::string::npos) << r.log;
+  EXPECT_LT(guard, r.log.find("a DRA plugin client by what it is"))
+      << "the guard runs before the plugin goes";
+  EXPECT_FALSE(s.driver_loaded());
+  EXPECT_TRUE(s.state().taints.empty()) << "the taint is removed at the end";
+  s.wait_running("dra-driver", 1);  // its DaemonSet brings it back
 }
 
 // Binds `late` to the node once the flow has asked to evict `first` (so after the first eviction chose its
@@ -536,6 +649,71 @@ TEST(UninstallMemory, ALateArrivalWithoutAControllerFailsTheRunAndTheNodeIsResto
 }
 
 // A failure at each step that changed the node: the run fails (exit 1) and the node is as before it.
+// A managed pool's own taint (same key and effect as GPU_CLIENT_TAINT, never changed) and an annotated
+// DaemonSet client that tolerates it and selects no client label: nothing keeps it off once evicted. It is
+// named before the first write with the fix; its DaemonSet brings it back at once, so the run fails before
+// the unload, and the node is restored with the pool's taint as it was.
+TEST(UninstallMemory, AClientNothingKeepsOffIsNamedBeforeTheFirstWrite) {
+  MemoryScenario s;
+  s.deploy({.daemonsets = {{.name = "health-agent",
+                            .node_selector = {{"example.com/gpu-node", "true"}},
+                            .holds_gpu = true,
+                            .gpu_client = "true",
+                            .tolerations = nlohmann::json::array({{{"operator", "Exists"}}})}}});
+  // The pool's taint (the operands ran before it; NoSchedule leaves running pods alone).
+  auto node = s.node_json();
+  node["spec"]["taints"] =
+      nlohmann::json::array({{{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}}});
+  s.cluster().apply(node);
+  const auto before = s.state();
+
+  const auto r = s.run(s.settings());
+
+  EXPECT_EQ(r.exit_code, 1) << r.log;
+  const auto named = r.log.find(
+      "Nothing keeps these GPU clients off node node-a once they are evicted: "
+      "workloads/health-agent");
+  ASSERT_NE(named, std::string::npos) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("(DaemonSet health-agent, tolerates nvidia.com/gpu=present:NoSchedule)"));
+  EXPECT_LT(named, r.log.find("Auto upgrade policy of the GPU driver"))
+      << "named before the operands are paused";
+  // It comes back at once: the look for late arrivals meets it again and again, or the host's look finds it.
+  EXPECT_THAT(r.log,
+              ::testing::ContainsRegex("GPU pods keep arriving on node node-a|pods found holding the GPU "
+                                       "on the host of node node-a cannot be evicted"));
+  EXPECT_EQ(s.state(), before) << "the pool's taint is never changed";
+  EXPECT_TRUE(s.driver_loaded());
+}
+
+// A process of the host (outside any pod, cgroup of a systemd service) with /dev/nvidia0 open, as the
+// holder scan reads it in the simulated host.
+void add_host_process(MemoryScenario& s, int pid, const std::string& comm) {
+  const std::string dir = s.sim_path("/proc/" + std::to_string(pid));
+  std::filesystem::create_directories(dir + "/fd");
+  std::ofstream(dir + "/comm") << comm << "\n";
+  std::ofstream(dir + "/cgroup") << "0::/system.slice/" << comm << ".service\n";
+  std::filesystem::create_symlink(s.sim_path("/dev/nvidia0"), dir + "/fd/3");
+}
+
+// The host's evidence before the unload: a pod holding the GPU that no rule counts (no request, no claim,
+// no runtime class, no annotation) is found by the holder scan, evicted as a GPU workload and waited for;
+// the unload then succeeds, and the summary counts it.
+TEST(UninstallMemory, APodFoundHoldingTheGpuOnTheHostIsEvictedBeforeTheUnload) {
+  MemoryScenario s;
+  s.deploy({.pods = {{.name = "hidden", .holds_gpu = true}, {.name = "bystander"}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log, ::testing::ContainsRegex(
+                         "workloads/hidden \\(pid [0-9]+ \\(gpu-workload\\)\\): found holding the GPU on the "
+                         "host, and no rule took it off: evicting it as a GPU workload"));
+  EXPECT_THAT(s.evicted(), ElementsAre("workloads/hidden")) << "the bystander holds nothing";
+  EXPECT_THAT(r.log, Not(HasSubstr("driver is in use")));
+  EXPECT_THAT(r.log, HasSubstr("evicted 1 GPU pod (1 found holding the GPU on the host)"));
+  EXPECT_FALSE(s.driver_loaded());
+}
+
 struct FailureCase {
   std::string name;
   Fault fault = {};
@@ -613,9 +791,21 @@ const std::vector<FailureCase>& failure_cases() {
        .expected = "timed out",
        .setup = stuck_operand,
        .arrange = short_operand_wait},
+      // A pod holding the GPU that this run does not evict (workload eviction off): the unload is refused.
       {.name = "UnloadRefused",
        .expected = "failed to unload NVIDIA driver kernel modules",
-       .setup = [](MemSetup& m) { m.pods.push_back({.name = "hidden", .holds_gpu = true}); }},
+       .setup = [](MemSetup& m) { m.pods.push_back({.name = "hidden", .holds_gpu = true}); },
+       .arrange = [](MemoryScenario&, manager::Settings& st) { st.enable_gpu_pod_eviction = false; }},
+      // The host finds a pod holding the GPU that may not be evicted (no controller): no unload is tried.
+      {.name = "HostHolderThatMayNotBeEvicted",
+       .expected =
+           "pods found holding the GPU on the host of node node-a cannot be evicted: workloads/hidden",
+       .setup =
+           [](MemSetup& m) { m.pods.push_back({.name = "hidden", .holds_gpu = true, .owner_kind = ""}); }},
+      // A process outside any pod holds the GPU: named, no unload is tried.
+      {.name = "HostHolderOutsideAnyPod",
+       .expected = "the NVIDIA driver is held on node node-a outside any pod by pid 777 (nvidia-smi)",
+       .arrange = [](MemoryScenario& s, manager::Settings&) { add_host_process(s, 777, "nvidia-smi"); }},
       // The full-drain fallback after a failed workload eviction fails as well.
       {.name = "DrainAfterAFailedEviction",
        .fault = {.verb = "evict", .path_part = "trainer", .status = 403, .times = -1},

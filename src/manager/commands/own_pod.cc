@@ -13,6 +13,19 @@ namespace dm::manager {
 using Json = nlohmann::json;
 using kube::Taint;
 
+namespace {
+
+OwnPod own_pod_of(Json pod) {
+  OwnPod own;
+  own.ref = kube::ref_string(pod);
+  own.uid = kube::uid(pod);
+  own.grace_period = std::chrono::seconds(kube::pod_grace_period_seconds(pod));
+  own.pod = std::move(pod);
+  return own;
+}
+
+}  // namespace
+
 std::optional<OwnPodRef> own_pod_ref(const std::string& pod_name, const std::string& pod_namespace,
                                      const std::string& hostname, const std::string& operator_namespace) {
   if (!pod_name.empty()) {
@@ -42,12 +55,20 @@ Result<std::optional<OwnPod>> find_own_pod(kube::Api& client, const std::optiona
     return got.error().wrap("failed to read this program's own pod " + ref->ns + "/" + ref->name + " (" +
                             ref->source + ")");
   }
-  OwnPod own;
-  own.pod = std::move(*got);
-  own.ref = ref->ns + "/" + ref->name;
-  own.uid = kube::uid(own.pod);
-  own.grace_period = std::chrono::seconds(kube::pod_grace_period_seconds(own.pod));
-  return std::optional<OwnPod>{std::move(own)};
+  return std::optional<OwnPod>{own_pod_of(std::move(*got))};
+}
+
+Result<std::optional<OwnPod>> find_own_pod_by_uid(kube::Api& client, const std::string& node,
+                                                  const std::string& uid) {
+  kube::ListOptions opts;
+  opts.field_selector = "spec.nodeName=" + node;
+  auto pods = client.list_all(kube::paths::pods(), opts);
+  if (!pods)
+    return pods.error().wrap("failed to list the pods of node " + node + " to find this program's own");
+  for (auto& pod : *pods) {
+    if (kube::uid(pod) == uid) return std::optional<OwnPod>{own_pod_of(std::move(pod))};
+  }
+  return std::optional<OwnPod>{};
 }
 
 Duration cleanup_budget(Duration grace_period) {

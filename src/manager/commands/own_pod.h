@@ -41,6 +41,12 @@ struct OwnPod {
 // HOSTNAME that is no pod name). Other API errors are returned.
 Result<std::optional<OwnPod>> find_own_pod(kube::Api& client, const std::optional<OwnPodRef>& ref);
 
+// The node's pod whose UID is `uid` (one LIST, field selector spec.nodeName): this program's pod when
+// POD_NAME and HOSTNAME do not name it (driver.hostNetwork makes HOSTNAME the node's name) and its own
+// cgroup gives the UID (host::Host::own_pod_uid). Nullopt when no pod of the node has it.
+Result<std::optional<OwnPod>> find_own_pod_by_uid(kube::Api& client, const std::string& node,
+                                                  const std::string& uid);
+
 // The grace period a SIGTERM cleanup may use: the pod's, minus a margin for the kubelet and the exit (at
 // least a few seconds).
 Duration cleanup_budget(Duration grace_period);

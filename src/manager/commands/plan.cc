@@ -17,6 +17,7 @@
 #include "manager/pods/gpu_clients.h"
 #include "manager/pods/holders.h"
 #include "manager/pods/waits.h"
+#include "manager/rules/dra_plugin.h"
 #include "manager/rules/operands.h"
 #include "manager/rules/paused_record.h"
 
@@ -303,7 +304,8 @@ void PlanBuilder::render(Step step) {
     case Step::kDrainAfterFailedEviction:  // shown with the eviction's refusal, when it would fail
       return;
     case Step::kCheckDraClaims:
-      line("check that no pod still holds a GPU resource claim");
+      line("check that no pod still holds a GPU resource claim" +
+           (plan_.dra_in_use.empty() ? "" : " (DRA is in use: " + plan_.dra_in_use + ")"));
       return;
     case Step::kResetDraPluginClients:
       reset_dra_plugin_clients();
@@ -316,7 +318,10 @@ void PlanBuilder::render(Step step) {
       return;
     case Step::kUnloadDriver:
       line("unload the NVIDIA kernel modules (all or nothing), unmount " + root +
-           ", remove the driver's pid file; if pods that arrived late hold them: evict those, try once more");
+           ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
+           "fails the run" +
+           (plan_.flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
+           "; if pods that arrived late hold them: evict those, try once more");
       if (plan_.auto_drain)
         line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
       return;
@@ -448,6 +453,13 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   facts.nvidia_loaded = in.nvidia_loaded;
   facts.skip = in.skip.skip;
   facts.dra_on = snapshot.dra_on();
+  if (!facts.dra_on && facts.nvidia_loaded && !facts.skip) {
+    DraEvidence dra;
+    dra.gpu_slices = in.gpu_slices;
+    for (const auto& pod : in.pods) add_pod_dra_evidence(pod, in.facts, dra);
+    plan.dra_in_use = dra_in_use_reason(dra);
+    facts.dra_on = !plan.dra_in_use.empty();
+  }
   facts.gpu_pod_eviction = switches.gpu_pod_eviction;
   facts.auto_drain = switches.auto_drain;
   facts.gpu_direct_rdma = settings.gpu_direct_rdma_enabled;

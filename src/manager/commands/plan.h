@@ -63,6 +63,7 @@ struct PlanInputs {
 
   std::optional<std::vector<nlohmann::json>> claims;  // the cluster's ResourceClaims; nullopt: not read
   std::string claims_note;                            // why they were not read
+  size_t gpu_slices = 0;  // the node's gpu.nvidia.com ResourceSlices (0 when they could not be listed)
 };
 
 // A node label the run would write.
@@ -110,6 +111,8 @@ struct PlanClaim {
 struct Plan {
   std::string node;
   FlowPlan flow;  // the run's path and steps, as the run decides them
+  // Why DRA counts as in use when the operator did not deploy its driver here ("" otherwise; dra_plugin.h).
+  std::string dra_in_use;
   std::string path_reason;
   std::vector<std::string> refusals;  // what would make the run fail, and at which step
   std::vector<std::string> steps;     // the steps of `flow`, rendered in order

@@ -13,6 +13,7 @@
 #include "manager/commands/command.h"
 #include "manager/commands/plan.h"
 #include "manager/commands/preflight.h"
+#include "manager/pods/dra_evidence.h"
 #include "manager/pods/drain.h"
 
 namespace dm::manager {
@@ -139,9 +140,18 @@ Result<PlanInputs> read_plan_inputs(const Settings& settings, kube::Api& client,
     in.own_pod_error = read_error("cannot read this program's own pod", own.error());
   } else if (own->has_value()) {
     in.own_pod = std::move(**own);
+  } else if (const auto uid = host.own_pod_uid()) {
+    // Not named by POD_NAME or HOSTNAME: the pod of the node whose UID this program's cgroup names.
+    for (const auto& pod : in.pods) {
+      if (kube::uid(pod) != *uid) continue;
+      in.own_pod_ref =
+          OwnPodRef{kube::namespace_of(pod), kube::name(pod), "the pod UID of this program's cgroup"};
+      if (auto found = find_own_pod(client, in.own_pod_ref); found) in.own_pod = std::move(*found);
+    }
   }
   read_pdbs(client, in);
   read_claims(client, in);
+  in.gpu_slices = read_gpu_slice_count(client, settings.node_name);
   if (!is_on_node(settings, in, machine_hostname())) {
     infer_host_from_api(settings, in, [&client](const std::string& ns, const std::string& name) {
       auto ds = client.get(kube::paths::daemonset(ns, name));

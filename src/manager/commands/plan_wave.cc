@@ -43,7 +43,8 @@ void read_runtime_classes(kube::Api& client, WaveInputs& in) {
   auto rcs = client.list_all("/apis/node.k8s.io/v1/runtimeclasses");
   if (!rcs) {
     in.runtime_classes_note = read_error("cannot list RuntimeClasses", rcs.error()) +
-                              ": no pod is counted as a GPU pod through its RuntimeClass";
+                              ": only pods on a class named nvidia, nvidia-cdi or nvidia-legacy (the "
+                              "NVIDIA Container Toolkit's names) are counted as GPU pods through it";
     return;
   }
   auto handlers = std::make_shared<std::map<std::string, std::string>>();
@@ -118,13 +119,11 @@ PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, cons
   std::shared_ptr<const std::vector<Json>> claims;
   if (in.shared.claims) claims = std::make_shared<const std::vector<Json>>(*in.shared.claims);
   p.facts = listed_pod_facts(in.daemonsets, claims);
-  if (const auto handlers = in.runtime_handlers) {
-    p.facts.runtime_class_handler =
-        [handlers](const std::string& name) -> Result<std::optional<std::string>> {
-      const auto it = handlers->find(name);
-      return it == handlers->end() ? std::nullopt : std::optional<std::string>(it->second);
-    };
-  }
+  p.facts.runtime_class_handler = [handlers = in.runtime_handlers](const std::string& name) {
+    if (!handlers) return RuntimeClassInfo::unreadable();
+    const auto it = handlers->find(name);
+    return it == handlers->end() ? RuntimeClassInfo::missing() : RuntimeClassInfo::found(it->second);
+  };
   const auto daemonsets = in.daemonsets;
   infer_host_from_api(settings, p,
                       [daemonsets](const std::string& ns, const std::string& name) -> std::optional<Json> {

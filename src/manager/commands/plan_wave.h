@@ -36,7 +36,7 @@ struct WaveInputs {
   PlanInputs shared;  // the PDBs and ResourceClaims of the cluster, as a node's plan takes them
   std::shared_ptr<const std::vector<nlohmann::json>> daemonsets;  // nullptr: not readable
   std::string daemonsets_note;
-  // RuntimeClass name -> handler; nullptr: not readable (no pod counts as a GPU pod through its class).
+  // RuntimeClass name -> handler; nullptr: not readable (only the toolkit's class names count, gpu_access.h).
   std::shared_ptr<const std::map<std::string, std::string>> runtime_handlers;
   std::string runtime_classes_note;
   std::optional<std::vector<nlohmann::json>> cluster_policies;  // nullopt: not readable

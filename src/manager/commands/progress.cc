@@ -131,6 +131,11 @@ void RunProgress::add_gpu_clients_reset(size_t n) {
   gpu_clients_reset_ += n;
 }
 
+void RunProgress::add_host_holders_evicted(size_t n) {
+  std::lock_guard lk(mu_);
+  host_holders_evicted_ += n;
+}
+
 void RunProgress::add_modules_unloaded(size_t n) {
   std::lock_guard lk(mu_);
   modules_unloaded_ += n;
@@ -167,6 +172,9 @@ std::string RunProgress::summary(std::string_view outcome) const {
   if (paused_labels_ > 0) did.push_back(plural("paused {} operand label{}", paused_labels_));
   for (const auto& [phase, n] : pods_gone_) {
     if (n > 0) did.push_back(plural(info(phase).gone_verb, n));
+    if (n > 0 && phase == Phase::kEvictWorkloads && host_holders_evicted_ > 0) {
+      did.back() += fmt::format(" ({} found holding the GPU on the host)", host_holders_evicted_);
+    }
     // The clients go side by side with the operands: counted apart, said right after them.
     if (phase == Phase::kPauseOperands && gpu_clients_reset_ > 0) {
       did.push_back(plural("reset {} GPU client{}", gpu_clients_reset_));

@@ -61,6 +61,8 @@ class RunProgress {
   // are counted under kEvictWorkloads, whose words they get ("evicted <n> GPU pods"), entered or not.
   void add_pods_gone(Phase p, size_t n);
   void add_gpu_clients_reset(size_t n);  // annotated GPU clients that left during pause-operands
+  // GPU pods evicted because the host found them holding the driver (counted as GPU pods too).
+  void add_host_holders_evicted(size_t n);
   void add_modules_unloaded(size_t n);
 
   // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>[; waiting for <n> of <m> pods: <names>];
@@ -92,6 +94,7 @@ class RunProgress {
   std::map<Phase, size_t> pods_gone_;
   size_t modules_unloaded_ = 0;
   size_t gpu_clients_reset_ = 0;
+  size_t host_holders_evicted_ = 0;
 };
 
 }  // namespace dm::manager

@@ -9,7 +9,9 @@
 #include "manager/commands/cleanup.h"
 #include "manager/commands/preflight.h"
 #include "manager/commands/progress.h"
+#include "manager/pods/dra_evidence.h"
 #include "manager/pods/drain.h"
+#include "manager/pods/kept_off.h"
 #include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
@@ -118,12 +120,28 @@ int Uninstall::run(const kube::Config& config) {
   return kExitOk;
 }
 
+// Our pod: by POD_NAME or HOSTNAME, else by the UID its own cgroup names (HOSTNAME is the node's name under
+// driver.hostNetwork, and a ClusterPolicy env entry cannot carry the downward API).
+Result<std::optional<OwnPod>> Uninstall::locate_own_pod(const std::optional<OwnPodRef>& ref) {
+  auto own = find_own_pod(client_, ref);
+  if (!own || own->has_value()) return own;
+  const auto uid = host_.own_pod_uid();
+  if (!uid) return own;
+  auto by_uid = find_own_pod_by_uid(client_, settings_.node_name, *uid);
+  if (by_uid && by_uid->has_value()) {
+    spdlog::info(
+        "Own pod {} found by the pod UID {} of this program's cgroup ({} names no pod)", (*by_uid)->ref, *uid,
+        ref ? ref->ns + "/" + ref->name + " from " + ref->source : std::string("no POD_NAME or HOSTNAME"));
+  }
+  return by_uid;
+}
+
 // Our pod (if any): it must tolerate the gpu-client taint, and its grace period bounds the SIGTERM cleanup.
 // Then the permissions the run needs: `access`, the API server's answer to the access review.
 Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& node) {
   const auto ref = own_pod_ref(settings_.pod_name, settings_.pod_namespace, settings_.hostname,
                                settings_.operator_namespace);
-  auto own = find_own_pod(client_, ref);
+  auto own = locate_own_pod(ref);
   if (!own) return own.error();
   if (!own->has_value()) {
     spdlog::info(
@@ -157,6 +175,11 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
             settings_.node_name, taint->to_string(), own_pod_->ref, taint->key, taint->effect));
       }
     }
+  }
+  if (host_.module_loaded("nvidia")) {
+    const auto pause = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
+    warn_clients_nothing_keeps_off(settings_.node_name,
+                                   clients_nothing_keeps_off(settings_, node, pods_.snapshot(), pause));
   }
   return access.get();
 }
@@ -341,6 +364,12 @@ Status Uninstall::main_path() {
   if (facts.nvidia_loaded) skip_ = decide_skip_uninstall(settings_, host_);
   facts.skip = skip_.skip;
   facts.dra_on = snapshot_.dra_on();
+  if (facts.nvidia_loaded && !facts.skip && !facts.dra_on) {
+    // Installed some other way than by the operator: the claim guard and the plugin's order still apply.
+    const auto evidence =
+        read_dra_evidence(client_, settings_.node_name, false, pods_.snapshot(), api_pod_facts(client_));
+    facts.dra_on = !log_dra_in_use(settings_.node_name, evidence).empty();
+  }
   facts.gpu_pod_eviction = eviction_enabled_;
   facts.auto_drain = auto_drain_enabled_;
   facts.gpu_direct_rdma = settings_.gpu_direct_rdma_enabled;

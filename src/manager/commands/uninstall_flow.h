@@ -81,6 +81,7 @@ class Uninstall {
   Status evict_late_arrivals();
   LateArrivals& late_arrivals();
   Status evict_late_holders_and_unload(Status& unloaded);
+  Status evict_host_holders();
   Status drain_dra_plugin();
   Status uninstall_driver_components();
   Status cleanup_driver();
@@ -99,6 +100,7 @@ class Uninstall {
   Status check_cancelled() const;
   Deadline operand_deadline() const;
   void log_snapshot() const;
+  Result<std::optional<OwnPod>> locate_own_pod(const std::optional<OwnPodRef>& ref);
   Status preflight(std::future<Status>& access, const nlohmann::json& node);
   // Why this run adds no GPU client taint to `node`, as known before the first write; nullopt: it adds it.
   [[nodiscard]] std::optional<std::string> why_no_taint(const nlohmann::json& node,

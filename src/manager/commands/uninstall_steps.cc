@@ -282,6 +282,20 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
   return ok_status();
 }
 
+// The host's evidence before the unload (docs/behaviour.md, Late arrivals): pods holding the driver that
+// no step took off are evicted as GPU workloads; a holder outside any pod fails the run here.
+Status Uninstall::evict_host_holders() {
+  auto& late = late_arrivals();
+  late.on_first_eviction(nullptr);  // in the unload's phase
+  std::set<std::string> own;
+  if (own_pod_) own.insert(own_pod_->uid);
+  auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
+  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
+  if (!n) return n.error();
+  reporter_.progress().add_host_holders_evicted(*n);
+  return check_cancelled();
+}
+
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
 Status Uninstall::drain_dra_plugin() {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
@@ -308,6 +322,7 @@ Status Uninstall::cleanup_driver() {
 // fallback).
 Status Uninstall::uninstall_driver_components() {
   if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
+  if (auto h = evict_host_holders(); !h) return h;
   auto s = cleanup_driver();
   if (!s && !cancel_.cancelled()) {
     if (auto e = evict_late_holders_and_unload(s); !e) return e;

@@ -14,6 +14,40 @@ namespace dm::manager {
 
 using Json = nlohmann::json;
 
+namespace {
+
+// One GET per RuntimeClass named; a class that does not exist or may not be read is said once.
+RuntimeClassLookup runtime_class_lookup(kube::Api& client) {
+  auto known = std::make_shared<std::map<std::string, RuntimeClassInfo>>();
+  return [&client, known](const std::string& name) -> Result<RuntimeClassInfo> {
+    if (auto it = known->find(name); it != known->end()) return it->second;
+    auto rc = client.get(kube::paths::runtime_class(name));
+    if (rc) return (*known)[name] = RuntimeClassInfo::found(kube::string_at(*rc, {"handler"}));
+    if (rc.error().forbidden()) {
+      // The GPU Operator's stock role does not grant it: the toolkit's own class names still count.
+      if (is_nvidia_runtime_class_name(name)) {
+        spdlog::warn(
+            "Cannot read RuntimeClass \"{}\" ({}): pods naming it are counted as GPU pods by its name, the "
+            "name the NVIDIA Container Toolkit gives its class; grant get on runtimeclasses (node.k8s.io) "
+            "to judge them by its handler",
+            name, rc.error().message);
+      } else {
+        spdlog::warn(
+            "Cannot read RuntimeClass \"{}\" ({}): pods naming it are not counted as GPU pods through it; "
+            "grant get on runtimeclasses (node.k8s.io) to count them",
+            name, rc.error().message);
+      }
+      return (*known)[name] = RuntimeClassInfo::unreadable();
+    }
+    if (!rc.error().not_found()) return rc.error().wrap("failed to look up RuntimeClass " + name);
+    spdlog::warn("RuntimeClass \"{}\" does not exist: pods naming it are not counted as GPU pods through it",
+                 name);
+    return (*known)[name] = RuntimeClassInfo::missing();
+  };
+}
+
+}  // namespace
+
 PodFacts api_pod_facts(kube::Api& client) {
   PodFacts facts;
   facts.daemonset_exists = [&client](const std::string& ns, const std::string& name) -> Result<bool> {
@@ -36,29 +70,7 @@ PodFacts api_pod_facts(kube::Api& client) {
     }
     return false;
   };
-  // One GET per RuntimeClass named; a class that does not exist is said once.
-  auto handlers = std::make_shared<std::map<std::string, std::optional<std::string>>>();
-  facts.runtime_class_handler = [&client,
-                                 handlers](const std::string& name) -> Result<std::optional<std::string>> {
-    if (auto it = handlers->find(name); it != handlers->end()) return it->second;
-    auto rc = client.get(kube::paths::runtime_class(name));
-    if (!rc && rc.error().forbidden()) {
-      // The GPU Operator's stock role does not grant it: the other signals still count.
-      spdlog::warn(
-          "Cannot read RuntimeClass \"{}\" ({}): pods naming it are not counted as GPU pods through it; "
-          "grant "
-          "get on runtimeclasses (node.k8s.io) to count them",
-          name, rc.error().message);
-      return (*handlers)[name] = std::nullopt;
-    }
-    if (!rc) {
-      if (!rc.error().not_found()) return rc.error().wrap("failed to look up RuntimeClass " + name);
-      spdlog::warn(
-          "RuntimeClass \"{}\" does not exist: pods naming it are not counted as GPU pods through it", name);
-      return (*handlers)[name] = std::nullopt;
-    }
-    return (*handlers)[name] = kube::string_at(*rc, {"handler"});
-  };
+  facts.runtime_class_handler = runtime_class_lookup(client);
   return facts;
 }
 

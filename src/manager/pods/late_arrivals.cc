@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -17,6 +18,22 @@ using Json = nlohmann::json;
 namespace {
 
 constexpr size_t kMaxNamed = 10;
+
+// "pid 17 (nvidia-smi), pid 18 (dcgmi)".
+std::string join_labels(const std::vector<std::string>& labels) {
+  return fmt::format("{}", fmt::join(labels, ", "));
+}
+
+// The holders by pod UID ("" = outside any pod), without `skip_uids`.
+std::map<std::string, std::vector<std::string>> holders_by_pod(
+    const std::vector<host::HolderProcess>& holders, const std::set<std::string>& skip_uids) {
+  std::map<std::string, std::vector<std::string>> out;
+  for (const auto& h : holders) {
+    if (!h.pod_uid.empty() && skip_uids.contains(h.pod_uid)) continue;
+    out[h.pod_uid].push_back(h.label());
+  }
+  return out;
+}
 
 void add_names(const PodPlan& plan, const std::string& what, std::vector<std::string>& out) {
   for (const auto* list : {&plan.to_evict, &plan.to_wait}) {
@@ -136,6 +153,57 @@ Result<bool> LateArrivals::evict_holders(const std::set<std::string>& holder_uid
       ctx_.node.node(), join_names(found->names, kMaxNamed));
   if (auto s = evict(*found); !s) return s.error();
   return true;
+}
+
+Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderProcess>& holders,
+                                                const std::set<std::string>& skip_uids) {
+  const std::string& node = ctx_.node.node();
+  auto by_pod = holders_by_pod(holders, skip_uids);
+  if (auto outside = by_pod.find(""); outside != by_pod.end()) {
+    return Error(fmt::format(
+        "the NVIDIA driver is held on node {} outside any pod by {}: no eviction can end it. Stop it on the "
+        "host (a service such as nvidia-persistenced or a monitoring agent, or a process started by hand), "
+        "then run driver-manager again; nothing was unloaded",
+        node, join_labels(outside->second)));
+  }
+  if (by_pod.empty() || !workloads_) return size_t{0};  // without eviction, the unload names them
+  auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, node, "", ctx_.cancel);
+  if (!pods) return pods.error();
+  // Decided as GPU workloads: what the host saw is the GPU use, whatever the spec says.
+  PodFacts facts = api_pod_facts(ctx_.client);
+  facts.holds_gpu_claim = [](const Json&) -> Result<bool> { return true; };
+  const PodPipeline pipeline = gpu_workload_pipeline(drain_options(ctx_.settings), facts);
+  LateLook found;
+  for (const auto& p : *pods) {
+    const auto it = by_pod.find(kube::uid(*p));
+    if (it == by_pod.end()) continue;
+    const PodDecision d = pipeline.decide(*p);
+    const std::string who = d.pod + " (" + join_labels(it->second) + ")";
+    if (d.verdict == Verdict::kDelete) {
+      spdlog::warn(
+          "{}: found holding the GPU on the host, and no rule took it off: evicting it as a GPU workload",
+          who);
+      found.workloads.push_back(eviction_target(*p));
+      found.names.push_back(d.pod + " (found holding the GPU on the host)");
+    } else {
+      found.refused.push_back(who + ": " + (d.reason.empty() ? std::string(to_string(d.verdict)) : d.reason));
+    }
+    by_pod.erase(it);
+  }
+  for (const auto& [uid, labels] : by_pod) {
+    found.refused.push_back(join_labels(labels) + " in pod with UID " + uid +
+                            ", which is no pod of the node");
+  }
+  if (!found.refused.empty()) {
+    return Error(fmt::format(
+        "pods found holding the GPU on the host of node {} cannot be evicted: {}. Annotate a DaemonSet's "
+        "pods "
+        "nvidia.com/gpu.client=true or have them select nvidia.com/gpu.deploy.client; stop a pod without a "
+        "controller yourself (or set DRAIN_USE_FORCE=true); nothing was unloaded",
+        node, fmt::format("{}", fmt::join(found.refused, "; "))));
+  }
+  if (auto s = evict(found); !s) return s.error();
+  return found.workloads.size();
 }
 
 }  // namespace dm::manager

@@ -13,6 +13,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "host/devices.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/eviction.h"
 #include "manager/pods/gpu_clients.h"
@@ -55,6 +56,15 @@ class LateArrivals {
   // After a refused unload: when every pod among `holder_uids` (the pods whose processes hold the driver)
   // is a pod this run may evict, evicts them and returns true; false (nothing done) otherwise.
   Result<bool> evict_holders(const std::set<std::string>& holder_uids);
+
+  // The host's evidence, right before the unload (docs/behaviour.md, Late arrivals): `holders` are the
+  // processes holding the NVIDIA driver. One outside any pod fails at once, naming it (nothing is unloaded).
+  // With `workloads` on, a pod of the node that holds it and that no step took off is decided as a GPU
+  // workload (same controller and force rules), evicted and waited for, each said "found holding the GPU
+  // on the host"; one that may not be evicted, or a UID that is no pod of the node, fails naming it. Pods
+  // among `skip_uids` (this program's own) are passed over. Returns the pods it evicted.
+  Result<size_t> evict_host_holders(const std::vector<host::HolderProcess>& holders,
+                                    const std::set<std::string>& skip_uids);
 
   // The UIDs evicted or waited for so far (for the run's counts).
   [[nodiscard]] const std::vector<std::string>& workload_uids() const { return workload_uids_; }

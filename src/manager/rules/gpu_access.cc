@@ -28,21 +28,50 @@ bool is_nvidia_runtime_handler(std::string_view handler) {
   return handler == "nvidia" || handler == "nvidia-cdi" || handler == "nvidia-legacy";
 }
 
+bool is_nvidia_runtime_class_name(std::string_view name) {
+  return is_nvidia_runtime_handler(name);
+}
+
+namespace {
+
+// The RuntimeClass signal: sets out.why when it counts, out.note when the class could not tell.
+Status runtime_class_access(const std::string& rc, const RuntimeClassLookup& lookup, GpuAccess& out) {
+  auto info = lookup(rc);
+  if (!info) return info.error();
+  switch (info->state) {
+    case RuntimeClassInfo::State::kFound:
+      if (is_nvidia_runtime_handler(info->handler)) {
+        out.why = "RuntimeClass \"" + rc + "\" runs it on the NVIDIA container runtime (handler \"" +
+                  info->handler + "\")";
+      }
+      break;
+    case RuntimeClassInfo::State::kMissing:
+      out.note =
+          "its RuntimeClass \"" + rc + "\" does not exist, so it is not counted as a GPU pod through it";
+      break;
+    case RuntimeClassInfo::State::kUnreadable:
+      if (is_nvidia_runtime_class_name(rc)) {
+        out.why = "RuntimeClass \"" + rc +
+                  "\" may not be read; its name is one the NVIDIA Container Toolkit gives its classes, so it "
+                  "is taken to run on the NVIDIA container runtime";
+      } else {
+        out.note =
+            "its RuntimeClass \"" + rc + "\" may not be read, so it is not counted as a GPU pod through it";
+      }
+      break;
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<GpuAccess> gpu_access_without_request(const Json& pod, const RuntimeClassLookup& lookup) {
   GpuAccess out;
   if (kube::controlled_by_kind(pod, "DaemonSet")) return out;
   const std::string rc = kube::pod_runtime_class_name(pod);
   if (!rc.empty() && lookup) {
-    auto handler = lookup(rc);
-    if (!handler) return handler.error();
-    if (!handler->has_value()) {
-      out.note =
-          "its RuntimeClass \"" + rc + "\" does not exist, so it is not counted as a GPU pod through it";
-    } else if (is_nvidia_runtime_handler(**handler)) {
-      out.why = "RuntimeClass \"" + rc + "\" runs it on the NVIDIA container runtime (handler \"" +
-                **handler + "\")";
-      return out;
-    }
+    if (auto st = runtime_class_access(rc, lookup, out); !st) return st.error();
+    if (!out.why.empty()) return out;
   }
   for (const auto& v : kube::container_env_values(pod, kube::kVisibleDevicesEnv)) {
     if (v.empty() || v == "void" || v == "none") continue;

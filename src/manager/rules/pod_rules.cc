@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include "manager/rules/dra_plugin.h"
+
 namespace dm::manager {
 
 using Json = nlohmann::json;
@@ -41,7 +43,7 @@ ClientDesignation gpu_client_designation(const Json& pod) {
 
 bool is_dra_plugin_client(const Json& pod) {
   const auto v = kube::annotation(pod, kGpuClientDraPluginAnnotation);
-  return v && parse_go_bool(*v).value_or(false);
+  return (v && parse_go_bool(*v).value_or(false)) || dra_chart_plugin_label(pod).has_value();
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -74,10 +76,15 @@ PodPipeline::PodPipeline(std::string name, std::vector<PodFilter> filters, std::
 PodDecision PodPipeline::decide(const Json& pod) const {
   PodDecision d;
   d.pod = kube::ref_string(pod);
+  std::string why = delete_reason_;
   for (const auto& f : filters_) {
     FilterResult r = f.apply(pod);
     if (r.verdict == Verdict::kDelete) {
-      if (!r.reason.empty()) d.warnings.push_back(std::move(r.reason));
+      if (r.names_why) {
+        why = std::move(r.reason);
+      } else if (!r.reason.empty()) {
+        d.warnings.push_back(std::move(r.reason));
+      }
       continue;
     }
     d.verdict = r.verdict;
@@ -87,7 +94,7 @@ PodDecision PodPipeline::decide(const Json& pod) const {
     return d;
   }
   d.verdict = Verdict::kDelete;
-  d.reason = delete_reason_;
+  d.reason = std::move(why);
   return d;
 }
 
@@ -219,6 +226,14 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                                        Notice::kWarning);
                          case ClientDesignation::kNone:
                            break;
+                       }
+                       if (const auto chart = dra_chart_plugin_label(pod)) {
+                         // The DRA driver's own chart: a client by what it is, no annotation needed.
+                         return FilterResult{.reason =
+                                                 "the NVIDIA DRA kubelet plugin of the DRA driver's "
+                                                 "chart (" +
+                                                 *chart + "), a DRA plugin client by what it is",
+                                             .names_why = true};
                        }
                        if (is_dra_plugin_client(pod)) {
                          return skip("annotated " + dra_ann + " without " + ann + "=\"true\"; add " + ann +

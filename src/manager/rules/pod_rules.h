@@ -39,7 +39,8 @@ enum class ClientDesignation {
   kInvalid,  // not a Go bool: treated as not designated, said so in the decision
 };
 ClientDesignation gpu_client_designation(const nlohmann::json& pod);
-// kGpuClientDraPluginAnnotation parses as Go-bool true.
+// kGpuClientDraPluginAnnotation parses as Go-bool true, or the pod is the DRA driver chart's kubelet plugin
+// (dra_plugin.h), a GPU client by what it is unless annotated kGpuClientAnnotation=false.
 bool is_dra_plugin_client(const nlohmann::json& pod);
 
 // --- Filters and pipelines ------------------------------------------------------------------------
@@ -61,6 +62,9 @@ struct FilterResult {
   Verdict verdict = Verdict::kDelete;
   std::string reason;
   Notice notice = Notice::kNormal;
+  // kDelete only: `reason` is why the pod is taken (it replaces the pipeline's default reason), not a
+  // warning.
+  bool names_why = false;
 };
 
 struct PodFilter {
