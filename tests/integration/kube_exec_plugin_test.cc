@@ -1,14 +1,16 @@
 // Exec credential plugins against a real control plane: a plugin prints a token of the API server's static
 // token file (scripts/cluster adds exec-plugin-token for the user exec-user) and the client lists with it;
-// a plugin whose first token the server rejects is run again after the 401; a failing plugin's error names
-// it.
+// a plugin whose first token the server rejects is run again after the 401; a token past its
+// expirationTimestamp is not sent again (the plugin runs for a new one); a failing plugin's error names it.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kube/client.h"
@@ -102,6 +104,26 @@ TEST_F(ExecPluginClusterTest, ARejectedTokenRunsThePluginAgain) {
   auto namespaces = c->list_all("/api/v1/namespaces");
   ASSERT_TRUE(namespaces.ok()) << namespaces.error().message;
   EXPECT_TRUE(lists_default(*namespaces));
+}
+
+TEST_F(ExecPluginClusterTest, AnExpiredTokenIsRenewedByRunningThePluginAgain) {
+  // Each run appends a line to `runs` and hands out the valid token, expiring two seconds later.
+  const std::string runs = dir_ + "/runs";
+  const std::string script =
+      "echo run >> '" + runs + "'\n" + "expiry=$(date -u -d '+2 seconds' +%Y-%m-%dT%H:%M:%SZ)\n" +
+      R"(printf '{"apiVersion":"client.authentication.k8s.io/v1","kind":"ExecCredential",)" +
+      R"("status":{"token":"%s","expirationTimestamp":"%s"}}' ')" + kToken + "' \"$expiry\"\n";
+  auto c = client(plugin(script));
+  auto first = c->list_all("/api/v1/namespaces");
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  auto again = c->list_all("/api/v1/namespaces");  // the token is still valid: no second run
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(test::read_file(runs), "run\n");
+  std::this_thread::sleep_for(std::chrono::seconds(3));  // past the expiry
+  auto after = c->list_all("/api/v1/namespaces");
+  ASSERT_TRUE(after.ok()) << after.error().message;
+  EXPECT_TRUE(lists_default(*after));
+  EXPECT_EQ(test::read_file(runs), "run\nrun\n") << "the expired token was used instead of a new one";
 }
 
 TEST_F(ExecPluginClusterTest, ATokenTheServerKeepsRejectingIsA401) {
