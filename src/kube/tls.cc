@@ -83,8 +83,13 @@ struct TlsContext::Impl {
                           [this] { return session != nullptr || !full_handshake_running; });
     }
     if (session != nullptr) {
-      (void)SSL_set_session(ssl, session);  // a failure means a full handshake
-      return false;
+      // Each connection offers a copy: OpenSSL treats a TLS 1.3 ticket as used once a connection that
+      // resumed it receives a new one, and marks the session it holds unresumable, which would make every
+      // connection still about to offer the shared one shake hands in full.
+      SSL_SESSION* copy = SSL_SESSION_dup(session);
+      const bool offered = copy != nullptr && SSL_set_session(ssl, copy) == 1;
+      SSL_SESSION_free(copy);  // the connection holds its own reference
+      if (offered) return false;
     }
     full_handshake_running = true;
     return true;
