@@ -30,6 +30,8 @@ struct ListOptions {
   int64_t timeout_seconds = 0;
   // Applied to every object as soon as it is parsed (each listed item, each watch event's object), before
   // the caller sees it: a caller drops the fields it never reads, so they never take memory beside the rest.
+  // A listed item the reducer turns into a non-object (null) is left out of the list (a caller that keeps
+  // items its own way).
   std::function<void(nlohmann::json& object)> reduce;
 };
 

@@ -199,6 +199,23 @@ TYPED_TEST_P(ApiContract, LabelAndFieldSelectorsSelectPods) {
   EXPECT_EQ(all->front().value("apiVersion", ""), "v1");
 }
 
+TYPED_TEST_P(ApiContract, APagedListReducesEveryItemAndLeavesOutThoseReducedToNull) {
+  for (const char* name : {"p-a", "p-b", "p-c"}) this->make_pod(name, {{"app", "paged"}}, this->node_);
+  kube::ListOptions o;
+  o.label_selector = "app=paged";
+  o.limit = 1;  // a page a pod: the continue token carries the list on
+  std::vector<std::string> seen;
+  o.reduce = [&seen](nlohmann::json& pod) {
+    seen.push_back(kube::name(pod));
+    if (kube::name(pod) == "p-b") pod = nullptr;
+  };
+  auto r = this->api().list_all(kube::paths::pods(this->ns_), o);
+  ASSERT_TRUE(r) << r.error().message;
+  std::sort(seen.begin(), seen.end());
+  EXPECT_THAT(seen, ::testing::ElementsAre("p-a", "p-b", "p-c"));
+  EXPECT_THAT(this->names(*r), ::testing::ElementsAre("p-a", "p-c"));
+}
+
 TYPED_TEST_P(ApiContract, AWatchAfterTheListSeesEveryChangeAndSelectorTransitions) {
   this->make_pod("before", {{"app", "w"}}, this->node_);
   kube::ListOptions o;
@@ -556,6 +573,7 @@ REGISTER_TYPED_TEST_SUITE_P(
     ApiContract, MergePatchSetsAndRemovesNodeLabels, StrategicMergePatchMergesLabelsAndSetsUnschedulable,
     AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
     CreatingAnExistingNameIsAlreadyExists, LabelAndFieldSelectorsSelectPods,
+    APagedListReducesEveryItemAndLeavesOutThoseReducedToNull,
     AWatchAfterTheListSeesEveryChangeAndSelectorTransitions,
     APodOnANodeIsTerminatingUntilDeletedWithGraceZero, APodOnNoNodeIsDeletedAtOnce,
     AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause, APendingPodIsEvictedWhateverItsBudget,

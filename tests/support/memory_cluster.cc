@@ -315,6 +315,7 @@ std::vector<Json> MemoryCluster::select(const Ref& ref, const kube::ListOptions&
     if (!selected(it->second, options)) continue;
     out.push_back(it->second);
     if (options.reduce) options.reduce(out.back());
+    if (!out.back().is_object()) out.pop_back();  // reduced to nothing: not listed
   }
   return out;
 }

@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include "manager/commands/plan.h"
 #include "manager/commands/plan_wave.h"
 #include "manager/rules/upgrade_wave.h"
@@ -198,7 +201,7 @@ WaveInputs dra_wave() {
   Json trainer = fixture("dra-claim-pod");
   trainer["spec"]["nodeName"] = "n1";
   trainer["spec"]["terminationGracePeriodSeconds"] = 40;
-  in.pods = {driver_pod("n1", "old"), driver_pod("n2", "new"), trainer};
+  for (const Json& pod : {driver_pod("n1", "old"), driver_pod("n2", "new"), trainer}) in.pods.add(pod);
   in.shared.pdbs = std::vector<Json>{};
   in.shared.claims = std::vector<Json>{fixture("claim-gpu-allocated"), fixture("claim-computedomain")};
   in.daemonsets = std::make_shared<const std::vector<Json>>(std::vector<Json>{driver_daemonset("new")});
@@ -267,10 +270,55 @@ TEST(PlanWaveTest, EachNodeOfTheJsonIsTheOneNodePlan) {
   Settings s = wave_settings();
   s.node_name = "n1";
   std::vector<Json> pods;
-  for (const auto& p : in.pods) {
+  for (const auto& p : in.pods.all()) {
     if (p["spec"].value("nodeName", "") == "n1") pods.push_back(p);
   }
   EXPECT_EQ(plan_to_json(build_plan(s, node_plan_inputs(s, in, in.nodes[1], pods))), j["nodes"][0]);
+}
+
+// The pods of a wave are kept encoded under their node and come back as they were added; a pod added
+// again (a list started over) replaces the one kept.
+TEST(PlanWaveTest, TheWavesPodsComeBackByNodeAsTheyWereAdded) {
+  WavePods pods;
+  const Json a = driver_pod("n1", "old");
+  Json b = fixture("dra-claim-pod");
+  b["spec"]["nodeName"] = "n2";
+  pods.add(a);
+  pods.add(b);
+  EXPECT_EQ(pods.size(), 2U);
+  EXPECT_GT(pods.encoded_bytes(), 0U);
+  ASSERT_EQ(pods.of("n1").size(), 1U);
+  EXPECT_EQ(pods.of("n1")[0], a);
+  ASSERT_EQ(pods.of("n2").size(), 1U);
+  EXPECT_EQ(pods.of("n2")[0], b);
+  EXPECT_TRUE(pods.of("n3").empty());
+  Json again = a;
+  again["metadata"]["labels"]["seen"] = "twice";
+  pods.add(again);
+  EXPECT_EQ(pods.size(), 2U);
+  ASSERT_EQ(pods.of("n1").size(), 1U);
+  EXPECT_EQ(pods.of("n1")[0], again);
+}
+
+// The JSON document written a node at a time is the one dump(2) writes, with two nodes, with none.
+TEST(PlanWaveTest, TheStreamedJsonIsTheWholeDocumentsDump) {
+  const auto streamed = [](const Wave& w) {
+    char* text = nullptr;
+    size_t size = 0;
+    std::FILE* out = open_memstream(&text, &size);
+    write_wave_json(w, out);
+    std::fclose(out);
+    std::string s(text, size);
+    std::free(text);  // NOLINT(cppcoreguidelines-no-malloc): open_memstream's buffer
+    return s;
+  };
+  const Wave w = build_wave(wave_settings(), WaveSelection{}, dra_wave());
+  ASSERT_EQ(w.nodes.size(), 2U);
+  EXPECT_EQ(streamed(w), wave_to_json(w).dump(2) + "\n");
+  WaveInputs none = dra_wave();
+  none.nodes.clear();
+  const Wave empty = build_wave(wave_settings(), WaveSelection{}, none);
+  EXPECT_EQ(streamed(empty), wave_to_json(empty).dump(2) + "\n");
 }
 
 }  // namespace

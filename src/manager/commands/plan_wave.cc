@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 #include <cstdio>
 
 #include "kube/objects.h"
@@ -87,14 +88,31 @@ Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelectio
   WaveInputs in;
   kube::ListOptions node_opts;
   node_opts.label_selector = selection.selector;
+  node_opts.limit = kPageSize;
+  node_opts.reduce = [](Json& node) {
+    if (node.contains("metadata")) node["metadata"].erase("managedFields");
+    if (node.contains("status")) node["status"].erase("images");  // the node's image cache: never read
+  };
   auto nodes = client.list_all(kube::paths::nodes(), node_opts);
   if (!nodes) return Error(read_error("cannot list the nodes", nodes.error()));
   in.nodes = std::move(*nodes);
+  std::set<std::string> selected;
+  for (const auto& node : in.nodes) selected.insert(kube::name(node));
   kube::ListOptions pod_opts;
-  pod_opts.reduce = pod_reducer(settings.operator_namespace);
+  pod_opts.limit = kPageSize;
+  // Each pod is kept compact as soon as it is parsed (a pod on another node not at all); the list itself
+  // keeps nothing (an item reduced to null is dropped).
+  pod_opts.reduce = [reduce = pod_reducer(settings.operator_namespace), &selected, &in](Json& pod) {
+    if (selected.contains(kube::pod_node_name(pod))) {
+      reduce(pod);
+      if (!pod.contains("kind")) pod["kind"] = "Pod";  // a List's items carry no kind
+      if (!pod.contains("apiVersion")) pod["apiVersion"] = "v1";
+      in.pods.add(pod);
+    }
+    pod = nullptr;
+  };
   auto pods = client.list_all(kube::paths::pods(), pod_opts);
   if (!pods) return Error(read_error("cannot list the pods", pods.error()));
-  in.pods = std::move(*pods);
   read_pdbs(client, in.shared);
   read_claims(client, in.shared);
   read_daemonsets(client, in);
@@ -190,11 +208,6 @@ Wave build_wave(const Settings& settings, const WaveSelection& selection, const 
   Wave w;
   w.selection = selection;
   w.requests = in.requests;
-  std::map<std::string, std::vector<Json>> by_node;
-  for (const auto& pod : in.pods) {
-    const std::string node = kube::pod_node_name(pod);
-    if (!node.empty()) by_node[node].push_back(pod);
-  }
   std::vector<const Json*> nodes;
   for (const auto& n : in.nodes) nodes.push_back(&n);
   std::sort(nodes.begin(), nodes.end(),
@@ -202,7 +215,7 @@ Wave build_wave(const Settings& settings, const WaveSelection& selection, const 
   for (const Json* node : nodes) {
     Settings s = settings;
     s.node_name = kube::name(*node);
-    w.nodes.push_back(build_plan(s, node_plan_inputs(s, in, *node, std::move(by_node[s.node_name]))));
+    w.nodes.push_back(build_plan(s, node_plan_inputs(s, in, *node, in.pods.of(s.node_name))));
   }
   UpgradePolicy policy;
   if (in.cluster_policies) {
@@ -247,12 +260,15 @@ int run_plan_wave(const Settings& in_settings, const WaveSelection& selection, c
   inputs->shared.read_at = clock.wall_now();
   const auto read = clock.now();
   const Wave wave = build_wave(settings, selection, *inputs);
-  spdlog::debug("plan: read {} nodes and {} pods with {} requests in {:.3f} s, planned them in {:.3f} s",
+  spdlog::debug("plan: read {} nodes and their {} pods with {} requests in {:.3f} s, planned them in {:.3f} s",
                 inputs->nodes.size(), inputs->pods.size(), inputs->requests,
                 std::chrono::duration<double>(read - started).count(),
                 std::chrono::duration<double>(clock.now() - read).count());
-  const std::string text = output == "json" ? wave_to_json(wave).dump(2) + "\n" : render_wave_text(wave);
-  std::fputs(text.c_str(), stdout);
+  if (output == "json") {
+    write_wave_json(wave, stdout);
+  } else {
+    std::fputs(render_wave_text(wave).c_str(), stdout);
+  }
   std::fflush(stdout);
   return 0;
 }

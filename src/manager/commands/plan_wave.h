@@ -1,11 +1,12 @@
 // `driver-manager plan --all-nodes | --selector S`: what a driver upgrade wave would disrupt, cluster-wide,
 // before it starts. Each node's plan is the one-node plan (build_plan) decided from objects read once for
 // the whole cluster - the nodes, all pods, the PodDisruptionBudgets, DaemonSets, ResourceClaims and the
-// ClusterPolicy, a fixed number of list requests whatever the number of nodes - with the host facts
+// ClusterPolicy, one paged list each - with the host facts
 // inferred from the API (infer_host_from_api). The summary adds the nodes up and estimates the wave under
 // the GPU Operator's upgrade policy. Nothing is written. docs/plan.md describes the output.
 #pragma once
 
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "common/result.h"
 #include "kube/api.h"
 #include "manager/commands/plan.h"
+#include "manager/commands/plan_wave_pods.h"
 #include "manager/rules/settings.h"
 #include "manager/rules/upgrade_wave.h"
 
@@ -32,7 +34,7 @@ struct WaveSelection {
 // What a wave is planned from: every list read once. read_wave_inputs fills it; unit tests build it.
 struct WaveInputs {
   std::vector<nlohmann::json> nodes;
-  std::vector<nlohmann::json> pods;  // every pod of the cluster
+  WavePods pods;  // the pods bound to the nodes
   PlanInputs shared;  // the PDBs and ResourceClaims of the cluster, as a node's plan takes them
   std::shared_ptr<const std::vector<nlohmann::json>> daemonsets;  // nullptr: not readable
   std::string daemonsets_note;
@@ -73,7 +75,10 @@ struct Wave {
 };
 
 // Reads the wave's inputs: the nodes (the selection), all pods, the PDBs, DaemonSets, ResourceClaims and
-// ClusterPolicies, one list each. An error (nodes or pods not readable) names what was refused.
+// ClusterPolicies, one list each (the nodes and pods a page at a time, kPageSize objects a request, so that
+// no response holds the whole cluster). Only the pods bound to the selected nodes are kept. An error (nodes
+// or pods not readable) names what was refused.
+inline constexpr int64_t kPageSize = 500;
 Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelection& selection,
                                     kube::Api& client);
 
@@ -92,6 +97,9 @@ Wave build_wave(const Settings& settings, const WaveSelection& selection, const 
 
 std::string render_wave_text(const Wave& wave);
 nlohmann::json wave_to_json(const Wave& wave);
+// Writes wave_to_json(wave).dump(2) and a newline to `out`, one node's plan at a time, so that the whole
+// document is never built at once.
+void write_wave_json(const Wave& wave, std::FILE* out);
 
 // The sub-command: exit 0 when the plan was printed, 1 otherwise.
 int run_plan_wave(const Settings& settings, const WaveSelection& selection, const std::string& output);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
+#include <string_view>
 
 #include "manager/commands/plan_wave.h"
 
@@ -99,11 +101,13 @@ std::string render_wave_text(const Wave& w) {
   return out;
 }
 
-Json wave_to_json(const Wave& w) {
+namespace {
+
+// The wave's document without its nodes' plans ("nodes": []).
+Json wave_frame_json(const Wave& w) {
   Json j;
   j["selector"] = w.selection.selector;
   j["nodes"] = Json::array();
-  for (const auto& p : w.nodes) j["nodes"].push_back(plan_to_json(p));
   const WaveSummary& s = w.summary;
   Json sum;
   sum["nodes"] = w.nodes.size();
@@ -129,6 +133,43 @@ Json wave_to_json(const Wave& w) {
   j["notes"] = w.notes;
   j["apiRequests"] = w.requests;
   return j;
+}
+
+}  // namespace
+
+Json wave_to_json(const Wave& w) {
+  Json j = wave_frame_json(w);
+  for (const auto& p : w.nodes) j["nodes"].push_back(plan_to_json(p));
+  return j;
+}
+
+void write_wave_json(const Wave& w, std::FILE* out) {
+  // dump(2) writes the top-level "nodes" key, two spaces in, as `"nodes": []` when empty; each plan goes
+  // in its place, indented four spaces as dump(2) would indent an element of that array.
+  const std::string frame = wave_frame_json(w).dump(2);
+  static constexpr std::string_view kEmpty = "\n  \"nodes\": []";
+  const size_t at = w.nodes.empty() ? std::string::npos : frame.find(kEmpty);
+  if (at == std::string::npos) {
+    std::fputs(frame.c_str(), out);
+    std::fputc('\n', out);
+    return;
+  }
+  const size_t open = at + kEmpty.size() - 1;  // the ']'
+  std::fwrite(frame.data(), 1, open, out);
+  bool first = true;
+  for (const auto& p : w.nodes) {
+    std::string element = plan_to_json(p).dump(2);
+    std::string indented = first ? "\n    " : ",\n    ";
+    first = false;
+    for (const char c : element) {
+      indented += c;
+      if (c == '\n') indented += "    ";
+    }
+    std::fputs(indented.c_str(), out);
+  }
+  std::fputs("\n  ", out);
+  std::fputs(frame.c_str() + open, out);
+  std::fputc('\n', out);
 }
 
 }  // namespace dm::manager
