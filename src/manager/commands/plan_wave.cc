@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 #include <cstdio>
+#include <set>
 
 #include "kube/objects.h"
 #include "manager/commands/command.h"
@@ -260,10 +260,11 @@ int run_plan_wave(const Settings& in_settings, const WaveSelection& selection, c
   inputs->shared.read_at = clock.wall_now();
   const auto read = clock.now();
   const Wave wave = build_wave(settings, selection, *inputs);
-  spdlog::debug("plan: read {} nodes and their {} pods with {} requests in {:.3f} s, planned them in {:.3f} s",
-                inputs->nodes.size(), inputs->pods.size(), inputs->requests,
-                std::chrono::duration<double>(read - started).count(),
-                std::chrono::duration<double>(clock.now() - read).count());
+  spdlog::debug(
+      "plan: read {} nodes and their {} pods with {} requests in {:.3f} s, planned them in {:.3f} s",
+      inputs->nodes.size(), inputs->pods.size(), inputs->requests,
+      std::chrono::duration<double>(read - started).count(),
+      std::chrono::duration<double>(clock.now() - read).count());
   if (output == "json") {
     write_wave_json(wave, stdout);
   } else {

@@ -34,7 +34,7 @@ struct WaveSelection {
 // What a wave is planned from: every list read once. read_wave_inputs fills it; unit tests build it.
 struct WaveInputs {
   std::vector<nlohmann::json> nodes;
-  WavePods pods;  // the pods bound to the nodes
+  WavePods pods;      // the pods bound to the nodes
   PlanInputs shared;  // the PDBs and ResourceClaims of the cluster, as a node's plan takes them
   std::shared_ptr<const std::vector<nlohmann::json>> daemonsets;  // nullptr: not readable
   std::string daemonsets_note;
