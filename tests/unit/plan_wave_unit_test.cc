@@ -276,6 +276,24 @@ TEST(PlanWaveTest, EachNodeOfTheJsonIsTheOneNodePlan) {
   EXPECT_EQ(plan_to_json(build_plan(s, node_plan_inputs(s, in, in.nodes[1], pods))), j["nodes"][0]);
 }
 
+// A wave frees each node's pods as it plans the node: taken, they are no longer kept or counted.
+TEST(PlanWaveTest, ANodesPodsTakenAreNoLongerKept) {
+  WavePods pods;
+  Json b = fixture("dra-claim-pod");
+  b["spec"]["nodeName"] = "n2";
+  pods.add(driver_pod("n1", "old"));
+  pods.add(b);
+  const size_t both = pods.encoded_bytes();
+  const auto taken = pods.take("n2");
+  ASSERT_EQ(taken.size(), 1U);
+  EXPECT_EQ(taken[0], b);
+  EXPECT_EQ(pods.size(), 1U);
+  EXPECT_LT(pods.encoded_bytes(), both);
+  EXPECT_TRUE(pods.of("n2").empty());
+  EXPECT_TRUE(pods.take("n2").empty());
+  EXPECT_EQ(pods.of("n1").size(), 1U);
+}
+
 // The pods of a wave are kept encoded under their node and come back as they were added; a pod added
 // again (a list started over) replaces the one kept.
 TEST(PlanWaveTest, TheWavesPodsComeBackByNodeAsTheyWereAdded) {

@@ -179,6 +179,10 @@ std::string machine_hostname();
 // own pod bound to the node, or this machine's hostname equal to the node's name.
 bool is_on_node(const Settings& settings, const PlanInputs& in, const std::string& machine_hostname);
 
+// A DaemonSet pod in OPERATOR_NAMESPACE with an init container k8s-driver-manager or DRIVER_CONFIG_DIGEST in
+// a container's environment: what the driver DaemonSet's pods look like (a wave plan keeps such pods whole).
+bool shaped_as_driver_pod(const nlohmann::json& pod, const std::string& operator_namespace);
+
 // The pod of the driver DaemonSet on the node (the pod a run would be the init container of): a
 // DaemonSet pod in OPERATOR_NAMESPACE with an init container k8s-driver-manager or DRIVER_CONFIG_DIGEST in
 // a container's environment; nullptr when none.

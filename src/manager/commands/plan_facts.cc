@@ -86,12 +86,16 @@ SkipDecision skip_from_driver_pod(const Settings& settings, const Json& driver,
 
 }  // namespace
 
+bool shaped_as_driver_pod(const Json& pod, const std::string& operator_namespace) {
+  if (kube::namespace_of(pod) != operator_namespace || !kube::controlled_by_kind(pod, "DaemonSet"))
+    return false;
+  const Json* spec = kube::find(pod, {"spec"});
+  return has_manager_init_container(pod) || (spec != nullptr && digest_of(*spec));
+}
+
 const Json* find_driver_pod(const std::vector<Json>& pods, const std::string& operator_namespace) {
   for (const auto& pod : pods) {
-    if (kube::namespace_of(pod) != operator_namespace || kube::pod_finished(pod)) continue;
-    if (!kube::controlled_by_kind(pod, "DaemonSet")) continue;
-    const Json* spec = kube::find(pod, {"spec"});
-    if (has_manager_init_container(pod) || (spec != nullptr && digest_of(*spec))) return &pod;
+    if (!kube::pod_finished(pod) && shaped_as_driver_pod(pod, operator_namespace)) return &pod;
   }
   return nullptr;
 }

@@ -68,12 +68,12 @@ void read_cluster_policies(kube::Api& client, WaveInputs& in) {
   }
 }
 
-// The pods of the operator's namespace keep their containers' environment (the driver pod's digest);
-// the others lose what no pod rule reads.
+// The driver pods keep their containers' environment and init containers (the digest, the skip decision);
+// every other pod, operands included, loses what no pod rule reads.
 std::function<void(Json&)> pod_reducer(const std::string& operator_namespace) {
   return [operator_namespace](Json& pod) {
     if (pod.contains("metadata")) pod["metadata"].erase("managedFields");
-    if (kube::namespace_of(pod) != operator_namespace) kube::drop_unread_pod_fields(pod);
+    if (!shaped_as_driver_pod(pod, operator_namespace)) kube::drop_unread_pod_fields(pod);
   };
 }
 
@@ -91,7 +91,7 @@ Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelectio
   node_opts.limit = kPageSize;
   node_opts.reduce = [](Json& node) {
     if (node.contains("metadata")) node["metadata"].erase("managedFields");
-    if (node.contains("status")) node["status"].erase("images");  // the node's image cache: never read
+    node.erase("status");  // conditions, capacity, images...: a plan reads a node's metadata and spec only
   };
   auto nodes = client.list_all(kube::paths::nodes(), node_opts);
   if (!nodes) return Error(read_error("cannot list the nodes", nodes.error()));
@@ -121,10 +121,10 @@ Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelectio
   return in;
 }
 
-PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, const Json& node,
+PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, Json node,
                             std::vector<Json> pods) {
   PlanInputs p;
-  p.node = node;
+  p.node = std::move(node);
   p.read_at = in.shared.read_at;
   p.pods = std::move(pods);
   std::sort(p.pods.begin(), p.pods.end(),
@@ -204,18 +204,21 @@ WaveSummary summarise_wave(const std::vector<Plan>& plans, const UpgradePolicy& 
   return s;
 }
 
-Wave build_wave(const Settings& settings, const WaveSelection& selection, const WaveInputs& in) {
+Wave build_wave(const Settings& settings, const WaveSelection& selection, WaveInputs in) {
   Wave w;
   w.selection = selection;
   w.requests = in.requests;
-  std::vector<const Json*> nodes;
-  for (const auto& n : in.nodes) nodes.push_back(&n);
+  std::vector<Json*> nodes;
+  for (auto& n : in.nodes) nodes.push_back(&n);
   std::sort(nodes.begin(), nodes.end(),
             [](const Json* a, const Json* b) { return kube::name(*a) < kube::name(*b); });
-  for (const Json* node : nodes) {
+  w.nodes.reserve(nodes.size());
+  for (Json* node : nodes) {
     Settings s = settings;
     s.node_name = kube::name(*node);
-    w.nodes.push_back(build_plan(s, node_plan_inputs(s, in, *node, in.pods.of(s.node_name))));
+    auto pods = in.pods.take(s.node_name);
+    w.nodes.push_back(build_plan(s, node_plan_inputs(s, in, std::move(*node), std::move(pods))));
+    *node = nullptr;
   }
   UpgradePolicy policy;
   if (in.cluster_policies) {
@@ -259,11 +262,13 @@ int run_plan_wave(const Settings& in_settings, const WaveSelection& selection, c
   }
   inputs->shared.read_at = clock.wall_now();
   const auto read = clock.now();
-  const Wave wave = build_wave(settings, selection, *inputs);
+  const size_t nodes = inputs->nodes.size();
+  const size_t pods = inputs->pods.size();
+  const uint64_t requests = inputs->requests;
+  const Wave wave = build_wave(settings, selection, std::move(*inputs));
   spdlog::debug(
-      "plan: read {} nodes and their {} pods with {} requests in {:.3f} s, planned them in {:.3f} s",
-      inputs->nodes.size(), inputs->pods.size(), inputs->requests,
-      std::chrono::duration<double>(read - started).count(),
+      "plan: read {} nodes and their {} pods with {} requests in {:.3f} s, planned them in {:.3f} s", nodes,
+      pods, requests, std::chrono::duration<double>(read - started).count(),
       std::chrono::duration<double>(clock.now() - read).count());
   if (output == "json") {
     write_wave_json(wave, stdout);

@@ -83,7 +83,7 @@ Result<WaveInputs> read_wave_inputs(const Settings& settings, const WaveSelectio
                                     kube::Api& client);
 
 // One node's plan inputs from the wave's lists (`pods`: the pods bound to the node).
-PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, const nlohmann::json& node,
+PlanInputs node_plan_inputs(const Settings& settings, const WaveInputs& in, nlohmann::json node,
                             std::vector<nlohmann::json> pods);
 
 // Why a node's plan would stop the wave there (a refusal, a budget that blocks an eviction); empty: none.
@@ -92,8 +92,10 @@ std::vector<std::string> blocking_reasons(const Plan& plan);
 // Adds the nodes' plans up under `policy` (no I/O).
 WaveSummary summarise_wave(const std::vector<Plan>& plans, const UpgradePolicy& policy);
 
-// Plans every node of the inputs and sums them up (no I/O).
-Wave build_wave(const Settings& settings, const WaveSelection& selection, const WaveInputs& in);
+// Plans every node of the inputs and sums them up (no I/O). The inputs are used up node by node (each
+// node's object and pods are freed once it is planned), so that the plans and the inputs are not held in
+// full at once.
+Wave build_wave(const Settings& settings, const WaveSelection& selection, WaveInputs in);
 
 std::string render_wave_text(const Wave& wave);
 nlohmann::json wave_to_json(const Wave& wave);

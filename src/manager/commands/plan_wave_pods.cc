@@ -6,6 +6,7 @@ namespace dm::manager {
 
 void WavePods::add(const nlohmann::json& pod) {
   auto encoded = nlohmann::json::to_msgpack(pod);
+  encoded.shrink_to_fit();  // the encoder grows its buffer by doubling: up to twice the bytes otherwise
   auto& kept = by_node_[kube::pod_node_name(pod)][kube::ref_string(pod)];
   if (kept.empty()) {
     ++count_;
@@ -22,6 +23,16 @@ std::vector<nlohmann::json> WavePods::of(const std::string& node) const {
   if (it == by_node_.end()) return out;
   out.reserve(it->second.size());
   for (const auto& [ref, encoded] : it->second) out.push_back(nlohmann::json::from_msgpack(encoded));
+  return out;
+}
+
+std::vector<nlohmann::json> WavePods::take(const std::string& node) {
+  auto out = of(node);
+  const auto it = by_node_.find(node);
+  if (it == by_node_.end()) return out;
+  for (const auto& [ref, encoded] : it->second) bytes_ -= encoded.size();
+  count_ -= it->second.size();
+  by_node_.erase(it);
   return out;
 }
 

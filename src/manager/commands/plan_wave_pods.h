@@ -20,6 +20,8 @@ class WavePods {
   void add(const nlohmann::json& pod);
   // The pods kept for `node`, parsed again (ordered by namespace/name).
   [[nodiscard]] std::vector<nlohmann::json> of(const std::string& node) const;
+  // The same, and no longer kept: a wave frees each node's pods as it plans the node.
+  std::vector<nlohmann::json> take(const std::string& node);
   // Every pod kept, for tests and reports.
   [[nodiscard]] std::vector<nlohmann::json> all() const;
   [[nodiscard]] size_t size() const { return count_; }
