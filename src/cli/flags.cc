@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/go_values.h"
+#include "common/duration_text.h"
 #include "manager/rules/label_selector.h"
 #include "manager/rules/taints.h"
 
@@ -42,7 +43,7 @@ Flag bool_flag(std::string name, std::string env, std::string usage, bool Settin
 Flag duration_flag(std::string name, std::string env, std::string usage, Duration Settings::*field,
                    bool bare_seconds = true) {
   Flag f{std::move(name), std::move(env), Kind::kDuration, std::move(usage), {}, {}, {}, {}, bare_seconds};
-  f.shown = [field](const ParseResult& r) { return go_duration_string(r.settings.*field); };
+  f.shown = [field](const ParseResult& r) { return format_duration(r.settings.*field, DurationStyle::kGo); };
   f.set_duration = [field](ParseResult& r, Duration v) { r.settings.*field = v; };
   return f;
 }

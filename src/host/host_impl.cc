@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "common/duration_text.h"
 #include "host/cgroup.h"
 #include "host/fs_util.h"
 #include "host/host.h"
@@ -215,11 +216,6 @@ class HostImpl final : public Host {
   std::unique_ptr<ModuleBackend> modules_;
 };
 
-std::string format_seconds(Duration d) {
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
-  return std::to_string(s) + "s";
-}
-
 }  // namespace
 
 std::unique_ptr<Host> make_host(const std::string& sim_root) {
@@ -242,20 +238,23 @@ Status wait_for_mofed(const Host& host, Mofed mofed, const Clock& clock, Deadlin
                                : "file " + std::string(kMofedReadyFile);
   for (;;) {
     if (host.mofed_ready(mofed)) {
-      spdlog::info("MOFED driver is ready (waited {})", format_seconds(clock.now() - start));
+      spdlog::info("MOFED driver is ready (waited {})",
+                   format_duration(clock.now() - start, DurationStyle::kSeconds));
       return {};
     }
     if (cancel.cancelled()) return Error("interrupted while waiting for the MOFED driver (" + what + ")");
     if (deadline.passed(clock)) {
-      return Error("MOFED driver not ready after " + format_seconds(clock.now() - start) +
-                   ": still waiting for " + what + "; check the MOFED driver pod on this node");
+      return Error("MOFED driver not ready after " +
+                   format_duration(clock.now() - start, DurationStyle::kSeconds) + ": still waiting for " +
+                   what + "; check the MOFED driver pod on this node");
     }
     if (deadline.unlimited()) {
       spdlog::info("Waiting for MOFED to be installed... (waiting for {}, elapsed {})", what,
-                   format_seconds(clock.now() - start));
+                   format_duration(clock.now() - start, DurationStyle::kSeconds));
     } else {
       spdlog::info("Waiting for MOFED to be installed... (waiting for {}, elapsed {}, timeout in {})", what,
-                   format_seconds(clock.now() - start), format_seconds(deadline.remaining(clock)));
+                   format_duration(clock.now() - start, DurationStyle::kSeconds),
+                   format_duration(deadline.remaining(clock), DurationStyle::kSeconds));
     }
     if (!clock.sleep_for(std::min(interval, deadline.remaining(clock)), cancel)) {
       return Error("interrupted while waiting for the MOFED driver (" + what + ")");

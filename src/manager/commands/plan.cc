@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/commands/plan_ledger.h"
 #include "manager/commands/plan_parts.h"
@@ -149,7 +150,7 @@ void PlanBuilder::take_gpu_users_off() {
   const auto waits = pause_waits(snapshot_, table_);
   if (!waits.empty()) {
     line(fmt::format("wait for the operand pods to go (OPERAND_WAIT_TIMEOUT {})",
-                     format_duration(settings_.operand_wait_timeout)));
+                     format_duration(settings_.operand_wait_timeout, DurationStyle::kWholeSeconds)));
   }
   take_operand_pods(waits, "operands", "its node label is paused");
   const PodPlan clients = take_gpu_clients(GpuClientPhase::kWithOperands, "gpu-clients");
@@ -157,7 +158,7 @@ void PlanBuilder::take_gpu_users_off() {
   needs_taint_ = client_reset_needs_taint(clients);
   if (needs_taint_) {
     line("taint the node and reset the annotated GPU client pods (GPU_CLIENT_EVICTION_TIMEOUT " +
-         format_duration(settings_.gpu_client_eviction_timeout) + ")");
+         format_duration(settings_.gpu_client_eviction_timeout, DurationStyle::kWholeSeconds) + ")");
   }
   if (plan_.flow.path != RunPath::kFull) return;
   if (plan_.flow.evict_workloads) {
@@ -170,8 +171,9 @@ void PlanBuilder::take_gpu_users_off() {
 void PlanBuilder::take_gpu_workloads() {
   plan_cordon();
   line("cordon the node and evict the GPU pods (DRAIN_TIMEOUT_SECONDS " +
-       (settings_.drain_timeout == Duration::zero() ? std::string("0, no limit")
-                                                    : format_duration(settings_.drain_timeout)) +
+       (settings_.drain_timeout == Duration::zero()
+            ? std::string("0, no limit")
+            : format_duration(settings_.drain_timeout, DurationStyle::kWholeSeconds)) +
        ")");
   const auto pods = ledger_.remaining();
   auto planned = plan_gpu_workload_eviction(pods, drain_options(settings_), in_.facts);
@@ -288,7 +290,7 @@ void PlanBuilder::render(Step step) {
            " (the driver DaemonSet leaves the node)");
       return;
     case Step::kAwaitRemoval:
-      line("wait " + format_duration(settings_.pre_installed_sleep) +
+      line("wait " + format_duration(settings_.pre_installed_sleep, DurationStyle::kWholeSeconds) +
            " to be removed, then exit 1 (driver is pre-installed on host)");
       return;
     case Step::kPauseOperands:

@@ -39,8 +39,6 @@ std::string_view phase_event_reason(Phase p);
 // One sentence for that Event.
 std::string_view phase_description(Phase p);
 
-// "1.2s", "2m3.4s": phase durations in the summary.
-std::string format_phase_duration(Duration d);
 // The phases of one run, their durations and counters, the annotation value and the summary line.
 // Thread-safe: waits may report from any thread.
 class RunProgress {

@@ -4,9 +4,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/commands/cancel_scope.h"
 #include "manager/commands/cleanup.h"
+#include "manager/commands/command.h"
 #include "manager/commands/preflight.h"
 #include "manager/commands/progress.h"
 #include "manager/pods/dra_evidence.h"
@@ -148,14 +150,14 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
         "Own pod not found ({}): not running in a pod, skipping the toleration check; SIGTERM cleanup "
         "budget {}",
         ref ? ref->ns + "/" + ref->name + " from " + ref->source : std::string("no POD_NAME or HOSTNAME"),
-        format_duration(cleanup_budget_));
+        format_duration(cleanup_budget_, DurationStyle::kWholeSeconds));
   } else {
     own_pod_ = std::move(**own);
     cleanup_budget_ = cleanup_budget(own_pod_->grace_period);
     spdlog::info("Running in pod {} (terminationGracePeriodSeconds {}): SIGTERM cleanup budget {}",
                  own_pod_->ref,
                  std::chrono::duration_cast<std::chrono::seconds>(own_pod_->grace_period).count(),
-                 format_duration(cleanup_budget_));
+                 format_duration(cleanup_budget_, DurationStyle::kWholeSeconds));
     if (auto taint = parse_taint(settings_.gpu_client_taint); taint) {
       if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) {
         const auto none = why_no_taint(node, *taint);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/rules/pod_rules.h"
 
@@ -79,7 +80,7 @@ std::optional<TimePoint> attempt_eviction(kube::Api& client, const PodWatch& wat
     if (now >= next_blocked_log) {
       // Upstream's (kubectl drain's) wording, with the real retry interval.
       spdlog::warn("error when evicting pods/\"{}\" -n \"{}\" (will retry after {}): {}", t.name, t.ns,
-                   format_duration(options.retry_interval), e.message);
+                   format_duration(options.retry_interval, DurationStyle::kWholeSeconds), e.message);
       next_blocked_log = now + options.blocked_log_interval;
     }
     return now + options.retry_interval;

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "common/duration_text.h"
 #include "manager/pods/eviction.h"
 
 namespace dm::manager {
@@ -222,7 +223,7 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
   spdlog::info("Resetting {} {} on node {} (deadline {})", targets.size(), what, settings_.node_name,
                settings_.gpu_client_eviction_timeout == Duration::zero()
                    ? std::string("none")
-                   : format_duration(settings_.gpu_client_eviction_timeout));
+                   : format_duration(settings_.gpu_client_eviction_timeout, DurationStyle::kWholeSeconds));
   if (auto s = evict(targets, what, cancel); !s) return s;
   warn_about_replacements(targets, pl);
   return ok_status();
@@ -247,7 +248,9 @@ Status GpuClientReset::evict(const std::vector<EvictionTarget>& targets, const s
     }
     return Error(s.error().wrap("failed to reset " + what + " on node " + settings_.node_name).message +
                  hint + " (GPU_CLIENT_EVICTION_TIMEOUT=" +
-                 (timeout == Duration::zero() ? std::string("0, no limit") : format_duration(timeout)) + ")");
+                 (timeout == Duration::zero() ? std::string("0, no limit")
+                                              : format_duration(timeout, DurationStyle::kWholeSeconds)) +
+                 ")");
   }
   return ok_status();
 }

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/pods/pod_watch.h"
 
@@ -118,17 +119,19 @@ Status LateArrivals::evict_until_none() {
           "in {}, and still {}. Something keeps placing GPU pods on the node (a controller that sets "
           "spec.nodeName itself, or pods that tolerate the cordon and the taint): stop it, then run "
           "driver-manager again",
-          node, round - 1, format_duration(now - *first_found), names));
+          node, round - 1, format_duration(now - *first_found, DurationStyle::kWholeSeconds), names));
     }
     spdlog::warn(
         "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon "
         "or the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all "
         "after an API server restart), and it would hold the GPU at the unload: evicting them too (round {}; "
         "pods still arriving {} after the first late one fail the run)",
-        found->names.size(), node, names, round, format_duration(kLateArrivalPatience));
+        found->names.size(), node, names, round,
+        format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
     if (auto s = evict(*found); !s) return s;
     // The scheduler's caches need a moment to catch up; a look at once would find the next pod it is placing.
-    spdlog::info("Looking again for GPU pods on node {} in {}", node, format_duration(pause));
+    spdlog::info("Looking again for GPU pods on node {} in {}", node,
+                 format_duration(pause, DurationStyle::kWholeSeconds));
     if (!ctx_.clock.sleep_for(pause, ctx_.cancel)) return Error("terminated by SIGTERM");
     pause = std::min(pause * 2, kLateArrivalLongestPause);
   }
