@@ -69,7 +69,7 @@ int Uninstall::run(const kube::Config& config) {
   // A driver the kernel can never unload (built in, no module unloading) fails before any write, unless
   // the loaded driver is the desired one and would be kept.
   if (auto u = host_.can_unload_nvidia(); !u) {
-    if (refuse_for_unloadable_driver(u, decide_skip_uninstall(settings_, host_))) return fail(u.error());
+    if (refuse_for_unloadable_driver(u, read_skip_decision(settings_, host_))) return fail(u.error());
     spdlog::info("{}; the loaded driver matches the desired configuration and will be kept",
                  u.error().message);
   }
@@ -363,7 +363,7 @@ Status Uninstall::main_path() {
   facts.nvidia_loaded = host_.module_loaded("nvidia");
   // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
   // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
-  if (facts.nvidia_loaded) skip_ = decide_skip_uninstall(settings_, host_);
+  if (facts.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
   facts.skip = skip_.skip;
   facts.dra_on = snapshot_.dra_on();
   if (facts.nvidia_loaded && !facts.skip && !facts.dra_on) {
