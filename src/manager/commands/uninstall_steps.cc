@@ -155,14 +155,16 @@ Status Uninstall::adopt_leftovers(const nlohmann::json& node, LeftoverTaint tain
 
 void Uninstall::register_uncordon() {
   if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
-  undo_.add({"uncordon node " + settings_.node_name,
-             [this]() -> Status {
+  undo_.add({.key = "uncordon-ours",
+             .name = "uncordon node " + settings_.node_name,
+             .run = [this]() -> Status {
                if (auto u = undo_node().uncordon(NodeOps::Whose::kOurs); !u) {
                  return u.error().wrap("failed to uncordon node " + settings_.node_name);
                }
                return ok_status();
              },
-             UndoNeed::kOptional, "uncordon node"});
+             .need = UndoNeed::kOptional,
+             .upstream_name = "uncordon node"});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -170,14 +172,19 @@ void Uninstall::register_legacy_uncordon() {
   if (!settings_.legacy_uncordon) return;
   if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
     return;
-  undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
-             [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
-             UndoNeed::kOptional, "uncordon node"});
+  undo_.add({.key = "uncordon-anyones",
+             .name = "uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
+             .run = [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
+             .need = UndoNeed::kOptional,
+             .upstream_name = "uncordon node"});
 }
 
 void Uninstall::register_label_restore() {
-  undo_.add({"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); },
-             UndoNeed::kRequired, "reschedule GPU operator components"});
+  undo_.add({.key = "operand-labels",
+             .name = "restore the operand labels of node " + settings_.node_name,
+             .run = [this] { return restore_labels(); },
+             .need = UndoNeed::kRequired,
+             .upstream_name = "reschedule GPU operator components"});
 }
 
 // See docs/behaviour.md, Skip-uninstall.

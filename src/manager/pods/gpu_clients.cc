@@ -107,7 +107,9 @@ void GpuClientReset::adopt_leftover_taint(const Json& node) {
 }
 
 void GpuClientReset::register_undo() {
-  undo_.add({"remove the GPU client taint from node " + settings_.node_name, [this]() -> Status {
+  undo_.add({.key = "gpu-client-taint",
+             .name = "remove the GPU client taint from node " + settings_.node_name,
+             .run = [this]() -> Status {
                if (auto r = remove_taint(); !r) {
                  return r.error().wrap("failed to remove the GPU client taint from node " +
                                        settings_.node_name);
