@@ -73,8 +73,9 @@ class HostImpl final : public Host {
         const std::string blockers = plan.allowed()
                                          ? std::string("the stack is still loaded after every removal")
                                          : fmt::format("{}", fmt::join(plan.blockers, "; "));
-        return Error("NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
-                     ". Stop the listed processes/pods (or unload the listed modules) and retry");
+        return Error::with_errno(
+            EBUSY, "NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
+                       ". Stop the listed processes/pods (or unload the listed modules) and retry");
       }
       const std::string& name = plan.order.front();
       if (auto st = modules_->remove(name); !st) {

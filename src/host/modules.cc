@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <sstream>
 
@@ -231,13 +232,14 @@ Status ModuleBackend::check_removable(std::string_view name) const {
   auto st = state(name);
   if (!st) return st.error().wrap(what);
   if (st->builtin) return Error(what + ": it is built into the kernel");
-  if (!st->loaded) return Error(what + ": module is not loaded (ENOENT)");
+  // Not loaded and in use: what delete_module(2) would answer, errno included.
+  if (!st->loaded) return Error::with_errno(ENOENT, what + ": module is not loaded (ENOENT)");
   if (!st->unloadable) return Error(what + ": the kernel was built without module unloading");
   if (st->refcount > 0) {
     std::string busy =
         fmt::format("{}: module is in use (EBUSY): {}: refcount {}", what, st->name, st->refcount);
     if (!st->holders.empty()) busy += fmt::format(", used by {}", fmt::join(st->holders, ", "));
-    return Error(busy);
+    return Error::with_errno(EBUSY, busy);
   }
   return {};
 }
