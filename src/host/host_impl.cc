@@ -64,20 +64,20 @@ class HostImpl final : public Host {
         return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules, " + partially());
       if (stack->empty()) break;
       if (auto never = check_stack_unloadable(*stack); !never) return never;
-      const UnloadPlan plan = plan_nvidia_unload(*stack);
-      if (!plan.allowed() || round > std::size(kNvidiaModules)) {
+      const UnloadDecision decision = decide_nvidia_unload(*stack);
+      if (!decision.allowed() || round > std::size(kNvidiaModules)) {
         // Upstream's per-module line, the holders in place of the kernel's errno (the removal is not tried).
-        for (const auto& why : plan.blockers) spdlog::warn("Failed to unload kernel module {}", why);
+        for (const auto& why : decision.blockers) spdlog::warn("Failed to unload kernel module {}", why);
         spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
         spdlog::error("{}", nvidia_modules_table());
-        const std::string blockers = plan.allowed()
+        const std::string blockers = decision.allowed()
                                          ? std::string("the stack is still loaded after every removal")
-                                         : fmt::format("{}", fmt::join(plan.blockers, "; "));
+                                         : fmt::format("{}", fmt::join(decision.blockers, "; "));
         return Error::with_errno(
             EBUSY, "NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
                        ". Stop the listed processes/pods (or unload the listed modules) and retry");
       }
-      const std::string& name = plan.order.front();
+      const std::string& name = decision.order.front();
       if (auto st = modules_->remove(name); !st) {
         // Something took a reference between the check and the removal.
         spdlog::error("Failed to unload kernel module {}: {}", name, st.error().message);

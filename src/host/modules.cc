@@ -68,17 +68,17 @@ std::string describe_module_blocker(const ModuleState& m, const std::vector<std:
   return out;
 }
 
-UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded) {
-  UnloadPlan plan;
+UnloadDecision decide_nvidia_unload(const std::vector<ModuleState>& loaded) {
+  UnloadDecision decision;
   std::vector<std::string> stack;
   stack.reserve(loaded.size());
   for (const auto& m : loaded) stack.push_back(m.name);
 
   for (const auto& m : loaded) {
     auto why = describe_module_blocker(m, stack);
-    if (!why.empty()) plan.blockers.push_back(std::move(why));
+    if (!why.empty()) decision.blockers.push_back(std::move(why));
   }
-  if (!plan.allowed()) return plan;
+  if (!decision.allowed()) return decision;
 
   // Holders go before the modules they hold; otherwise keep kNvidiaModules order.
   std::vector<const ModuleState*> remaining;
@@ -91,10 +91,10 @@ UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded) {
     });
     if (next == remaining.end())
       next = remaining.begin();  // a holder cycle cannot happen; do not loop forever
-    plan.order.push_back((*next)->name);
+    decision.order.push_back((*next)->name);
     remaining.erase(next);
   }
-  return plan;
+  return decision;
 }
 
 Status check_stack_unloadable(const std::vector<ModuleState>& stack) {

@@ -91,7 +91,7 @@ TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
                           Step::kDrainAfterFailedEviction, Step::kEvictLateArrivals, Step::kCheckDraClaims,
-                          Step::kResetDraPluginClients, Step::kDrainDraPlugin, Step::kUnloadDriver,
+                          Step::kResetDraPluginClients, Step::kPauseDraPlugin, Step::kUnloadDriver,
                           Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
                                       Phase::kWaitMofed, Phase::kRestore));
@@ -116,7 +116,7 @@ TEST(FlowPlan, SkipPathBouncesTheClientsAndKeepsTheDriver) {
   const FlowPlan p = plan_flow(f);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
-                          Step::kDrainDraPlugin, Step::kCleanStaleMounts, Step::kUndoChanges));
+                          Step::kPauseDraPlugin, Step::kCleanStaleMounts, Step::kUndoChanges));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kCleanDriverRoot, Phase::kRestore));
 }
 

@@ -23,7 +23,7 @@ constexpr std::array kSteps{
     StepInfo{Step::kEvictLateArrivals, "evict-late-arrivals", false},
     StepInfo{Step::kCheckDraClaims, "check-dra-claims", false},
     StepInfo{Step::kResetDraPluginClients, "reset-dra-plugin-clients", false},
-    StepInfo{Step::kDrainDraPlugin, "drain-dra-plugin", false},
+    StepInfo{Step::kPauseDraPlugin, "pause-dra-plugin", false},
     StepInfo{Step::kUnloadDriver, "unload-driver", false},
     StepInfo{Step::kRemoveStaleDriverRoot, "remove-stale-driver-root", false},
     StepInfo{Step::kCleanStaleMounts, "clean-stale-mounts", false},
@@ -66,7 +66,7 @@ void full_path(const FlowFacts& f, bool evict, PathBuilder& b) {
       .add(Step::kEvictLateArrivals)  // bound after the cordon or the taint (the scheduler lags behind)
       .add(Step::kCheckDraClaims, f.dra_on)
       .add(Step::kResetDraPluginClients)  // third-party DRA plugins go last, like ours
-      .add(Step::kDrainDraPlugin, f.dra_on)
+      .add(Step::kPauseDraPlugin, f.dra_on)
       .phase(Phase::kUnloadDriver)
       .add(Step::kUnloadDriver)
       .add(Step::kUnbindVfio)
@@ -85,7 +85,7 @@ void skip_path(const FlowFacts& f, PathBuilder& b) {
       .add(Step::kTakeGpuUsersOff)
       .add(Step::kReportSkipDecision)
       .phase(Phase::kCleanDriverRoot)
-      .add(Step::kDrainDraPlugin, f.dra_on)
+      .add(Step::kPauseDraPlugin, f.dra_on)
       .add(Step::kCleanStaleMounts)
       .phase(Phase::kRestore)
       .add(Step::kUndoChanges);
@@ -95,7 +95,7 @@ void skip_path(const FlowFacts& f, PathBuilder& b) {
 // deadlock: their unprepare needs the kubelet plugin, which cannot start before the driver is installed).
 void no_driver_path(const FlowFacts& f, PathBuilder& b) {
   b.phase(Phase::kCleanDriverRoot)
-      .add(Step::kDrainDraPlugin, f.dra_on)
+      .add(Step::kPauseDraPlugin, f.dra_on)
       .add(Step::kRemoveStaleDriverRoot)
       .add(Step::kUnloadNouveau)
       .add(Step::kUnbindVfio)

@@ -37,7 +37,7 @@ enum class Step : std::uint8_t {
   kEvictLateArrivals,         // a fresh look: GPU users bound after the cordon or taint are evicted too
   kCheckDraClaims,            // no pod may still hold a GPU resource claim
   kResetDraPluginClients,     // annotated GPU clients that are DRA kubelet plugins
-  kDrainDraPlugin,            // pause the DRA kubelet-plugin label and wait for its pods
+  kPauseDraPlugin,            // pause the DRA kubelet-plugin label and wait for its pods
   kUnloadDriver,              // unload the modules (with the full-drain fallback), unmount the driver root
   kRemoveStaleDriverRoot,     // no driver loaded: unmount a stale driver root
   kCleanStaleMounts,          // skip path: unmount a stale driver root, remove stale state files

@@ -22,9 +22,13 @@ namespace dm::manager {
 
 // The phases of a run, in the order the full path takes them.
 enum class Phase {
-  kPauseOperands,     // pause the operand labels; their pods go while the annotated GPU clients are reset
-                      // and the GPU workloads evicted from the cordoned node
-  kEvictWorkloads,    // what is left before the unload: the full-drain fallback, the DRA plugins and clients
+  kPauseOperands,  // pause the operand labels; their pods go while the annotated GPU clients are reset
+                   // and the GPU workloads evicted from the cordoned node
+  // What is left before the unload: the full-drain fallback, the DRA plugins and clients. The GPU-workload
+  // eviction itself runs in kPauseOperands, beside the operand wait; its pods are still counted here.
+  // Named for compatibility: "evict-workloads" and "EvictingGpuWorkloads" are read by people and scripts
+  // in the state annotation, the Events, the summary line and the log.
+  kEvictWorkloads,
   kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
   kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
   kWaitMofed,         // GPUDirect RDMA: wait for the MOFED driver

@@ -447,8 +447,8 @@ Status Uninstall::run_step(Step step) {
       return check_dra_claim_holders(ctx_);
     case Step::kResetDraPluginClients:
       return gpu_clients_->reset_dra_plugin_clients();
-    case Step::kDrainDraPlugin:
-      return drain_dra_plugin();
+    case Step::kPauseDraPlugin:
+      return pause_dra_plugin();
     case Step::kUnloadDriver:
       return uninstall_driver_components();
     case Step::kRemoveStaleDriverRoot:

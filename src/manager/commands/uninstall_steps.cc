@@ -285,7 +285,7 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
   if (!evicted) return evicted.error();
   if (!*evicted) return ok_status();
   if (auto k = check_cancelled(); !k) return k;
-  unloaded = cleanup_driver();
+  unloaded = unload_modules();
   return ok_status();
 }
 
@@ -304,7 +304,7 @@ Status Uninstall::evict_host_holders() {
 }
 
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
-Status Uninstall::drain_dra_plugin() {
+Status Uninstall::pause_dra_plugin() {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
   const auto body = plugin_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
@@ -315,7 +315,7 @@ Status Uninstall::drain_dra_plugin() {
                            operand_deadline(), cancel_);
 }
 
-Status Uninstall::cleanup_driver() {
+Status Uninstall::unload_modules() {
   spdlog::info("Cleaning up NVIDIA driver");
   // The host logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the module table.
   if (auto u = host_.unload_nvidia_modules(); !u) {
@@ -330,7 +330,7 @@ Status Uninstall::cleanup_driver() {
 Status Uninstall::uninstall_driver_components() {
   if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
   if (auto h = evict_host_holders(); !h) return h;
-  auto s = cleanup_driver();
+  auto s = unload_modules();
   if (!s && !cancel_.cancelled()) {
     if (auto e = evict_late_holders_and_unload(s); !e) return e;
   }
@@ -339,7 +339,7 @@ Status Uninstall::uninstall_driver_components() {
     if (auto c = cordon(); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
     if (auto k = check_cancelled(); !k) return k;
-    s = cleanup_driver();
+    s = unload_modules();
   }
   if (!s) {
     spdlog::error("Failed to uninstall nvidia driver components");

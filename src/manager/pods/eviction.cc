@@ -139,11 +139,11 @@ EvictionTarget eviction_target(const Json& pod) {
           kube::pod_grace_period_seconds(pod)};
 }
 
-std::vector<EvictionTarget> targets_of(const PodPlan& plan) {
+std::vector<EvictionTarget> targets_of(const PodListDecision& decision) {
   std::vector<EvictionTarget> out;
-  out.reserve(plan.to_evict.size() + plan.to_wait.size());
-  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p));
-  for (const auto& p : plan.to_wait) {
+  out.reserve(decision.to_evict.size() + decision.to_wait.size());
+  for (const auto& p : decision.to_evict) out.push_back(eviction_target(p));
+  for (const auto& p : decision.to_wait) {
     out.push_back(eviction_target(p));
     out.back().evict = false;
   }

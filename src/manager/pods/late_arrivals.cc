@@ -36,8 +36,8 @@ std::map<std::string, std::vector<std::string>> holders_by_pod(
   return out;
 }
 
-void add_names(const PodPlan& plan, const std::string& what, std::vector<std::string>& out) {
-  for (const auto* list : {&plan.to_evict, &plan.to_wait}) {
+void add_names(const PodListDecision& decision, const std::string& what, std::vector<std::string>& out) {
+  for (const auto* list : {&decision.to_evict, &decision.to_wait}) {
     for (const auto& p : *list) out.push_back(kube::ref_string(p) + " (" + what + ")");
   }
 }
@@ -50,7 +50,7 @@ LateArrivals::LateArrivals(const DrainContext& ctx, GpuClientReset& clients, boo
 
 Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
   LateLook found;
-  const PodPlan clients = clients_.plan_clients(pods);
+  const PodListDecision clients = clients_.decide_clients(pods);
   found.clients = targets_of(clients);
   add_names(clients, "GPU client", found.names);
   found.refused = clients.errors;
@@ -63,11 +63,11 @@ Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
     if (beside_ && beside_(*p)) continue;
     rest.push_back(p);
   }
-  auto planned = plan_gpu_workload_eviction(rest, drain_options(ctx_.settings), api_pod_facts(ctx_.client));
-  if (!planned) return planned.error().wrap("failed to identify GPU pods");
-  found.workloads = targets_of(planned->plan);
-  add_names(planned->plan, "GPU workload", found.names);
-  found.refused.insert(found.refused.end(), planned->plan.errors.begin(), planned->plan.errors.end());
+  auto decided = decide_gpu_workload_eviction(rest, drain_options(ctx_.settings), api_pod_facts(ctx_.client));
+  if (!decided) return decided.error().wrap("failed to identify GPU pods");
+  found.workloads = targets_of(decided->pods);
+  add_names(decided->pods, "GPU workload", found.names);
+  found.refused.insert(found.refused.end(), decided->pods.errors.begin(), decided->pods.errors.end());
   return found;
 }
 
