@@ -40,7 +40,7 @@ class PlanBuilder {
         snapshot_(take_snapshot(in.node, table_)),
         ledger_(in.pods) {
     if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
-    if (configured_) effective_ = plan_taint_add(in.node, *configured_).effective;
+    if (configured_) effective_ = decide_taint_add(in.node, *configured_).effective;
     pause_ = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   }
 
@@ -49,7 +49,7 @@ class PlanBuilder {
   // and effect, and the first look finds a GPU client to reset.
   [[nodiscard]] bool would_add_taint() const {
     if (!configured_ || !in_.nvidia_loaded) return false;
-    if (plan_taint_add(in_.node, *configured_).outcome != TaintOutcome::kAdded) return false;
+    if (decide_taint_add(in_.node, *configured_).outcome != TaintOutcome::kAdded) return false;
     PodSnapshot pods;
     for (const auto& p : in_.pods) pods.push_back(std::make_shared<const Json>(p));
     return clients_need_taint(settings_, pods, pause_);
@@ -246,7 +246,7 @@ void PlanBuilder::plan_taint() {
                                           : "no GPU client pod to reset";
     return;
   }
-  const TaintAddPlan add = plan_taint_add(in_.node, *configured_);
+  const TaintAddDecision add = decide_taint_add(in_.node, *configured_);
   switch (add.outcome) {
     case TaintOutcome::kAdded:
       plan_.taint_action = TaintAction::kAdd;

@@ -191,7 +191,7 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
 std::optional<std::string> Uninstall::why_no_taint(const nlohmann::json& node,
                                                    const kube::Taint& taint) const {
   if (!host_.module_loaded("nvidia")) return "no NVIDIA driver is loaded, so no GPU client is reset";
-  if (plan_taint_add(node, taint).outcome != TaintOutcome::kAdded)
+  if (decide_taint_add(node, taint).outcome != TaintOutcome::kAdded)
     return "the node already has a taint with its key and effect";
   const auto pause = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   if (!clients_need_taint(settings_, pods_.snapshot(), pause)) return "no GPU client pod to reset";
