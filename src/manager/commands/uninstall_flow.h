@@ -66,9 +66,9 @@ class Uninstall {
   // ends the run with its own exit code.
   Status main_path();
   Status execute();
-  Status run_step(Step step);
-  bool opens_phase(Step step) const;
-  void before_check(Step step);
+  // How the run takes a step: one row per Step (uninstall_flow.cc), read by execute().
+  struct StepRun;
+  static const StepRun& step_run(Step step);
   int pre_installed_path(const std::string& version);
 
   // Steps.
