@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cli/go_values.h"
+#include "common/duration_text.h"
 #include "manager/rules/label_selector.h"
 #include "manager/rules/taints.h"
 
@@ -22,29 +23,39 @@ using manager::Settings;
 // default, and a kString `check` may validate or rewrite the value before it is stored.
 Flag str_flag(std::string name, std::string env, std::string usage, std::string Settings::*field,
               std::function<Status(ParseResult&, const std::string&)> check = {}) {
-  Flag f{std::move(name), std::move(env), Kind::kString, std::move(usage), {}, {}, {}, {}, false};
-  f.shown = [field](const ParseResult& r) { return r.settings.*field; };
-  f.set_string = [field, check = std::move(check)](ParseResult& r, const std::string& v) -> Status {
-    if (check) return check(r, v);
-    r.settings.*field = v;
-    return {};
-  };
-  return f;
+  return {.name = std::move(name),
+          .env = std::move(env),
+          .kind = Kind::kString,
+          .usage = std::move(usage),
+          .shown = [field](const ParseResult& r) { return r.settings.*field; },
+          .set_string = [field, check = std::move(check)](ParseResult& r, const std::string& v) -> Status {
+            if (check) return check(r, v);
+            r.settings.*field = v;
+            return {};
+          }};
 }
 
 Flag bool_flag(std::string name, std::string env, std::string usage, bool Settings::*field) {
-  Flag f{std::move(name), std::move(env), Kind::kBool, std::move(usage), {}, {}, {}, {}, false};
-  f.shown = [field](const ParseResult& r) { return std::string(r.settings.*field ? "true" : "false"); };
-  f.set_bool = [field](ParseResult& r, bool v) { r.settings.*field = v; };
-  return f;
+  return {
+      .name = std::move(name),
+      .env = std::move(env),
+      .kind = Kind::kBool,
+      .usage = std::move(usage),
+      .shown = [field](const ParseResult& r) { return std::string(r.settings.*field ? "true" : "false"); },
+      .set_bool = [field](ParseResult& r, bool v) { r.settings.*field = v; }};
 }
 
-Flag duration_flag(std::string name, std::string env, std::string usage, Duration Settings::*field,
-                   bool bare_seconds = true) {
-  Flag f{std::move(name), std::move(env), Kind::kDuration, std::move(usage), {}, {}, {}, {}, bare_seconds};
-  f.shown = [field](const ParseResult& r) { return go_duration_string(r.settings.*field); };
-  f.set_duration = [field](ParseResult& r, Duration v) { r.settings.*field = v; };
-  return f;
+// Every duration flag also takes a bare number of seconds.
+Flag duration_flag(std::string name, std::string env, std::string usage, Duration Settings::*field) {
+  return {
+      .name = std::move(name),
+      .env = std::move(env),
+      .kind = Kind::kDuration,
+      .usage = std::move(usage),
+      .shown =
+          [field](const ParseResult& r) { return format_duration(r.settings.*field, DurationStyle::kGo); },
+      .set_duration = [field](ParseResult& r, Duration v) { r.settings.*field = v; },
+      .bare_seconds = true};
 }
 
 void add_upstream_flags(std::vector<Flag>& f) {
@@ -106,36 +117,32 @@ void add_upstream_flags(std::vector<Flag>& f) {
 }
 
 void add_log_flags(std::vector<Flag>& f) {
-  Flag log_format{
-      "log-format", "LOG_FORMAT", Kind::kString, "log format: text (logrus style) or json", {}, {},
-      {},           {},           false};
-  log_format.shown = [](const ParseResult& r) {
-    return std::string(r.log_format == LogFormat::kJson ? "json" : "text");
-  };
-  log_format.set_string = [](ParseResult& r, const std::string& v) -> Status {
-    auto fmt = parse_log_format(v);
-    if (!fmt) return fmt.error();
-    r.log_format = *fmt;
-    return {};
-  };
-  f.push_back(std::move(log_format));
-  Flag log_level{"log-level",
-                 "LOG_LEVEL",
-                 Kind::kString,
-                 "log level, as logrus names them: panic, fatal, error, warning (warn), info, debug or trace",
-                 {},
-                 {},
-                 {},
-                 {},
-                 false};
-  log_level.shown = [](const ParseResult& r) { return r.log_level; };
-  log_level.set_string = [](ParseResult& r, const std::string& v) -> Status {
-    auto level = parse_log_level(v);
-    if (!level) return level.error();
-    r.log_level = *level;
-    return {};
-  };
-  f.push_back(std::move(log_level));
+  f.push_back({.name = "log-format",
+               .env = "LOG_FORMAT",
+               .kind = Kind::kString,
+               .usage = "log format: text (logrus style) or json",
+               .shown =
+                   [](const ParseResult& r) {
+                     return std::string(r.log_format == LogFormat::kJson ? "json" : "text");
+                   },
+               .set_string = [](ParseResult& r, const std::string& v) -> Status {
+                 auto fmt = parse_log_format(v);
+                 if (!fmt) return fmt.error();
+                 r.log_format = *fmt;
+                 return {};
+               }});
+  f.push_back(
+      {.name = "log-level",
+       .env = "LOG_LEVEL",
+       .kind = Kind::kString,
+       .usage = "log level, as logrus names them: panic, fatal, error, warning (warn), info, debug or trace",
+       .shown = [](const ParseResult& r) { return r.log_level; },
+       .set_string = [](ParseResult& r, const std::string& v) -> Status {
+         auto level = parse_log_level(v);
+         if (!level) return level.error();
+         r.log_level = *level;
+         return {};
+       }});
 }
 
 void add_flags_beyond_upstream(std::vector<Flag>& f) {

@@ -14,20 +14,21 @@ namespace dm::cli {
 
 enum class Kind { kString, kBool, kDuration };
 
-// One global option: its flag, its environment variable, its type and where it goes in the result.
+// One global option: its flag, its environment variable, its type and where it goes in the result. Built
+// with designated initializers, naming each field given; the setters not of its kind stay empty.
 // Applied in table order, like urfave/cli applies its flags (the first bad environment value wins).
 struct Flag {
   std::string name;  // without "--"
   std::string env;   // "" = no environment variable
-  Kind kind;
+  Kind kind = Kind::kString;
   std::string usage;
   // The value held in a result, as help shows it: help shows a default-constructed result's, so every
   // default is written once, where ParseResult / manager::Settings declare it.
-  std::function<std::string(const ParseResult& r)> shown;
+  std::function<std::string(const ParseResult& r)> shown{};
   // Stores a string value (kString) or the parsed value (converted by the caller) into `out`.
-  std::function<Status(ParseResult& out, const std::string& value)> set_string;
-  std::function<void(ParseResult& out, bool value)> set_bool;
-  std::function<void(ParseResult& out, Duration value)> set_duration;
+  std::function<Status(ParseResult& out, const std::string& value)> set_string{};
+  std::function<void(ParseResult& out, bool value)> set_bool{};
+  std::function<void(ParseResult& out, Duration value)> set_duration{};
   bool bare_seconds = false;  // duration also accepts a bare number of seconds (beyond upstream)
 };
 

@@ -99,50 +99,6 @@ Result<uint64_t> duration_component(std::string_view& s, std::string_view orig) 
 
 }  // namespace
 
-std::string go_duration_string(Duration d) {
-  auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(d).count();
-  if (ns == 0) return "0s";
-  const bool neg = ns < 0;
-  // The magnitude in unsigned arithmetic: -ns overflows for the most negative duration.
-  const auto u = neg ? uint64_t{0} - static_cast<uint64_t>(ns) : static_cast<uint64_t>(ns);
-  // The digits of v / 10^prec with the fraction's trailing zeros (and a bare ".") dropped.
-  const auto frac = [](uint64_t v, int prec) {
-    std::string digits;
-    bool print = false;
-    for (int i = 0; i < prec; ++i) {
-      const auto digit = v % 10;
-      print = print || digit != 0;
-      if (print) digits.insert(digits.begin(), static_cast<char>('0' + digit));
-      v /= 10;
-    }
-    return std::make_pair(v, digits.empty() ? std::string() : "." + digits);
-  };
-  std::string out;
-  if (u < 1000000000ULL) {
-    // Below one second: a single unit (ns, µs or ms) with a fraction.
-    int prec = 0;
-    std::string unit = "ns";
-    if (u >= 1000000ULL) {
-      prec = 6;
-      unit = "ms";
-    } else if (u >= 1000ULL) {
-      prec = 3;
-      unit = "\u00b5s";
-    }
-    auto [whole, f] = frac(u, prec);
-    out = std::to_string(whole) + f + unit;
-  } else {
-    auto [secs, f] = frac(u, 9);
-    out = std::to_string(secs % 60) + f + "s";
-    const uint64_t mins = secs / 60;
-    if (mins > 0) {
-      out = std::to_string(mins % 60) + "m" + out;
-      if (mins / 60 > 0) out = std::to_string(mins / 60) + "h" + out;
-    }
-  }
-  return neg ? "-" + out : out;
-}
-
 Result<bool> parse_bool_value(std::string_view s) {
   auto b = parse_go_bool(s);
   if (!b) return Error(fmt::format("strconv.ParseBool: parsing {}: invalid syntax", quote(s)));

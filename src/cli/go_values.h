@@ -1,5 +1,5 @@
 // Values with Go's syntax and Go's error texts, as urfave/cli reads flags and environment variables:
-// time.ParseDuration, strconv.ParseBool and time.Duration.String().
+// time.ParseDuration and strconv.ParseBool (time.Duration.String() is common/duration_text's kGo).
 #pragma once
 
 #include <string>
@@ -17,8 +17,5 @@ Result<Duration> parse_go_duration(std::string_view s);
 Result<Duration> parse_duration_or_seconds(std::string_view s);
 // Go strconv.ParseBool with Go's error text (`strconv.ParseBool: parsing "x": invalid syntax`).
 Result<bool> parse_bool_value(std::string_view s);
-
-// Go's time.Duration.String(): "0s", "1.5s", "5m0s", "1h0m0s", "250ms".
-std::string go_duration_string(Duration d);
 
 }  // namespace dm::cli

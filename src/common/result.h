@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,17 +21,29 @@ struct StatusCause {
 };
 
 // What failed, said so that an operator can act on it. Kubernetes errors also carry the HTTP status, the
-// API's machine-readable reason (NotFound, Forbidden, Conflict, TooManyRequests, ...) and causes: callers
-// classify on those, never on the message text, which is for people.
+// API's machine-readable reason (NotFound, Forbidden, Conflict, TooManyRequests, ...) and causes; host errors
+// carry the errno of the system call that failed (or that the host layer answers as the kernel would):
+// callers classify on those, never on the message text, which is for people.
 struct Error {
   static Error cancellation(std::string msg) {
     return Error(std::move(msg), 0, std::string(kCancelledReason));
+  }
+  // A host error caused by `err`: "<what>: <strerror(err)>", the errno kept for callers to test.
+  static Error from_errno(int err, const std::string& what) {
+    return with_errno(err, what + ": " + std::strerror(err));
+  }
+  // A host error whose cause is `err` and whose message says it in its own words.
+  static Error with_errno(int err, std::string msg) {
+    Error e(std::move(msg));
+    e.sys_errno = err;
+    return e;
   }
 
   std::string message;
   int http_status = 0;              // 0 when the error did not come from an HTTP response
   std::string reason;               // Kubernetes Status.reason, if any
   std::vector<StatusCause> causes;  // Kubernetes Status.details.causes, if any
+  int sys_errno = 0;                // a host error's errno (ENOENT, EBUSY, EPERM, ...); 0 when none
 
   Error() = default;
   explicit Error(std::string msg, int status = 0, std::string why = {})
@@ -51,6 +64,8 @@ struct Error {
   // A request or wait stopped by a cancel token (SIGTERM, a deadline's watchdog), not by the server.
   [[nodiscard]] bool cancelled() const { return reason == kCancelledReason; }
   static constexpr std::string_view kCancelledReason = "Cancelled";
+  // A host error caused by errno `err`.
+  [[nodiscard]] bool errno_is(int err) const { return sys_errno != 0 && sys_errno == err; }
   [[nodiscard]] bool has_cause(std::string_view type) const {
     return std::any_of(causes.begin(), causes.end(), [&](const StatusCause& c) { return c.type == type; });
   }

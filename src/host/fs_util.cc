@@ -29,8 +29,9 @@ Result<std::string> read_fd(int fd, const std::string& path) {
     const ssize_t n = ::read(fd, buf, sizeof buf);
     if (n == 0) break;
     if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error("cannot read " + path + ": " + errno_text(errno));
+      const int err = errno;
+      if (err == EINTR) continue;
+      return Error::from_errno(err, "cannot read " + path);
     }
     out.append(buf, static_cast<size_t>(n));
   }
@@ -45,15 +46,19 @@ std::string errno_text(int err) {
 
 Result<std::string> read_text_file(const std::string& path) {
   const Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (f.fd < 0) return Error("cannot open " + path + ": " + errno_text(errno));
+  if (f.fd < 0) {
+    const int err = errno;
+    return Error::from_errno(err, "cannot open " + path);
+  }
   return read_fd(f.fd, path);
 }
 
 Result<std::optional<std::string>> read_text_file_if_exists(const std::string& path) {
   const Fd f(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (f.fd < 0) {
-    if (errno == ENOENT) return std::optional<std::string>();
-    return Error("cannot open " + path + ": " + errno_text(errno));
+    const int err = errno;
+    if (err == ENOENT) return std::optional<std::string>();
+    return Error::from_errno(err, "cannot open " + path);
   }
   auto r = read_fd(f.fd, path);
   if (!r) return r.error();
@@ -62,13 +67,17 @@ Result<std::optional<std::string>> read_text_file_if_exists(const std::string& p
 
 Status write_existing_file(const std::string& path, std::string_view data) {
   const Fd f(::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC));
-  if (f.fd < 0) return Error("cannot open " + path + " for writing: " + errno_text(errno));
+  if (f.fd < 0) {
+    const int err = errno;
+    return Error::from_errno(err, "cannot open " + path + " for writing");
+  }
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::write(f.fd, data.data() + done, data.size() - done);
     if (n < 0) {
-      if (errno == EINTR) continue;
-      return Error("cannot write \"" + std::string(trim(data)) + "\" to " + path + ": " + errno_text(errno));
+      const int err = errno;
+      if (err == EINTR) continue;
+      return Error::from_errno(err, "cannot write \"" + std::string(trim(data)) + "\" to " + path);
     }
     done += static_cast<size_t>(n);
   }
@@ -78,8 +87,9 @@ Status write_existing_file(const std::string& path, std::string_view data) {
 Result<std::vector<std::string>> list_dir(const std::string& path) {
   DIR* d = ::opendir(path.c_str());
   if (d == nullptr) {
-    if (errno == ENOENT) return std::vector<std::string>();
-    return Error("cannot list directory " + path + ": " + errno_text(errno));
+    const int err = errno;
+    if (err == ENOENT) return std::vector<std::string>();
+    return Error::from_errno(err, "cannot list directory " + path);
   }
   std::vector<std::string> names;
   while (const dirent* e = ::readdir(d)) {

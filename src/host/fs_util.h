@@ -1,4 +1,5 @@
-// Small file helpers shared by the host layer and vfio-manage (errors as values, errno text included).
+// Small file helpers shared by the host layer and vfio-manage (errors as values: the errno text in the
+// message, the errno itself in Error::sys_errno).
 #pragma once
 
 #include <optional>

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iterator>
 
+#include "common/duration_text.h"
 #include "host/cgroup.h"
 #include "host/fs_util.h"
 #include "host/host.h"
@@ -63,19 +64,20 @@ class HostImpl final : public Host {
         return stack.error().wrap("cannot inspect the NVIDIA driver kernel modules, " + partially());
       if (stack->empty()) break;
       if (auto never = check_stack_unloadable(*stack); !never) return never;
-      const UnloadPlan plan = plan_nvidia_unload(*stack);
-      if (!plan.allowed() || round > std::size(kNvidiaModules)) {
+      const UnloadDecision decision = decide_nvidia_unload(*stack);
+      if (!decision.allowed() || round > std::size(kNvidiaModules)) {
         // Upstream's per-module line, the holders in place of the kernel's errno (the removal is not tried).
-        for (const auto& why : plan.blockers) spdlog::warn("Failed to unload kernel module {}", why);
+        for (const auto& why : decision.blockers) spdlog::warn("Failed to unload kernel module {}", why);
         spdlog::error("Could not unload NVIDIA driver kernel modules, driver is in use");
         spdlog::error("{}", nvidia_modules_table());
-        const std::string blockers = plan.allowed()
+        const std::string blockers = decision.allowed()
                                          ? std::string("the stack is still loaded after every removal")
-                                         : fmt::format("{}", fmt::join(plan.blockers, "; "));
-        return Error("NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
-                     ". Stop the listed processes/pods (or unload the listed modules) and retry");
+                                         : fmt::format("{}", fmt::join(decision.blockers, "; "));
+        return Error::with_errno(
+            EBUSY, "NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
+                       ". Stop the listed processes/pods (or unload the listed modules) and retry");
       }
-      const std::string& name = plan.order.front();
+      const std::string& name = decision.order.front();
       if (auto st = modules_->remove(name); !st) {
         // Something took a reference between the check and the removal.
         spdlog::error("Failed to unload kernel module {}: {}", name, st.error().message);
@@ -215,11 +217,6 @@ class HostImpl final : public Host {
   std::unique_ptr<ModuleBackend> modules_;
 };
 
-std::string format_seconds(Duration d) {
-  const auto s = std::chrono::duration_cast<std::chrono::seconds>(d).count();
-  return std::to_string(s) + "s";
-}
-
 }  // namespace
 
 std::unique_ptr<Host> make_host(const std::string& sim_root) {
@@ -242,20 +239,23 @@ Status wait_for_mofed(const Host& host, Mofed mofed, const Clock& clock, Deadlin
                                : "file " + std::string(kMofedReadyFile);
   for (;;) {
     if (host.mofed_ready(mofed)) {
-      spdlog::info("MOFED driver is ready (waited {})", format_seconds(clock.now() - start));
+      spdlog::info("MOFED driver is ready (waited {})",
+                   format_duration(clock.now() - start, DurationStyle::kSeconds));
       return {};
     }
     if (cancel.cancelled()) return Error("interrupted while waiting for the MOFED driver (" + what + ")");
     if (deadline.passed(clock)) {
-      return Error("MOFED driver not ready after " + format_seconds(clock.now() - start) +
-                   ": still waiting for " + what + "; check the MOFED driver pod on this node");
+      return Error("MOFED driver not ready after " +
+                   format_duration(clock.now() - start, DurationStyle::kSeconds) + ": still waiting for " +
+                   what + "; check the MOFED driver pod on this node");
     }
     if (deadline.unlimited()) {
       spdlog::info("Waiting for MOFED to be installed... (waiting for {}, elapsed {})", what,
-                   format_seconds(clock.now() - start));
+                   format_duration(clock.now() - start, DurationStyle::kSeconds));
     } else {
       spdlog::info("Waiting for MOFED to be installed... (waiting for {}, elapsed {}, timeout in {})", what,
-                   format_seconds(clock.now() - start), format_seconds(deadline.remaining(clock)));
+                   format_duration(clock.now() - start, DurationStyle::kSeconds),
+                   format_duration(deadline.remaining(clock), DurationStyle::kSeconds));
     }
     if (!clock.sleep_for(std::min(interval, deadline.remaining(clock)), cancel)) {
       return Error("interrupted while waiting for the MOFED driver (" + what + ")");

@@ -25,7 +25,7 @@ class KernelBackend final : public ModuleBackend {
     // O_NONBLOCK: fail with EWOULDBLOCK/EBUSY while the module is in use instead of waiting for it.
     if (syscall(SYS_delete_module, module.c_str(), O_NONBLOCK) != 0) {
       const int err = errno;
-      return Error("failed to unload kernel module " + std::string(name) + ": " + errno_text(err));
+      return Error::from_errno(err, "failed to unload kernel module " + std::string(name));
     }
     return {};
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <sstream>
 
@@ -67,17 +68,17 @@ std::string describe_module_blocker(const ModuleState& m, const std::vector<std:
   return out;
 }
 
-UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded) {
-  UnloadPlan plan;
+UnloadDecision decide_nvidia_unload(const std::vector<ModuleState>& loaded) {
+  UnloadDecision decision;
   std::vector<std::string> stack;
   stack.reserve(loaded.size());
   for (const auto& m : loaded) stack.push_back(m.name);
 
   for (const auto& m : loaded) {
     auto why = describe_module_blocker(m, stack);
-    if (!why.empty()) plan.blockers.push_back(std::move(why));
+    if (!why.empty()) decision.blockers.push_back(std::move(why));
   }
-  if (!plan.allowed()) return plan;
+  if (!decision.allowed()) return decision;
 
   // Holders go before the modules they hold; otherwise keep kNvidiaModules order.
   std::vector<const ModuleState*> remaining;
@@ -90,10 +91,10 @@ UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded) {
     });
     if (next == remaining.end())
       next = remaining.begin();  // a holder cycle cannot happen; do not loop forever
-    plan.order.push_back((*next)->name);
+    decision.order.push_back((*next)->name);
     remaining.erase(next);
   }
-  return plan;
+  return decision;
 }
 
 Status check_stack_unloadable(const std::vector<ModuleState>& stack) {
@@ -231,13 +232,14 @@ Status ModuleBackend::check_removable(std::string_view name) const {
   auto st = state(name);
   if (!st) return st.error().wrap(what);
   if (st->builtin) return Error(what + ": it is built into the kernel");
-  if (!st->loaded) return Error(what + ": module is not loaded (ENOENT)");
+  // Not loaded and in use: what delete_module(2) would answer, errno included.
+  if (!st->loaded) return Error::with_errno(ENOENT, what + ": module is not loaded (ENOENT)");
   if (!st->unloadable) return Error(what + ": the kernel was built without module unloading");
   if (st->refcount > 0) {
     std::string busy =
         fmt::format("{}: module is in use (EBUSY): {}: refcount {}", what, st->name, st->refcount);
     if (!st->holders.empty()) busy += fmt::format(", used by {}", fmt::join(st->holders, ", "));
-    return Error(busy);
+    return Error::with_errno(EBUSY, busy);
   }
   return {};
 }

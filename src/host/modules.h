@@ -26,7 +26,7 @@ inline constexpr UnlinkedReference kUnlinkedReferences[] = {{"nvidia_vgpu_vfio",
 
 // What unload_nvidia_modules() will do: remove `order` (holders before the modules they hold), or, if
 // `blockers` is non-empty, nothing at all. Each blocker line names one module and what holds it.
-struct UnloadPlan {
+struct UnloadDecision {
   std::vector<std::string> order;
   std::vector<std::string> blockers;
   [[nodiscard]] bool allowed() const { return blockers.empty(); }
@@ -35,7 +35,7 @@ struct UnloadPlan {
 // Decides the unload from the states of the loaded modules of the stack (in kNvidiaModules order): every
 // reference to a module must come from another module of the stack (a holders link or a
 // kUnlinkedReferences pin) and no process may have its device files open, otherwise nothing is removed.
-UnloadPlan plan_nvidia_unload(const std::vector<ModuleState>& loaded);
+UnloadDecision decide_nvidia_unload(const std::vector<ModuleState>& loaded);
 
 // "nvidia: refcount 3, 2 other reference(s), device files open in pid 42 (x)" for one module, or "" if it
 // is free apart from the references of the modules in `stack`.

@@ -68,7 +68,7 @@ std::vector<std::string> mount_points(std::string_view mountinfo) {
 Result<std::vector<std::string>> mounts_under(const std::string& path) {
   std::error_code ec;
   const std::string root = std::filesystem::weakly_canonical(path, ec).string();
-  if (ec) return Error("cannot resolve " + path + ": " + ec.message());
+  if (ec) return Error::with_errno(ec.value(), "cannot resolve " + path + ": " + ec.message());
 
   // Our own view of the mounts (mount namespaces differ per process).
   auto table = read_text_file("/proc/self/mountinfo");
@@ -86,6 +86,7 @@ Result<std::vector<std::string>> mounts_under(const std::string& path) {
 Result<std::vector<std::string>> unmount_tree(const std::string& path) {
   std::vector<std::string> done;
   std::string first_error;
+  int first_errno = 0;
   // A mount hidden under a later mount of its parent only becomes reachable once that parent is gone,
   // so repeat while a pass makes progress.
   for (int pass = 0; pass < 8; ++pass) {
@@ -101,7 +102,10 @@ Result<std::vector<std::string>> unmount_tree(const std::string& path) {
       }
       const int e = errno;
       if (e == EINVAL) continue;  // already gone with its parent, or not a mount point any more
-      if (first_error.empty()) first_error = "cannot unmount " + t + ": " + errno_text(e);
+      if (first_error.empty()) {
+        first_error = "cannot unmount " + t + ": " + errno_text(e);
+        first_errno = e;
+      }
     }
     if (!progress) break;
   }
@@ -111,7 +115,8 @@ Result<std::vector<std::string>> unmount_tree(const std::string& path) {
     std::string msg = "failed to unmount " + path + ": still mounted: ";
     for (size_t i = 0; i < left->size(); ++i) msg += (i ? ", " : "") + (*left)[i];
     if (!first_error.empty()) msg += " (" + first_error + ")";
-    return Error(msg + "; check which process keeps it busy (e.g. with fuser -m) and retry");
+    return Error::with_errno(first_errno,
+                             msg + "; check which process keeps it busy (e.g. with fuser -m) and retry");
   }
   return done;
 }

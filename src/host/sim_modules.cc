@@ -26,8 +26,8 @@ class SimModuleBackend final : public ModuleBackend {
     std::error_code ec;
     fs::remove_all(module_dir(name), ec);
     if (ec) {
-      return Error("failed to unload kernel module " + std::string(name) + ": cannot remove " +
-                   module_dir(name) + ": " + ec.message());
+      return Error::with_errno(ec.value(), "failed to unload kernel module " + std::string(name) +
+                                               ": cannot remove " + module_dir(name) + ": " + ec.message());
     }
     if (auto st = drop_proc_modules_line(name); !st) return st;
     if (auto st = release_links_of(name); !st) return st;

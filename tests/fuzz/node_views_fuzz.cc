@@ -29,8 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool malformed = false;
   const auto record = m::paused_record_of(node, &malformed);
   (void)m::has_paused_record(node);
-  (void)m::plan_record_restore(record, node);
-  (void)m::plan_taint_add(node, ours);
-  (void)m::plan_taint_remove(node);
+  (void)m::decide_record_restore(record, node);
+  (void)m::decide_taint_add(node, ours);
+  (void)m::decide_taint_remove(node);
   return 0;
 }

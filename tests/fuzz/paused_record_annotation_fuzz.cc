@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   bool malformed = false;
   const Json n = node(dm::fuzz::text(data, size));
   const auto record = m::paused_record_of(n, &malformed);
-  (void)m::plan_record_restore(record, n);
+  (void)m::decide_record_restore(record, n);
   (void)m::merge_paused_record(record, Json{{"nvidia.com/gpu.deploy.dcgm", "paused-for-driver-upgrade"}},
                                {{"nvidia.com/gpu.deploy.dcgm", "true"}});
   if (malformed) return 0;

@@ -16,7 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       stack.emplace_back(name);
     }
   }
-  const auto plan = dm::host::plan_nvidia_unload(loaded);
+  const auto plan = dm::host::decide_nvidia_unload(loaded);
   if (plan.allowed() && plan.order.size() != loaded.size()) dm::fuzz::fail("an unload plan without a module");
   for (const auto& m : loaded) {
     (void)dm::host::describe_module_blocker(m, stack);

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
@@ -31,6 +33,20 @@ TEST(Result, WrapPrefixesContextAndKeepsStatus) {
   const Error e = Error("the server is busy", 429, "TooManyRequests").wrap("evicting pod ns/a");
   EXPECT_EQ(e.message, "evicting pod ns/a: the server is busy");
   EXPECT_TRUE(e.too_many_requests());
+}
+
+// A host error carries its errno: callers test it, whatever the message says and however it is wrapped.
+TEST(Result, HostErrorCarriesItsErrnoThroughWraps) {
+  const Error e = Error::from_errno(ENOENT, "cannot open /run/x").wrap("cannot read the state");
+  EXPECT_EQ(e.message, std::string("cannot read the state: cannot open /run/x: ") + std::strerror(ENOENT));
+  EXPECT_TRUE(e.errno_is(ENOENT));
+  EXPECT_FALSE(e.errno_is(EBUSY));
+  EXPECT_EQ(e.http_status, 0);
+  const Error busy = Error::with_errno(EBUSY, "module is in use (EBUSY)");
+  EXPECT_EQ(busy.message, "module is in use (EBUSY)");
+  EXPECT_TRUE(busy.errno_is(EBUSY));
+  EXPECT_FALSE(Error("a message that names ENOENT").errno_is(ENOENT));  // no cause without one given
+  EXPECT_FALSE(Error("not found", 404, "NotFound").errno_is(0));
 }
 
 TEST(Status, DefaultIsOk) {

@@ -45,7 +45,7 @@ TEST(EvictionOrder, ATargetCarriesThePodsOwnGracePeriod) {
 }
 
 TEST(EvictionOrder, APlansTerminatingPodsAreOnlyWaitedFor) {
-  PodPlan plan;
+  PodListDecision plan;
   plan.to_evict.push_back(Json::parse(R"({"metadata": {"namespace": "n", "name": "a", "uid": "ua"}})"));
   plan.to_wait.push_back(Json::parse(R"({"metadata": {"namespace": "n", "name": "b", "uid": "ub"}})"));
   const auto targets = targets_of(plan);

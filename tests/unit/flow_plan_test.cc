@@ -91,7 +91,7 @@ TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
                           Step::kDrainAfterFailedEviction, Step::kEvictLateArrivals, Step::kCheckDraClaims,
-                          Step::kResetDraPluginClients, Step::kDrainDraPlugin, Step::kUnloadDriver,
+                          Step::kResetDraPluginClients, Step::kPauseDraPlugin, Step::kUnloadDriver,
                           Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
                                       Phase::kWaitMofed, Phase::kRestore));
@@ -109,6 +109,30 @@ TEST(FlowPlan, WorkloadsAreEvictedWithEvictionOnOrWithDraAndTheDrainFallback) {
   EXPECT_FALSE(plan_flow(f).evict_workloads) << "the skip path evicts no workload";
 }
 
+// A step's path rule (its row in flow_plan.cc) decides whether a path that lists it takes it.
+TEST(FlowPlan, PathRulesTakeAStepOnlyWhereItHasSomethingToDo) {
+  const auto has = [](const FlowPlan& p, Step step) {
+    const auto s = steps_of(p);
+    return std::find(s.begin(), s.end(), step) != s.end();
+  };
+  FlowFacts f = loaded();
+  f.gpu_pod_eviction = false;
+  f.auto_drain = true;
+  EXPECT_FALSE(has(plan_flow(f), Step::kDrainAfterFailedEviction))
+      << "no workload eviction to fall back from";
+  f.gpu_pod_eviction = true;
+  EXPECT_TRUE(has(plan_flow(f), Step::kDrainAfterFailedEviction));
+  f.auto_drain = false;
+  EXPECT_FALSE(has(plan_flow(f), Step::kDrainAfterFailedEviction)) << "no fallback without auto drain";
+  EXPECT_FALSE(has(plan_flow(f), Step::kCheckDraClaims));
+  EXPECT_FALSE(has(plan_flow(f), Step::kPauseDraPlugin));
+  f.dra_on = true;
+  EXPECT_TRUE(has(plan_flow(f), Step::kCheckDraClaims));
+  EXPECT_TRUE(has(plan_flow(f), Step::kPauseDraPlugin));
+  f.nvidia_loaded = false;
+  EXPECT_EQ(steps_of(plan_flow(f)).front(), Step::kPauseDraPlugin) << "the no-driver path pauses it first";
+}
+
 TEST(FlowPlan, SkipPathBouncesTheClientsAndKeepsTheDriver) {
   FlowFacts f = loaded();
   f.skip = true;
@@ -116,7 +140,7 @@ TEST(FlowPlan, SkipPathBouncesTheClientsAndKeepsTheDriver) {
   const FlowPlan p = plan_flow(f);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
-                          Step::kDrainDraPlugin, Step::kCleanStaleMounts, Step::kUndoChanges));
+                          Step::kPauseDraPlugin, Step::kCleanStaleMounts, Step::kUndoChanges));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kCleanDriverRoot, Phase::kRestore));
 }
 

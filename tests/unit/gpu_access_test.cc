@@ -161,23 +161,23 @@ TEST(GpuAccessTest, GpuWorkloadEvictionCountsThemWithTheirReason) {
                                   with_env(pod("ds", "DaemonSet"), "all")};
   PodFacts facts;
   facts.runtime_class_handler = classes({{"nvidia", "nvidia"}});
-  auto plan = plan_gpu_workload_eviction(pods, DrainOptions{}, facts);
+  auto plan = decide_gpu_workload_eviction(pods, DrainOptions{}, facts);
   ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->gpu_pods, 2U);
-  ASSERT_EQ(plan->plan.to_evict.size(), 1U);
-  EXPECT_EQ(plan->plan.decisions[0].log_line(),
+  ASSERT_EQ(plan->pods.to_evict.size(), 1U);
+  EXPECT_EQ(plan->pods.decisions[0].log_line(),
             "ml/notebook: evict: GPU pod without a GPU request: RuntimeClass \"nvidia\" runs it on the "
             "NVIDIA container "
             "runtime (handler \"nvidia\")");
-  ASSERT_EQ(plan->plan.errors.size(), 1U);
-  EXPECT_THAT(plan->plan.errors[0],
+  ASSERT_EQ(plan->pods.errors.size(), 1U);
+  EXPECT_THAT(plan->pods.errors[0],
               HasSubstr("ml/all: GPU pod cannot be evicted: cannot delete Pods that declare no "
                         "controller"));
-  EXPECT_THAT(plan->plan.errors[0],
+  EXPECT_THAT(plan->pods.errors[0],
               HasSubstr("(a GPU pod without a GPU request: NVIDIA_VISIBLE_DEVICES=all"));
-  EXPECT_EQ(plan->plan.decisions[2].notice, Notice::kWarning);
-  EXPECT_THAT(plan->plan.decisions[2].reason, HasSubstr("its RuntimeClass \"gone\" does not exist"));
-  EXPECT_EQ(plan->plan.decisions[3].reason, "does not use a GPU");
+  EXPECT_EQ(plan->pods.decisions[2].notice, Notice::kWarning);
+  EXPECT_THAT(plan->pods.decisions[2].reason, HasSubstr("its RuntimeClass \"gone\" does not exist"));
+  EXPECT_EQ(plan->pods.decisions[3].reason, "does not use a GPU");
 }
 
 }  // namespace

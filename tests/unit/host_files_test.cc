@@ -5,6 +5,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <functional>
 #include <sstream>
@@ -78,6 +79,7 @@ TEST_F(HostFilesTest, DriverStateFile) {
   fs::create_directories(root_ + "/run/nvidia/nvidia-driver.state");
   auto unreadable = host_->read_driver_state();
   ASSERT_FALSE(unreadable.ok());
+  EXPECT_TRUE(unreadable.error().errno_is(EISDIR));  // open(2) takes a directory, read(2) refuses it
   EXPECT_THAT(unreadable.error().message, HasSubstr("nvidia-driver.state"));
 }
 

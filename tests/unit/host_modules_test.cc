@@ -27,26 +27,26 @@ ModuleState mod(std::string name, int refs, std::vector<std::string> holders = {
   return m;
 }
 
-TEST(UnloadPlan, FreeStackIsRemovedHoldersFirstWithNvidiaDrmFirst) {
+TEST(UnloadDecision, FreeStackIsRemovedHoldersFirstWithNvidiaDrmFirst) {
   const auto plan =
-      plan_nvidia_unload({mod("nvidia_drm", 0), mod("nvidia_modeset", 1, {"nvidia_drm"}),
-                          mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_modeset", "nvidia_uvm"})});
+      decide_nvidia_unload({mod("nvidia_drm", 0), mod("nvidia_modeset", 1, {"nvidia_drm"}),
+                            mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_modeset", "nvidia_uvm"})});
   ASSERT_TRUE(plan.allowed());
   EXPECT_THAT(plan.order, ElementsAre("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia"));
 }
 
-TEST(UnloadPlan, ModuleOrderFollowsKNvidiaModules) {
+TEST(UnloadDecision, ModuleOrderFollowsKNvidiaModules) {
   std::vector<ModuleState> loaded;
   for (const auto name : kNvidiaModules) loaded.push_back(mod(std::string(name), 0));
-  const auto plan = plan_nvidia_unload(loaded);
+  const auto plan = decide_nvidia_unload(loaded);
   ASSERT_TRUE(plan.allowed());
   EXPECT_THAT(plan.order, ElementsAre("nvidia_drm", "nvidia_modeset", "nvidia_uvm", "nvidia_peermem",
                                       "nvidia_fs", "nvidia_vgpu_vfio", "gdrdrv", "nvidia"));
 }
 
-TEST(UnloadPlan, BusyNvidiaBlocksEverythingAndNamesTheProcesses) {
-  const auto plan = plan_nvidia_unload({mod("nvidia_modeset", 0), mod("nvidia_uvm", 0),
-                                        mod("nvidia", 3, {"nvidia_modeset"}, {"pid 4 (a)", "pid 5 (b)"})});
+TEST(UnloadDecision, BusyNvidiaBlocksEverythingAndNamesTheProcesses) {
+  const auto plan = decide_nvidia_unload({mod("nvidia_modeset", 0), mod("nvidia_uvm", 0),
+                                          mod("nvidia", 3, {"nvidia_modeset"}, {"pid 4 (a)", "pid 5 (b)"})});
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(plan.order, IsEmpty());
   EXPECT_THAT(
@@ -54,17 +54,17 @@ TEST(UnloadPlan, BusyNvidiaBlocksEverythingAndNamesTheProcesses) {
       ElementsAre("nvidia: refcount 3, 2 other reference(s), device files open in pid 4 (a), pid 5 (b)"));
 }
 
-TEST(UnloadPlan, HolderOutsideTheStackBlocks) {
+TEST(UnloadDecision, HolderOutsideTheStackBlocks) {
   const auto plan =
-      plan_nvidia_unload({mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_uvm", "ib_core_peer"})});
+      decide_nvidia_unload({mod("nvidia_uvm", 0), mod("nvidia", 2, {"nvidia_uvm", "ib_core_peer"})});
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(plan.blockers,
               ElementsAre("nvidia: refcount 2, held by module(s) outside the NVIDIA stack: ib_core_peer"));
 }
 
-TEST(UnloadPlan, UnidentifiedReferencesAreCountedAndEveryBusyModuleIsListed) {
+TEST(UnloadDecision, UnidentifiedReferencesAreCountedAndEveryBusyModuleIsListed) {
   const auto plan =
-      plan_nvidia_unload({mod("nvidia_uvm", 1), mod("nvidia", 2, {"nvidia_uvm"}, {"pid 7 (x)"})});
+      decide_nvidia_unload({mod("nvidia_uvm", 1), mod("nvidia", 2, {"nvidia_uvm"}, {"pid 7 (x)"})});
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(
       plan.blockers,
@@ -73,37 +73,37 @@ TEST(UnloadPlan, UnidentifiedReferencesAreCountedAndEveryBusyModuleIsListed) {
                   "nvidia: refcount 2, 1 other reference(s), device files open in pid 7 (x)"));
 }
 
-TEST(UnloadPlan, AnOpenDeviceFileBlocksEvenWhenTheCountLooksFree) {
+TEST(UnloadDecision, AnOpenDeviceFileBlocksEvenWhenTheCountLooksFree) {
   // The refcount was read before the process opened the device: the scan still refuses.
-  const auto plan = plan_nvidia_unload({mod("nvidia", 0, {}, {"pid 9 (nvidia-smi)"})});
+  const auto plan = decide_nvidia_unload({mod("nvidia", 0, {}, {"pid 9 (nvidia-smi)"})});
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(plan.blockers, ElementsAre("nvidia: refcount 0, device files open in pid 9 (nvidia-smi)"));
 }
 
-TEST(UnloadPlan, VgpuStackPinningNvidiaWithoutAHoldersLinkIsRemovedVgpuFirst) {
+TEST(UnloadDecision, VgpuStackPinningNvidiaWithoutAHoldersLinkIsRemovedVgpuFirst) {
   // A vGPU host: "Used by" of nvidia is empty, yet nvidia_vgpu_vfio holds two references on it.
-  const auto plan = plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2)});
+  const auto plan = decide_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2)});
   ASSERT_TRUE(plan.allowed()) << plan.blockers.front();
   EXPECT_THAT(plan.order, ElementsAre("nvidia_vgpu_vfio", "nvidia"));
   // With a link as well, the link is one of the two pins.
   const auto linked =
-      plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2, {"nvidia_vgpu_vfio"})});
+      decide_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2, {"nvidia_vgpu_vfio"})});
   EXPECT_TRUE(linked.allowed());
 }
 
-TEST(UnloadPlan, VgpuPinsDoNotExcuseOtherUsers) {
-  EXPECT_THAT(plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 3)}).blockers,
+TEST(UnloadDecision, VgpuPinsDoNotExcuseOtherUsers) {
+  EXPECT_THAT(decide_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 3)}).blockers,
               ElementsAre(HasSubstr("nvidia: refcount 3, 1 other reference(s)")));
   EXPECT_THAT(
-      plan_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2, {}, {"pid 3 (qemu)"})}).blockers,
+      decide_nvidia_unload({mod("nvidia_vgpu_vfio", 0), mod("nvidia", 2, {}, {"pid 3 (qemu)"})}).blockers,
       ElementsAre("nvidia: refcount 2, device files open in pid 3 (qemu)"));
   // Without nvidia_vgpu_vfio loaded the two references are unexplained.
-  EXPECT_FALSE(plan_nvidia_unload({mod("nvidia", 2)}).allowed());
+  EXPECT_FALSE(decide_nvidia_unload({mod("nvidia", 2)}).allowed());
 }
 
-TEST(UnloadPlan, AHolderListedAfterTheModuleItHoldsIsMovedBeforeIt) {
+TEST(UnloadDecision, AHolderListedAfterTheModuleItHoldsIsMovedBeforeIt) {
   // gdrdrv holding nvidia_uvm is not a real-world case, but the order must still respect holders.
-  const auto plan = plan_nvidia_unload(
+  const auto plan = decide_nvidia_unload(
       {mod("nvidia_uvm", 1, {"gdrdrv"}), mod("gdrdrv", 0), mod("nvidia", 1, {"nvidia_uvm"})});
   ASSERT_TRUE(plan.allowed());
   EXPECT_THAT(plan.order, ElementsAre("gdrdrv", "nvidia_uvm", "nvidia"));

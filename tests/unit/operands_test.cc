@@ -127,7 +127,7 @@ TEST(OperandsTest, RestoreLeavesAloneLabelsChangedDuringTheRun) {
   node["metadata"]["labels"] = {{key("device-plugin"), "paused-for-driver-upgrade"},
                                 {key("dcgm-exporter"), "false"},
                                 {key("container-toolkit"), "true"}};
-  const RestorePlan plan = restore_patch_if_unchanged(s, t, node);
+  const RestoreDecision plan = restore_patch_if_unchanged(s, t, node);
   EXPECT_EQ(plan.patch,
             Json::parse(R"({"metadata":{"labels":{"nvidia.com/gpu.deploy.device-plugin":"true"}}})"));
   const std::vector<std::pair<std::string, std::string>> others = {{key("dcgm"), ""},
@@ -138,7 +138,7 @@ TEST(OperandsTest, RestoreLeavesAloneLabelsChangedDuringTheRun) {
 TEST(OperandsTest, RestoreHealsALabelLeftPausedByACrashedRun) {
   const auto t = operand_table();
   const Json node = {{"metadata", {{"labels", {{key("device-plugin"), "paused-for-driver-upgrade"}}}}}};
-  const RestorePlan plan = restore_patch_if_unchanged(take_snapshot(node, t), t, node);
+  const RestoreDecision plan = restore_patch_if_unchanged(take_snapshot(node, t), t, node);
   EXPECT_EQ(plan.patch,
             Json::parse(R"({"metadata":{"labels":{"nvidia.com/gpu.deploy.device-plugin":"true"}}})"));
   EXPECT_TRUE(plan.changed_by_others.empty());

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/duration_text.h"
+
 namespace dm::cli {
 namespace {
 
@@ -468,11 +470,11 @@ TEST(OptionsTest, HelpShowsTheDefaultsTheSettingsHold) {
   const manager::Settings d;
   EXPECT_TRUE(contains(h, "(default: " + d.operator_namespace + ") [$OPERATOR_NAMESPACE]")) << h;
   EXPECT_TRUE(contains(h, "(default: " + d.gpu_client_taint + ") [$GPU_CLIENT_TAINT]")) << h;
-  EXPECT_TRUE(
-      contains(h, "(default: " + go_duration_string(d.operand_wait_timeout) + ") [$OPERAND_WAIT_TIMEOUT]"))
+  EXPECT_TRUE(contains(h, "(default: " + format_duration(d.operand_wait_timeout, DurationStyle::kGo) +
+                              ") [$OPERAND_WAIT_TIMEOUT]"))
       << h;
-  EXPECT_TRUE(
-      contains(h, "(default: " + go_duration_string(d.pre_installed_sleep) + ") [$PRE_INSTALLED_SLEEP]"))
+  EXPECT_TRUE(contains(h, "(default: " + format_duration(d.pre_installed_sleep, DurationStyle::kGo) +
+                              ") [$PRE_INSTALLED_SLEEP]"))
       << h;
   EXPECT_TRUE(contains(h, "(default: 0s) [$DRAIN_TIMEOUT_SECONDS]")) << h;
   EXPECT_TRUE(contains(h, "(default: true) [$ENABLE_AUTO_DRAIN]")) << h;
@@ -490,24 +492,10 @@ TEST(OptionsTest, HelpShowsTheDefaultsTheSettingsHold) {
   EXPECT_EQ(r.log_level, "info");
 }
 
-TEST(OptionsTest, GoDurationString) {
-  EXPECT_EQ(go_duration_string(Duration::zero()), "0s");
-  EXPECT_EQ(go_duration_string(minutes(5)), "5m0s");
-  EXPECT_EQ(go_duration_string(seconds(60)), "1m0s");
-  EXPECT_EQ(go_duration_string(seconds(90)), "1m30s");
-  EXPECT_EQ(go_duration_string(hours(1)), "1h0m0s");
-  EXPECT_EQ(go_duration_string(hours(1) + minutes(2) + milliseconds(3500)), "1h2m3.5s");
-  EXPECT_EQ(go_duration_string(milliseconds(1500)), "1.5s");
-  EXPECT_EQ(go_duration_string(milliseconds(250)), "250ms");
-  EXPECT_EQ(go_duration_string(std::chrono::microseconds(1500)), "1.5ms");
-  EXPECT_EQ(go_duration_string(std::chrono::microseconds(2)), "2\u00b5s");
-  EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(7)), "7ns");
-  EXPECT_EQ(go_duration_string(-seconds(2)), "-2s");
-  EXPECT_EQ(go_duration_string(std::chrono::nanoseconds(std::numeric_limits<int64_t>::min())),
-            "-2562047h47m16.854775808s");
-  // It round-trips through the parser.
+// Help shows a duration as Go prints it (common/duration_text), and that text parses back to it.
+TEST(OptionsTest, GoDurationTextRoundTrips) {
   for (Duration d : {Duration(minutes(5)), Duration(seconds(61)), Duration(milliseconds(1234))}) {
-    auto back = parse_go_duration(go_duration_string(d));
+    auto back = parse_go_duration(format_duration(d, DurationStyle::kGo));
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, d);
   }

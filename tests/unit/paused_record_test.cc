@@ -50,7 +50,7 @@ TEST(PausedRecord, RestoresOnlyLabelsStillAtThePausedValue) {
                                {"changed", "false"},
                                {"back", "custom"},
                                {"admin", "paused-for-driver-upgrade"}});
-  const auto plan = plan_record_restore(r, node);
+  const auto plan = decide_record_restore(r, node);
   EXPECT_EQ(plan.labels, (Json{{"ours", "true"}}));
   ASSERT_EQ(plan.changed_by_others.size(), 2U);
   EXPECT_EQ(plan.changed_by_others[0], (std::pair<std::string, std::string>{"changed", "false"}));

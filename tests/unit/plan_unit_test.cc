@@ -9,6 +9,7 @@
 #include <string>
 
 #include "kube/objects.h"
+#include "manager/commands/command.h"
 #include "manager/commands/plan.h"
 #include "manager/node/lease.h"
 #include "manager/rules/node_keys.h"
@@ -346,22 +347,47 @@ TEST(Pdb, ABudgetWithFewerDisruptionsThanPodsToEvictBlocks) {
   EXPECT_FALSE(pdb_impacts(pdbs, "v1", {pods[0]})[0].blocks);
 }
 
-TEST(Skip, DecisionFollowsTheDigestAndTheStateFile) {
+TEST(Skip, SettingsDecideAloneUnderForceReinstallOrWithoutADigest) {
+  Settings s = settings();
+  EXPECT_FALSE(skip_from_settings(s).has_value());  // the state file decides
+  s.force_reinstall = true;
+  const auto forced = skip_from_settings(s);
+  ASSERT_TRUE(forced.has_value());
+  EXPECT_FALSE(forced->skip);
+  EXPECT_FALSE(forced->checked);
+  s.force_reinstall = false;
+  s.driver_config_digest.reset();
+  const auto no_digest = skip_from_settings(s);
+  ASSERT_TRUE(no_digest.has_value());
+  EXPECT_FALSE(no_digest->skip);
+  EXPECT_TRUE(no_digest->warning);
+}
+
+TEST(Skip, TheDriverStateFileDecidesOtherwise) {
+  const Settings s = settings();
+  using State = Result<std::optional<std::string>>;
+  EXPECT_TRUE(skip_from_driver_state(s, State(std::optional<std::string>("new\n"))).skip);
+  EXPECT_FALSE(skip_from_driver_state(s, State(std::optional<std::string>("old\n"))).skip);
+  const auto none = skip_from_driver_state(s, State(std::optional<std::string>()));
+  EXPECT_FALSE(none.skip);
+  EXPECT_EQ(none.log_line, "No previous driver configuration found");
+  const auto unreadable = skip_from_driver_state(s, State(Error("permission denied")));
+  EXPECT_FALSE(unreadable.skip);
+  EXPECT_TRUE(unreadable.warning);
+  EXPECT_EQ(unreadable.log_line, "Failed to read driver config state file: permission denied");
+}
+
+TEST(Skip, ReadSkipDecisionReadsTheHostsStateFile) {
   const std::string root = test::make_temp_dir("dm-plan-skip");
   std::filesystem::create_directories(root + "/run/nvidia");
   auto host = host::make_host(root);
   Settings s = settings();
-  EXPECT_FALSE(decide_skip_uninstall(s, *host).skip);
-  EXPECT_EQ(decide_skip_uninstall(s, *host).log_line, "No previous driver configuration found");
+  EXPECT_FALSE(read_skip_decision(s, *host).skip);
+  EXPECT_EQ(read_skip_decision(s, *host).log_line, "No previous driver configuration found");
   test::write_file(root + "/run/nvidia/nvidia-driver.state", "new\n");
-  EXPECT_TRUE(decide_skip_uninstall(s, *host).skip);
+  EXPECT_TRUE(read_skip_decision(s, *host).skip);
   s.force_reinstall = true;
-  const auto forced = decide_skip_uninstall(s, *host);
-  EXPECT_FALSE(forced.skip);
-  EXPECT_FALSE(forced.checked);
-  s.force_reinstall = false;
-  s.driver_config_digest.reset();
-  EXPECT_TRUE(decide_skip_uninstall(s, *host).warning);
+  EXPECT_FALSE(read_skip_decision(s, *host).skip);
   std::filesystem::remove_all(root);
 }
 

@@ -31,7 +31,7 @@ std::set<std::string> refs(const std::vector<Json>& pods) {
   return out;
 }
 
-const PodDecision& decision_for(const PodPlan& plan, const std::string& ref) {
+const PodDecision& decision_for(const PodListDecision& plan, const std::string& ref) {
   for (const auto& d : plan.decisions) {
     if (d.pod == ref) return d;
   }
@@ -347,19 +347,19 @@ TEST(PodRulesTest, GpuWorkloadEvictionTakesEveryGpuPod) {
   const auto pods =
       fixtures({"gpu-deployment-pod", "gpu-shared-pod", "mig-pod", "dra-claim-pod", "cpu-pod", "cpu-bare-pod",
                 "operand-ds-pod", "client-ds-pod", "gpu-init-only-pod", "vgpu-pod"});
-  auto plan = plan_gpu_workload_eviction(pods, DrainOptions{}, api.facts());
+  auto plan = decide_gpu_workload_eviction(pods, DrainOptions{}, api.facts());
   ASSERT_TRUE(plan) << plan.error().message;
   EXPECT_EQ(plan->gpu_pods, 4U);
-  EXPECT_TRUE(plan->plan.ok()) << plan->plan.errors.front();
-  EXPECT_EQ(refs(plan->plan.to_evict),
+  EXPECT_TRUE(plan->pods.ok()) << plan->pods.errors.front();
+  EXPECT_EQ(refs(plan->pods.to_evict),
             (std::set<std::string>{"ml/trainer-7d9c", "ml/shared-1", "ml/mig-1", "ml/dra-trainer"}));
-  EXPECT_EQ(plan->plan.decisions.size(), pods.size());
+  EXPECT_EQ(plan->pods.decisions.size(), pods.size());
   // A bare non-GPU pod does not block GPU eviction (upstream compares GPU pods only).
-  EXPECT_EQ(decision_for(plan->plan, "default/scratch").verdict, Verdict::kSkip);
+  EXPECT_EQ(decision_for(plan->pods, "default/scratch").verdict, Verdict::kSkip);
   // Non-GPU DaemonSet pods are not looked up; one claim lookup per pod without GPU resources.
   EXPECT_EQ(api.ds_lookups, 0);
   EXPECT_EQ(api.claim_lookups, 7);
-  EXPECT_EQ(decision_for(plan->plan, "ml/trainer-7d9c").log_line(), "ml/trainer-7d9c: evict: GPU pod");
+  EXPECT_EQ(decision_for(plan->pods, "ml/trainer-7d9c").log_line(), "ml/trainer-7d9c: evict: GPU pod");
 }
 
 TEST(PodRulesTest, GpuWorkloadEvictionEqualityRule) {
@@ -367,40 +367,40 @@ TEST(PodRulesTest, GpuWorkloadEvictionEqualityRule) {
   // Each of these GPU pods cannot be evicted without options: the whole eviction fails.
   for (const char* blocker : {"gpu-daemonset-pod", "gpu-mirror-pod", "gpu-bare-pod", "gpu-emptydir-pod"}) {
     const auto pods = fixtures({"gpu-deployment-pod", blocker});
-    auto plan = plan_gpu_workload_eviction(pods, DrainOptions{}, api.facts());
+    auto plan = decide_gpu_workload_eviction(pods, DrainOptions{}, api.facts());
     ASSERT_TRUE(plan);
     EXPECT_EQ(plan->gpu_pods, 2U);
-    ASSERT_EQ(plan->plan.errors.size(), 1U) << blocker;
-    EXPECT_TRUE(contains(plan->plan.errors[0], "GPU pod cannot be evicted")) << plan->plan.errors[0];
-    EXPECT_TRUE(contains(plan->plan.errors[0], kube::ref_string(pods[1]))) << plan->plan.errors[0];
+    ASSERT_EQ(plan->pods.errors.size(), 1U) << blocker;
+    EXPECT_TRUE(contains(plan->pods.errors[0], "GPU pod cannot be evicted")) << plan->pods.errors[0];
+    EXPECT_TRUE(contains(plan->pods.errors[0], kube::ref_string(pods[1]))) << plan->pods.errors[0];
   }
   // With force / emptyDir allowed, bare and emptyDir GPU pods go; DaemonSet and static ones never do.
   const auto pods = fixtures({"gpu-bare-pod", "gpu-emptydir-pod", "gpu-succeeded-bare-pod"});
-  auto plan = plan_gpu_workload_eviction(pods, DrainOptions{true, true}, api.facts());
+  auto plan = decide_gpu_workload_eviction(pods, DrainOptions{true, true}, api.facts());
   ASSERT_TRUE(plan);
-  EXPECT_TRUE(plan->plan.ok());
-  EXPECT_EQ(plan->plan.to_evict.size(), 3U);
+  EXPECT_TRUE(plan->pods.ok());
+  EXPECT_EQ(plan->pods.to_evict.size(), 3U);
   auto ds =
-      plan_gpu_workload_eviction(fixtures({"gpu-daemonset-pod"}), DrainOptions{true, true}, api.facts());
+      decide_gpu_workload_eviction(fixtures({"gpu-daemonset-pod"}), DrainOptions{true, true}, api.facts());
   ASSERT_TRUE(ds);
-  EXPECT_FALSE(ds->plan.ok());
+  EXPECT_FALSE(ds->pods.ok());
   // A finished bare GPU pod passes the filters even without force (kubectl semantics).
-  auto done = plan_gpu_workload_eviction(fixtures({"gpu-succeeded-bare-pod"}), DrainOptions{}, api.facts());
+  auto done = decide_gpu_workload_eviction(fixtures({"gpu-succeeded-bare-pod"}), DrainOptions{}, api.facts());
   ASSERT_TRUE(done);
-  EXPECT_TRUE(done->plan.ok());
+  EXPECT_TRUE(done->pods.ok());
 }
 
 TEST(PodRulesTest, GpuWorkloadEvictionWithoutGpuPodsAndClaimErrors) {
   FakeApi api;
   auto none =
-      plan_gpu_workload_eviction(fixtures({"cpu-pod", "operand-ds-pod"}), DrainOptions{}, api.facts());
+      decide_gpu_workload_eviction(fixtures({"cpu-pod", "operand-ds-pod"}), DrainOptions{}, api.facts());
   ASSERT_TRUE(none);
   EXPECT_EQ(none->gpu_pods, 0U);
-  EXPECT_TRUE(none->plan.to_evict.empty());
-  EXPECT_TRUE(none->plan.ok());
+  EXPECT_TRUE(none->pods.to_evict.empty());
+  EXPECT_TRUE(none->pods.ok());
 
   api.fail_claims = true;
-  auto err = plan_gpu_workload_eviction(fixtures({"cpu-pod"}), DrainOptions{}, api.facts());
+  auto err = decide_gpu_workload_eviction(fixtures({"cpu-pod"}), DrainOptions{}, api.facts());
   ASSERT_FALSE(err);
   EXPECT_TRUE(contains(err.error().message, "default/web-1")) << err.error().message;
   EXPECT_TRUE(contains(err.error().message, "connection refused"));
@@ -410,22 +410,22 @@ TEST(PodRulesTest, FullDrainIgnoresDaemonSetsAndHonoursSelector) {
   FakeApi api;
   const auto pods = fixtures({"gpu-deployment-pod", "cpu-pod", "operand-ds-pod", "gpu-daemonset-pod",
                               "gpu-mirror-pod", "gpu-succeeded-bare-pod"});
-  PodPlan plan = plan_pods(full_drain_pipeline(DrainOptions{}, LabelSelector(), api.facts()), pods);
+  PodListDecision plan = decide_pods(full_drain_pipeline(DrainOptions{}, LabelSelector(), api.facts()), pods);
   EXPECT_TRUE(plan.ok());
   EXPECT_EQ(refs(plan.to_evict), (std::set<std::string>{"ml/trainer-7d9c", "default/web-1", "ml/done-gpu"}));
   EXPECT_EQ(decision_for(plan, "gpu-operator/nvidia-device-plugin-daemonset-abcde").filter, "daemonset");
   EXPECT_EQ(decision_for(plan, "kube-system/static-gpu-gpu-node-1").filter, "mirror");
 
   // Bare pods refuse the drain without force.
-  PodPlan refused = plan_pods(full_drain_pipeline(DrainOptions{}, LabelSelector(), api.facts()),
-                              fixtures({"cpu-bare-pod", "cpu-pod"}));
+  PodListDecision refused = decide_pods(full_drain_pipeline(DrainOptions{}, LabelSelector(), api.facts()),
+                                        fixtures({"cpu-bare-pod", "cpu-pod"}));
   ASSERT_EQ(refused.errors.size(), 1U);
   EXPECT_TRUE(contains(refused.errors[0], "default/scratch: cannot delete Pods that declare no controller"));
 
   // The pod selector limits the drain (and the bare pod that does not match no longer blocks it).
-  PodPlan selected =
-      plan_pods(full_drain_pipeline(DrainOptions{}, *LabelSelector::parse("app=web"), api.facts()),
-                fixtures({"cpu-bare-pod", "cpu-pod", "gpu-deployment-pod"}));
+  PodListDecision selected =
+      decide_pods(full_drain_pipeline(DrainOptions{}, *LabelSelector::parse("app=web"), api.facts()),
+                  fixtures({"cpu-bare-pod", "cpu-pod", "gpu-deployment-pod"}));
   EXPECT_TRUE(selected.ok());
   EXPECT_EQ(refs(selected.to_evict), std::set<std::string>{"default/web-1"});
 }
@@ -439,7 +439,7 @@ TEST(PodRulesTest, GpuClientPipelineWithOperands) {
                 "client-bare-pod", "client-mirror-pod", "client-tolerating-ds-pod", "client-labelled-ds-pod",
                 "client-dra-plugin-pod", "client-dra-plugin-only-pod", "client-terminating-pod",
                 "client-succeeded-pod", "cpu-pod", "client-ds-pod"});
-  const PodPlan plan = plan_pods(gpu_client_pipeline(o), pods);
+  const PodListDecision plan = decide_pods(gpu_client_pipeline(o), pods);
   EXPECT_EQ(refs(plan.to_evict), (std::set<std::string>{"monitoring/exporter-5f6", "monitoring/collector-0",
                                                         "monitoring/node-agent-k3"}));
   EXPECT_EQ(refs(plan.to_wait), std::set<std::string>{"monitoring/exporter-old"});
@@ -475,9 +475,9 @@ TEST(PodRulesTest, GpuClientPipelineWithOperands) {
 TEST(PodRulesTest, GpuClientPipelineForceAndLabelKeysAndNoTaint) {
   GpuClientOptions o;
   o.force = true;
-  const PodPlan plan =
-      plan_pods(gpu_client_pipeline(o),
-                fixtures({"client-bare-pod", "client-labelled-ds-pod", "client-tolerating-ds-pod"}));
+  const PodListDecision plan =
+      decide_pods(gpu_client_pipeline(o),
+                  fixtures({"client-bare-pod", "client-labelled-ds-pod", "client-tolerating-ds-pod"}));
   EXPECT_TRUE(plan.ok());
   // Without a paused client label the annotated DaemonSet pod is evicted like any other client.
   EXPECT_EQ(refs(plan.to_evict),
@@ -490,9 +490,9 @@ TEST(PodRulesTest, GpuClientPipelineForceAndLabelKeysAndNoTaint) {
 TEST(PodRulesTest, GpuClientPipelineDraPluginPhase) {
   GpuClientOptions o;
   o.phase = GpuClientPhase::kDraPlugin;
-  const PodPlan plan =
-      plan_pods(gpu_client_pipeline(o),
-                fixtures({"client-dra-plugin-pod", "client-deployment-pod", "client-dra-plugin-only-pod"}));
+  const PodListDecision plan =
+      decide_pods(gpu_client_pipeline(o),
+                  fixtures({"client-dra-plugin-pod", "client-deployment-pod", "client-dra-plugin-only-pod"}));
   EXPECT_EQ(refs(plan.to_evict), std::set<std::string>{"dra/gpu-dra-kubelet-plugin-m4"});
   EXPECT_TRUE(contains(decision_for(plan, "monitoring/exporter-5f6").reason, "reset with the operands"));
   EXPECT_EQ(decision_for(plan, "dra/dra-no-client").filter, "designation");
@@ -530,7 +530,7 @@ std::vector<Json> fixtures_as_served() {
   return out;
 }
 
-std::string render(const PodPlan& plan) {
+std::string render(const PodListDecision& plan) {
   std::string out;
   for (const auto& d : plan.decisions) out += d.log_line() + "\n";
   for (const auto& e : plan.errors) out += "error: " + e + "\n";
@@ -545,18 +545,18 @@ std::string all_plans(const std::vector<Json>& pods) {
   api.claims["ml/dra-trainer-gpu-x7k2p"] = fixture("claim-gpu-allocated");
   std::string out;
   for (const DrainOptions& o : {DrainOptions{}, DrainOptions{true, true}}) {
-    out += "full drain\n" + render(plan_pods(full_drain_pipeline(o, LabelSelector(), api.facts()), pods));
-    auto gpu = plan_gpu_workload_eviction(pods, o, api.facts());
+    out += "full drain\n" + render(decide_pods(full_drain_pipeline(o, LabelSelector(), api.facts()), pods));
+    auto gpu = decide_gpu_workload_eviction(pods, o, api.facts());
     out += "gpu workloads\n" +
-           (gpu ? std::to_string(gpu->gpu_pods) + "\n" + render(gpu->plan) : gpu.error().message);
+           (gpu ? std::to_string(gpu->gpu_pods) + "\n" + render(gpu->pods) : gpu.error().message);
   }
   GpuClientOptions c;
   c.taint = *parse_taint(kDefaultGpuClientTaint);
   c.label_pause = client_and_custom_pause();
-  out += "clients\n" + render(plan_pods(gpu_client_pipeline(c), pods));
+  out += "clients\n" + render(decide_pods(gpu_client_pipeline(c), pods));
   c.force = true;
   c.phase = GpuClientPhase::kDraPlugin;
-  out += "dra clients\n" + render(plan_pods(gpu_client_pipeline(c), pods));
+  out += "dra clients\n" + render(decide_pods(gpu_client_pipeline(c), pods));
   return out;
 }
 

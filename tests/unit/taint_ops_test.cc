@@ -27,9 +27,9 @@ Json owner(const std::string& v) {
   return {{std::string(kTaintOwnerAnnotation), v}};
 }
 
-TEST(TaintAddPlan, AddsTaintAndOwnershipConditionalOnResourceVersion) {
+TEST(TaintAddDecision, AddsTaintAndOwnershipConditionalOnResourceVersion) {
   const Json other = {{"key", "dedicated"}, {"value", "ml"}, {"effect", "NoExecute"}};
-  const auto plan = plan_taint_add(node(Json::array({other})), kOurs);
+  const auto plan = decide_taint_add(node(Json::array({other})), kOurs);
   EXPECT_EQ(plan.outcome, TaintOutcome::kAdded);
   EXPECT_EQ(plan.effective, kOurs);
   ASSERT_TRUE(plan.patch.has_value());
@@ -41,73 +41,73 @@ TEST(TaintAddPlan, AddsTaintAndOwnershipConditionalOnResourceVersion) {
   EXPECT_EQ(p["spec"]["taints"], Json::array({other, kOurs.to_json()}));
 }
 
-TEST(TaintAddPlan, NodeWithoutTaints) {
-  const auto plan = plan_taint_add(node(nullptr), kOurs);
+TEST(TaintAddDecision, NodeWithoutTaints) {
+  const auto plan = decide_taint_add(node(nullptr), kOurs);
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({kOurs.to_json()}));
 }
 
-TEST(TaintAddPlan, SameKeyAndEffectAlreadyThereIsLeftAloneAndNotOwned) {
+TEST(TaintAddDecision, SameKeyAndEffectAlreadyThereIsLeftAloneAndNotOwned) {
   const Taint seed{"nvidia.com/gpu", "", "NoSchedule"};
   const Json present = {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}};
-  const auto plan = plan_taint_add(node(Json::array({present})), seed);
+  const auto plan = decide_taint_add(node(Json::array({present})), seed);
   EXPECT_EQ(plan.outcome, TaintOutcome::kPresentNotOurs);
   EXPECT_FALSE(plan.patch.has_value());
   // Toleration warnings must be about the taint really on the node.
   EXPECT_EQ(plan.effective, (Taint{"nvidia.com/gpu", "present", "NoSchedule"}));
 }
 
-TEST(TaintAddPlan, SameKeyOtherEffectIsADifferentTaint) {
+TEST(TaintAddDecision, SameKeyOtherEffectIsADifferentTaint) {
   const Json other = {{"key", "nvidia.com/gpu-driver-update"}, {"effect", "NoExecute"}};
-  const auto plan = plan_taint_add(node(Json::array({other})), kOurs);
+  const auto plan = decide_taint_add(node(Json::array({other})), kOurs);
   EXPECT_EQ(plan.outcome, TaintOutcome::kAdded);
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_EQ((*plan.patch)["spec"]["taints"].size(), 2U);
 }
 
-TEST(TaintAddPlan, OursFromAnEarlierRunIsRecognised) {
-  const auto plan = plan_taint_add(node(Json::array({kOurs.to_json()}), owner(kOurs.to_string())), kOurs);
+TEST(TaintAddDecision, OursFromAnEarlierRunIsRecognised) {
+  const auto plan = decide_taint_add(node(Json::array({kOurs.to_json()}), owner(kOurs.to_string())), kOurs);
   EXPECT_EQ(plan.outcome, TaintOutcome::kAlreadyOurs);
   EXPECT_FALSE(plan.patch.has_value());
 }
 
-TEST(TaintAddPlan, IdenticalTaintWithoutOurAnnotationIsNotOurs) {
+TEST(TaintAddDecision, IdenticalTaintWithoutOurAnnotationIsNotOurs) {
   // Someone else (an admin, another tool) put exactly our taint there: never take it for ours.
-  const auto plan = plan_taint_add(node(Json::array({kOurs.to_json()})), kOurs);
+  const auto plan = decide_taint_add(node(Json::array({kOurs.to_json()})), kOurs);
   EXPECT_EQ(plan.outcome, TaintOutcome::kPresentNotOurs);
   EXPECT_FALSE(plan.patch.has_value());
 }
 
-TEST(TaintAddPlan, StaleTaintOfOursWithOtherSettingsIsReplaced) {
+TEST(TaintAddDecision, StaleTaintOfOursWithOtherSettingsIsReplaced) {
   const Taint old{"example.com/reset", "", "NoSchedule"};
-  const auto plan = plan_taint_add(node(Json::array({old.to_json()}), owner(old.to_string())), kOurs);
+  const auto plan = decide_taint_add(node(Json::array({old.to_json()}), owner(old.to_string())), kOurs);
   EXPECT_EQ(plan.outcome, TaintOutcome::kAdded);
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({kOurs.to_json()}));
   EXPECT_EQ((*plan.patch)["metadata"]["annotations"][std::string(kTaintOwnerAnnotation)], kOurs.to_string());
 }
 
-TEST(TaintAddPlan, StaleOwnershipDroppedWhenSomeoneElsesTaintHasTheKey) {
+TEST(TaintAddDecision, StaleOwnershipDroppedWhenSomeoneElsesTaintHasTheKey) {
   // Our annotation names a taint whose value someone changed: it is theirs now.
   const Json changed = {{"key", kOurs.key}, {"value", "admin"}, {"effect", "NoSchedule"}};
-  const auto plan = plan_taint_add(node(Json::array({changed}), owner(kOurs.to_string())), kOurs);
+  const auto plan = decide_taint_add(node(Json::array({changed}), owner(kOurs.to_string())), kOurs);
   EXPECT_EQ(plan.outcome, TaintOutcome::kPresentNotOurs);
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_TRUE((*plan.patch)["metadata"]["annotations"][std::string(kTaintOwnerAnnotation)].is_null());
   EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({changed}));
 }
 
-TEST(TaintRemovePlan, NothingWithoutOurAnnotation) {
-  const auto plan = plan_taint_remove(node(Json::array({kOurs.to_json()})));
+TEST(TaintRemoveDecision, NothingWithoutOurAnnotation) {
+  const auto plan = decide_taint_remove(node(Json::array({kOurs.to_json()})));
   EXPECT_FALSE(plan.owned.has_value());
   EXPECT_FALSE(plan.patch.has_value());
 }
 
-TEST(TaintRemovePlan, RemovesExactlyOursAndTheAnnotation) {
+TEST(TaintRemoveDecision, RemovesExactlyOursAndTheAnnotation) {
   const Json admin = {{"key", "nvidia.com/gpu"}, {"value", "present"}, {"effect", "NoSchedule"}};
   const Json late = {{"key", "example.com/other"}, {"effect", "PreferNoSchedule"}};
   const auto plan =
-      plan_taint_remove(node(Json::array({admin, kOurs.to_json(), late}), owner(kOurs.to_string()), "77"));
+      decide_taint_remove(node(Json::array({admin, kOurs.to_json(), late}), owner(kOurs.to_string()), "77"));
   ASSERT_TRUE(plan.removed.has_value());
   EXPECT_EQ(*plan.removed, kOurs);
   ASSERT_TRUE(plan.patch.has_value());
@@ -116,23 +116,23 @@ TEST(TaintRemovePlan, RemovesExactlyOursAndTheAnnotation) {
   EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({admin, late}));
 }
 
-TEST(TaintRemovePlan, LastTaintRemovedClearsTheList) {
-  const auto plan = plan_taint_remove(node(Json::array({kOurs.to_json()}), owner(kOurs.to_string())));
+TEST(TaintRemoveDecision, LastTaintRemovedClearsTheList) {
+  const auto plan = decide_taint_remove(node(Json::array({kOurs.to_json()}), owner(kOurs.to_string())));
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_TRUE((*plan.patch)["spec"]["taints"].is_null());
 }
 
-TEST(TaintRemovePlan, SameKeyOtherValueIsNotRemoved) {
+TEST(TaintRemoveDecision, SameKeyOtherValueIsNotRemoved) {
   const Json theirs = {{"key", kOurs.key}, {"value", "admin"}, {"effect", "NoSchedule"}};
-  const auto plan = plan_taint_remove(node(Json::array({theirs}), owner(kOurs.to_string())));
+  const auto plan = decide_taint_remove(node(Json::array({theirs}), owner(kOurs.to_string())));
   EXPECT_FALSE(plan.removed.has_value());
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({theirs}));
 }
 
-TEST(TaintRemovePlan, UnparsableAnnotationIsDroppedAlone) {
+TEST(TaintRemoveDecision, UnparsableAnnotationIsDroppedAlone) {
   const Json t = kOurs.to_json();
-  const auto plan = plan_taint_remove(node(Json::array({t}), owner("garbage")));
+  const auto plan = decide_taint_remove(node(Json::array({t}), owner("garbage")));
   EXPECT_FALSE(plan.removed.has_value());
   ASSERT_TRUE(plan.patch.has_value());
   EXPECT_EQ((*plan.patch)["spec"]["taints"], Json::array({t}));

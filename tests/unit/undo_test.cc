@@ -15,16 +15,22 @@
 namespace dm::manager {
 namespace {
 
+// Actions whose key is their name, unless given one.
 struct Recorder {
   std::vector<std::string> calls;
   UndoAction action(const std::string& name, bool fail = false, UndoNeed need = UndoNeed::kRequired) {
-    return {name,
-            [this, name, fail]() -> Status {
+    return keyed(name, name, fail, need);
+  }
+  UndoAction keyed(const std::string& key, const std::string& name, bool fail = false,
+                   UndoNeed need = UndoNeed::kRequired) {
+    return {.key = key,
+            .name = name,
+            .run = [this, name, fail]() -> Status {
               calls.push_back(name);
               if (fail) return Error(name + " failed");
               return ok_status();
             },
-            need};
+            .need = need};
   }
 };
 
@@ -40,13 +46,25 @@ TEST(UndoList, RunsNewestFirstAndEmpties) {
   EXPECT_TRUE(list.empty());
 }
 
-TEST(UndoList, SameNameIsRegisteredOnce) {
+TEST(UndoList, SameKeyIsRegisteredOnce) {
   Recorder r;
   UndoList list;
-  list.add(r.action("remove taint"));
-  list.add(r.action("remove taint"));
+  list.add(r.keyed("taint", "remove taint"));
+  list.add(r.keyed("taint", "remove the taint, worded otherwise"));
+  EXPECT_TRUE(list.contains("taint"));
   ASSERT_TRUE(list.run_all());
-  EXPECT_EQ(r.calls.size(), 1U);
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"remove taint"}));  // the first registration's
+}
+
+// The text is for people: two changes described alike are still two changes, each undone.
+TEST(UndoList, SameTextUnderTwoKeysRunsTwice) {
+  Recorder r;
+  UndoList list;
+  list.add(r.keyed("uncordon-ours", "uncordon node n1"));
+  list.add(r.keyed("uncordon-anyones", "uncordon node n1"));
+  EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon node n1", "uncordon node n1"}));
+  ASSERT_TRUE(list.run_all());
+  EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon node n1", "uncordon node n1"}));
 }
 
 TEST(UndoList, RequiredFailureStopsTheSuccessPathAndKeepsTheRest) {
@@ -119,7 +137,11 @@ TEST(UndoList, BestEffortRunsEverythingAndNamesWhatIsLeft) {
 // after a failure.
 TEST(UndoList, UpstreamNamedFailuresUseUpstreamsWarnings) {
   auto failing = [](const std::string& name) {
-    return UndoAction{name, []() -> Status { return Error("boom"); }, UndoNeed::kOptional, "uncordon node"};
+    return UndoAction{.key = name,
+                      .name = name,
+                      .run = []() -> Status { return Error("boom"); },
+                      .need = UndoNeed::kOptional,
+                      .upstream_name = "uncordon node"};
   };
   {
     test::LogCapture log;
@@ -142,11 +164,11 @@ TEST(UndoList, BestEffortStopsStartingActionsAfterTheDeadline) {
   test::FakeClock clock;
   UndoList list;
   std::vector<std::string> calls;
-  list.add({"restore labels", [&]() -> Status {
+  list.add({.key = "restore labels", .name = "restore labels", .run = [&]() -> Status {
               calls.emplace_back("restore labels");
               return ok_status();
             }});
-  list.add({"uncordon", [&]() -> Status {
+  list.add({.key = "uncordon", .name = "uncordon", .run = [&]() -> Status {
               calls.emplace_back("uncordon");
               clock.advance(std::chrono::seconds(30));  // a slow API server eats the budget
               return ok_status();
@@ -158,7 +180,7 @@ TEST(UndoList, BestEffortStopsStartingActionsAfterTheDeadline) {
 }
 
 // Steps running side by side (the taint and the cordon) register from their own threads: every action is
-// kept exactly once, a name registered by two threads included, and each thread's own actions run newest
+// kept exactly once, a key registered by two threads included, and each thread's own actions run newest
 // first; what was registered before the threads started runs after all of them.
 TEST(UndoList, RegistrationsFromSeveralThreadsAreEachKeptOnceAndRunNewestFirst) {
   constexpr int kThreads = 4;
@@ -166,7 +188,7 @@ TEST(UndoList, RegistrationsFromSeveralThreadsAreEachKeptOnceAndRunNewestFirst) 
   std::mutex mu;
   std::vector<std::string> calls;
   auto action = [&](const std::string& name) {
-    return UndoAction{name, [&mu, &calls, name]() -> Status {
+    return UndoAction{.key = name, .name = name, .run = [&mu, &calls, name]() -> Status {
                         const std::lock_guard lk(mu);
                         calls.push_back(name);
                         return ok_status();
@@ -217,7 +239,7 @@ TEST(UndoList, AnActionAddedWhileTheListRunsIsRunToo) {
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
-  list.add({"uncordon", [&]() -> Status {
+  list.add({.key = "uncordon", .name = "uncordon", .run = [&]() -> Status {
               r.calls.emplace_back("uncordon");
               list.add(r.action("remove taint"));
               return ok_status();

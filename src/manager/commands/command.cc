@@ -33,4 +33,9 @@ bool require_node_name(const Settings& settings, std::string_view what) {
   return false;
 }
 
+SkipDecision read_skip_decision(const Settings& settings, const host::Host& host) {
+  if (auto decided = skip_from_settings(settings)) return *decided;
+  return skip_from_driver_state(settings, host.read_driver_state());
+}
+
 }  // namespace dm::manager

@@ -7,66 +7,82 @@ namespace dm::manager {
 
 namespace {
 
+// One row per step, in Step order: its name, whether it is a report, and when a path that lists it takes
+// it (its path rule; the paths' lists below say where, in which phase).
 struct StepInfo {
   Step step;
   std::string_view name;
-  bool report;
+  bool report = false;
+  bool (*taken)(const FlowFacts& f, bool evict_workloads) = nullptr;  // nullptr: always
 };
 
-constexpr std::array kSteps{
-    StepInfo{Step::kLabelPreInstalled, "label-pre-installed", false},
-    StepInfo{Step::kAwaitRemoval, "await-removal", false},
-    StepInfo{Step::kPauseOperands, "pause-operands", false},
-    StepInfo{Step::kTakeGpuUsersOff, "take-gpu-users-off", false},
-    StepInfo{Step::kReportSkipDecision, "report-skip-decision", true},
-    StepInfo{Step::kDrainAfterFailedEviction, "drain-after-failed-eviction", false},
-    StepInfo{Step::kEvictLateArrivals, "evict-late-arrivals", false},
-    StepInfo{Step::kCheckDraClaims, "check-dra-claims", false},
-    StepInfo{Step::kResetDraPluginClients, "reset-dra-plugin-clients", false},
-    StepInfo{Step::kDrainDraPlugin, "drain-dra-plugin", false},
-    StepInfo{Step::kUnloadDriver, "unload-driver", false},
-    StepInfo{Step::kRemoveStaleDriverRoot, "remove-stale-driver-root", false},
-    StepInfo{Step::kCleanStaleMounts, "clean-stale-mounts", false},
-    StepInfo{Step::kUnloadNouveau, "unload-nouveau", false},
-    StepInfo{Step::kUnbindVfio, "unbind-vfio", false},
-    StepInfo{Step::kWaitMofed, "wait-mofed", false},
-    StepInfo{Step::kRestoreLabels, "restore-labels", false},
-    StepInfo{Step::kUndoChanges, "undo-changes", false},
-};
-
-const StepInfo& info(Step step) {
-  return *std::find_if(kSteps.begin(), kSteps.end(), [step](const StepInfo& i) { return i.step == step; });
+constexpr bool dra_on(const FlowFacts& f, bool /*evict_workloads*/) {
+  return f.dra_on;
 }
 
-// Appends steps to a path's list, each in the phase last opened.
+constexpr std::array kSteps{
+    StepInfo{.step = Step::kLabelPreInstalled, .name = "label-pre-installed"},
+    StepInfo{.step = Step::kAwaitRemoval, .name = "await-removal"},
+    StepInfo{.step = Step::kPauseOperands, .name = "pause-operands"},
+    StepInfo{.step = Step::kTakeGpuUsersOff, .name = "take-gpu-users-off"},
+    StepInfo{.step = Step::kReportSkipDecision, .name = "report-skip-decision", .report = true},
+    // The full-drain fallback of a failed GPU-workload eviction: only where the workloads are evicted.
+    StepInfo{.step = Step::kDrainAfterFailedEviction,
+             .name = "drain-after-failed-eviction",
+             .taken = [](const FlowFacts& f, bool evict) { return evict && f.auto_drain; }},
+    StepInfo{.step = Step::kEvictLateArrivals, .name = "evict-late-arrivals"},
+    StepInfo{.step = Step::kCheckDraClaims, .name = "check-dra-claims", .taken = dra_on},
+    StepInfo{.step = Step::kResetDraPluginClients, .name = "reset-dra-plugin-clients"},
+    StepInfo{.step = Step::kPauseDraPlugin, .name = "pause-dra-plugin", .taken = dra_on},
+    StepInfo{.step = Step::kUnloadDriver, .name = "unload-driver"},
+    StepInfo{.step = Step::kRemoveStaleDriverRoot, .name = "remove-stale-driver-root"},
+    StepInfo{.step = Step::kCleanStaleMounts, .name = "clean-stale-mounts"},
+    StepInfo{.step = Step::kUnloadNouveau, .name = "unload-nouveau"},
+    StepInfo{.step = Step::kUnbindVfio, .name = "unbind-vfio"},
+    StepInfo{.step = Step::kWaitMofed, .name = "wait-mofed"},
+    StepInfo{.step = Step::kRestoreLabels, .name = "restore-labels"},
+    StepInfo{.step = Step::kUndoChanges, .name = "undo-changes"},
+};
+
+static_assert(one_row_per_step(kSteps), "kSteps holds one row per Step, in Step order");
+
+const StepInfo& info(Step step) {
+  return kSteps[static_cast<size_t>(step)];
+}
+
+// Appends steps to a path's list, each in the phase last opened, when its path rule takes it.
 class PathBuilder {
  public:
-  explicit PathBuilder(std::vector<PlannedStep>& out) : out_(out) {}
+  PathBuilder(std::vector<PlannedStep>& out, const FlowFacts& facts, bool evict_workloads)
+      : out_(out), facts_(facts), evict_workloads_(evict_workloads) {}
   PathBuilder& phase(Phase p, bool when = true) {
     if (when) phase_ = p;
     return *this;
   }
-  PathBuilder& add(Step s, bool when = true) {
-    if (when) out_.push_back({s, phase_});
+  PathBuilder& add(Step s) {
+    const auto taken = info(s).taken;
+    if (taken == nullptr || taken(facts_, evict_workloads_)) out_.push_back({s, phase_});
     return *this;
   }
 
  private:
   std::vector<PlannedStep>& out_;
+  const FlowFacts& facts_;
+  bool evict_workloads_;
   std::optional<Phase> phase_;
 };
 
-void full_path(const FlowFacts& f, bool evict, PathBuilder& b) {
+void full_path(const FlowFacts& f, PathBuilder& b) {
   b.phase(Phase::kPauseOperands)
       .add(Step::kPauseOperands)
       .add(Step::kTakeGpuUsersOff)
       .add(Step::kReportSkipDecision)
       .phase(Phase::kEvictWorkloads)
-      .add(Step::kDrainAfterFailedEviction, evict && f.auto_drain)
+      .add(Step::kDrainAfterFailedEviction)
       .add(Step::kEvictLateArrivals)  // bound after the cordon or the taint (the scheduler lags behind)
-      .add(Step::kCheckDraClaims, f.dra_on)
+      .add(Step::kCheckDraClaims)
       .add(Step::kResetDraPluginClients)  // third-party DRA plugins go last, like ours
-      .add(Step::kDrainDraPlugin, f.dra_on)
+      .add(Step::kPauseDraPlugin)
       .phase(Phase::kUnloadDriver)
       .add(Step::kUnloadDriver)
       .add(Step::kUnbindVfio)
@@ -79,13 +95,13 @@ void full_path(const FlowFacts& f, bool evict, PathBuilder& b) {
 
 // The clients are bounced with the operands; a cordon of ours left by a crashed run is undone too. The
 // running DRA plugin bind-mounted the old driver root and would lose its dev/ submounts: it goes first.
-void skip_path(const FlowFacts& f, PathBuilder& b) {
+void skip_path(PathBuilder& b) {
   b.phase(Phase::kPauseOperands)
       .add(Step::kPauseOperands)
       .add(Step::kTakeGpuUsersOff)
       .add(Step::kReportSkipDecision)
       .phase(Phase::kCleanDriverRoot)
-      .add(Step::kDrainDraPlugin, f.dra_on)
+      .add(Step::kPauseDraPlugin)
       .add(Step::kCleanStaleMounts)
       .phase(Phase::kRestore)
       .add(Step::kUndoChanges);
@@ -95,7 +111,7 @@ void skip_path(const FlowFacts& f, PathBuilder& b) {
 // deadlock: their unprepare needs the kubelet plugin, which cannot start before the driver is installed).
 void no_driver_path(const FlowFacts& f, PathBuilder& b) {
   b.phase(Phase::kCleanDriverRoot)
-      .add(Step::kDrainDraPlugin, f.dra_on)
+      .add(Step::kPauseDraPlugin)
       .add(Step::kRemoveStaleDriverRoot)
       .add(Step::kUnloadNouveau)
       .add(Step::kUnbindVfio)
@@ -151,7 +167,10 @@ std::vector<Phase> FlowPlan::phases() const {
 FlowPlan plan_flow(const FlowFacts& facts) {
   FlowPlan plan;
   plan.path = decide_path(facts);
-  PathBuilder b(plan.steps);
+  // The GPU-workload step runs with eviction on, or with DRA and the drain fallback on.
+  plan.evict_workloads =
+      plan.path == RunPath::kFull && (facts.gpu_pod_eviction || (facts.dra_on && facts.auto_drain));
+  PathBuilder b(plan.steps, facts, plan.evict_workloads);
   switch (plan.path) {
     case RunPath::kPreInstalled:
       b.add(Step::kLabelPreInstalled).add(Step::kAwaitRemoval);
@@ -162,12 +181,10 @@ FlowPlan plan_flow(const FlowFacts& facts) {
       no_driver_path(facts, b);
       break;
     case RunPath::kSkip:
-      skip_path(facts, b);
+      skip_path(b);
       break;
     case RunPath::kFull:
-      // The GPU-workload step runs with eviction on, or with DRA and the drain fallback on.
-      plan.evict_workloads = facts.gpu_pod_eviction || (facts.dra_on && facts.auto_drain);
-      full_path(facts, plan.evict_workloads, b);
+      full_path(facts, b);
       break;
   }
   return plan;

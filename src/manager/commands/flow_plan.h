@@ -1,9 +1,11 @@
 // The run's path and its ordered steps, decided once as data from what was read (docs/ARCHITECTURE.md,
 // One plan, two consumers): `uninstall_driver` executes this list step by step, `plan` renders it, and the
-// phases it yields are the boundaries the run reports. A new step is one enumerator here, one place in the
-// path lists of flow_plan.cc, and one case in each consumer's switch (the compiler names a missing one).
+// phases it yields are the boundaries the run reports. A new step is one enumerator here, its row (name,
+// path rule) and its place in the path lists of flow_plan.cc, its row in the run's table (how it runs,
+// uninstall_flow.cc) and one case in the plan's rendering (plan.cc); a missing row fails to compile.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -37,7 +39,7 @@ enum class Step : std::uint8_t {
   kEvictLateArrivals,         // a fresh look: GPU users bound after the cordon or taint are evicted too
   kCheckDraClaims,            // no pod may still hold a GPU resource claim
   kResetDraPluginClients,     // annotated GPU clients that are DRA kubelet plugins
-  kDrainDraPlugin,            // pause the DRA kubelet-plugin label and wait for its pods
+  kPauseDraPlugin,            // pause the DRA kubelet-plugin label and wait for its pods
   kUnloadDriver,              // unload the modules (with the full-drain fallback), unmount the driver root
   kRemoveStaleDriverRoot,     // no driver loaded: unmount a stale driver root
   kCleanStaleMounts,          // skip path: unmount a stale driver root, remove stale state files
@@ -48,7 +50,20 @@ enum class Step : std::uint8_t {
   kUndoChanges,               // the undo list, newest first: our cordon, the taint, the labels
 };
 
-// "pause-operands", ...: a step's name in the debug log and in test tables.
+inline constexpr size_t kStepCount = static_cast<size_t>(Step::kUndoChanges) + 1;
+
+// Whether `rows` (each with a `step`) holds one row per Step, in Step order: each table indexed by Step
+// checks itself with it at compile time.
+template <class Rows>
+constexpr bool one_row_per_step(const Rows& rows) {
+  if (rows.size() != kStepCount) return false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (static_cast<size_t>(rows[i].step) != i) return false;
+  }
+  return true;
+}
+
+// "pause-operands", ...: a step's name in test tables.
 std::string_view step_name(Step step);
 // A report logs only: no cancellation check, no phase change.
 bool step_is_report(Step step);

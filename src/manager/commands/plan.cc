@@ -6,6 +6,7 @@
 
 #include <chrono>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/commands/plan_ledger.h"
 #include "manager/commands/plan_parts.h"
@@ -39,7 +40,7 @@ class PlanBuilder {
         snapshot_(take_snapshot(in.node, table_)),
         ledger_(in.pods) {
     if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
-    if (configured_) effective_ = plan_taint_add(in.node, *configured_).effective;
+    if (configured_) effective_ = decide_taint_add(in.node, *configured_).effective;
     pause_ = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   }
 
@@ -48,7 +49,7 @@ class PlanBuilder {
   // and effect, and the first look finds a GPU client to reset.
   [[nodiscard]] bool would_add_taint() const {
     if (!configured_ || !in_.nvidia_loaded) return false;
-    if (plan_taint_add(in_.node, *configured_).outcome != TaintOutcome::kAdded) return false;
+    if (decide_taint_add(in_.node, *configured_).outcome != TaintOutcome::kAdded) return false;
     PodSnapshot pods;
     for (const auto& p : in_.pods) pods.push_back(std::make_shared<const Json>(p));
     return clients_need_taint(settings_, pods, pause_);
@@ -64,12 +65,12 @@ class PlanBuilder {
   void add_labels(const Json& patch, const std::string& batch);
   void take_operand_pods(const std::vector<OperandWait>& waits, const std::string& step,
                          const std::string& why);
-  PodPlan take_gpu_clients(GpuClientPhase phase, const std::string& step);
+  PodListDecision take_gpu_clients(GpuClientPhase phase, const std::string& step);
   void take_gpu_users_off();
   void take_gpu_workloads();
   void leave_gpu_workloads();
   void reset_dra_plugin_clients();
-  void drain_dra_plugin();
+  void pause_dra_plugin();
   void plan_taint();
   void plan_cordon();
 
@@ -110,9 +111,9 @@ void PlanBuilder::take_operand_pods(const std::vector<OperandWait>& waits, const
 
 // One gpu-client phase: decisions of the client pipeline over the pods still on the node at that point.
 // Returns the first look (for the taint rule); pods it evicts are added to the pods to evict.
-PodPlan PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& step) {
+PodListDecision PlanBuilder::take_gpu_clients(GpuClientPhase phase, const std::string& step) {
   const auto pods = ledger_.remaining();
-  PodPlan first = plan_pods(gpu_client_pipeline_for(settings_, phase, effective_, pause_), pods);
+  PodListDecision first = decide_pods(gpu_client_pipeline_for(settings_, phase, effective_, pause_), pods);
   for (size_t i = 0; i < pods.size(); ++i) {
     const PodDecision& d = first.decisions[i];
     switch (d.verdict) {
@@ -149,15 +150,15 @@ void PlanBuilder::take_gpu_users_off() {
   const auto waits = pause_waits(snapshot_, table_);
   if (!waits.empty()) {
     line(fmt::format("wait for the operand pods to go (OPERAND_WAIT_TIMEOUT {})",
-                     format_duration(settings_.operand_wait_timeout)));
+                     format_duration(settings_.operand_wait_timeout, DurationStyle::kWholeSeconds)));
   }
   take_operand_pods(waits, "operands", "its node label is paused");
-  const PodPlan clients = take_gpu_clients(GpuClientPhase::kWithOperands, "gpu-clients");
+  const PodListDecision clients = take_gpu_clients(GpuClientPhase::kWithOperands, "gpu-clients");
   clients_refused_ = !clients.ok();
   needs_taint_ = client_reset_needs_taint(clients);
   if (needs_taint_) {
     line("taint the node and reset the annotated GPU client pods (GPU_CLIENT_EVICTION_TIMEOUT " +
-         format_duration(settings_.gpu_client_eviction_timeout) + ")");
+         format_duration(settings_.gpu_client_eviction_timeout, DurationStyle::kWholeSeconds) + ")");
   }
   if (plan_.flow.path != RunPath::kFull) return;
   if (plan_.flow.evict_workloads) {
@@ -170,17 +171,18 @@ void PlanBuilder::take_gpu_users_off() {
 void PlanBuilder::take_gpu_workloads() {
   plan_cordon();
   line("cordon the node and evict the GPU pods (DRAIN_TIMEOUT_SECONDS " +
-       (settings_.drain_timeout == Duration::zero() ? std::string("0, no limit")
-                                                    : format_duration(settings_.drain_timeout)) +
+       (settings_.drain_timeout == Duration::zero()
+            ? std::string("0, no limit")
+            : format_duration(settings_.drain_timeout, DurationStyle::kWholeSeconds)) +
        ")");
   const auto pods = ledger_.remaining();
-  auto planned = plan_gpu_workload_eviction(pods, drain_options(settings_), in_.facts);
+  auto planned = decide_gpu_workload_eviction(pods, drain_options(settings_), in_.facts);
   if (!planned) {
     plan_.notes.push_back("GPU pods: " + planned.error().message);
     return;
   }
   for (size_t i = 0; i < pods.size(); ++i) {
-    const PodDecision& d = planned->plan.decisions[i];
+    const PodDecision& d = planned->pods.decisions[i];
     if (d.verdict == Verdict::kDelete) {
       ledger_.decide({d.pod, PodAction::kEvict, "gpu-workloads", d.reason.empty() ? "GPU pod" : d.reason,
                       d.warnings, d.filter});
@@ -192,9 +194,9 @@ void PlanBuilder::take_gpu_workloads() {
       ledger_.note_skip(d.pod, d.reason, PodLedger::Weight::kWeak);
     }
   }
-  if (!planned->plan.ok()) {
+  if (!planned->pods.ok()) {
     plan_.refusals.push_back(fmt::format("gpu-workloads: Cannot delete all GPU pods ({}){}",
-                                         fmt::join(planned->plan.errors, "; "),
+                                         fmt::join(planned->pods.errors, "; "),
                                          plan_.auto_drain ? "; the run falls back to draining the node"
                                                           : "; the run fails and restores the node"));
   }
@@ -218,14 +220,14 @@ void PlanBuilder::leave_gpu_workloads() {
 }
 
 void PlanBuilder::reset_dra_plugin_clients() {
-  const PodPlan dra_clients = take_gpu_clients(GpuClientPhase::kDraPlugin, "dra-plugin-clients");
+  const PodListDecision dra_clients = take_gpu_clients(GpuClientPhase::kDraPlugin, "dra-plugin-clients");
   if (!client_reset_needs_taint(dra_clients)) return;
   if (!needs_taint_) line("taint the node");
   needs_taint_ = true;
   line("reset the GPU client pods that are DRA kubelet plugins");
 }
 
-void PlanBuilder::drain_dra_plugin() {
+void PlanBuilder::pause_dra_plugin() {
   add_labels(plugin_patch(snapshot_, table_), "dra-plugin");
   take_operand_pods(plugin_waits(snapshot_, table_), "dra-plugin", "waited for after its label is paused");
   line("pause the DRA kubelet-plugin label and wait for its pods");
@@ -244,7 +246,7 @@ void PlanBuilder::plan_taint() {
                                           : "no GPU client pod to reset";
     return;
   }
-  const TaintAddPlan add = plan_taint_add(in_.node, *configured_);
+  const TaintAddDecision add = decide_taint_add(in_.node, *configured_);
   switch (add.outcome) {
     case TaintOutcome::kAdded:
       plan_.taint_action = TaintAction::kAdd;
@@ -288,7 +290,7 @@ void PlanBuilder::render(Step step) {
            " (the driver DaemonSet leaves the node)");
       return;
     case Step::kAwaitRemoval:
-      line("wait " + format_duration(settings_.pre_installed_sleep) +
+      line("wait " + format_duration(settings_.pre_installed_sleep, DurationStyle::kWholeSeconds) +
            " to be removed, then exit 1 (driver is pre-installed on host)");
       return;
     case Step::kPauseOperands:
@@ -310,8 +312,8 @@ void PlanBuilder::render(Step step) {
     case Step::kResetDraPluginClients:
       reset_dra_plugin_clients();
       return;
-    case Step::kDrainDraPlugin:
-      drain_dra_plugin();
+    case Step::kPauseDraPlugin:
+      pause_dra_plugin();
       return;
     case Step::kEvictLateArrivals:
       line(late_arrivals_line(plan_.flow.evict_workloads));

@@ -64,7 +64,7 @@ void read_host(const Settings& settings, host::Host& host, PlanInputs& in) {
   }
   in.holders = host.nvidia_holder_processes();
   read_mounts(host, in);
-  in.skip = decide_skip_uninstall(settings, host);
+  in.skip = read_skip_decision(settings, host);
   if (settings.gpu_direct_rdma_enabled) {
     in.mellanox_device = host.first_mellanox_device();
     in.mofed_ready = host.mofed_ready(settings.use_host_mofed ? host::Mofed::kHost : host::Mofed::kContainer);

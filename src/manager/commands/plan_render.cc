@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 
+#include "common/duration_text.h"
 #include "host/host.h"
 #include "manager/commands/plan.h"
 #include "manager/pods/late_arrivals.h"
@@ -128,7 +129,8 @@ std::string late_arrivals_line(bool workloads) {
       "look once more (a fresh list) for {} bound after the {}; evict them and look again after a pause, "
       "for at most {}",
       workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
-      workloads ? "cordon and the taint" : "taint", format_duration(kLateArrivalPatience));
+      workloads ? "cordon and the taint" : "taint",
+      format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
 }
 
 std::string render_plan_text(const Plan& p) {

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <utility>
 
+#include "common/duration_text.h"
 #include "common/log.h"
 
 namespace dm::manager {
@@ -73,15 +74,6 @@ std::string_view phase_event_reason(Phase p) {
 }
 std::string_view phase_description(Phase p) {
   return info(p).description;
-}
-
-std::string format_phase_duration(Duration d) {
-  auto tenths = std::chrono::duration_cast<std::chrono::milliseconds>(d).count() / 100;
-  if (tenths < 0) tenths = 0;
-  if (tenths < 600) return fmt::format("{}.{}s", tenths / 10, tenths % 10);
-  const auto minutes = tenths / 600;
-  const auto rest = tenths % 600;
-  return fmt::format("{}m{}.{}s", minutes, rest / 10, rest % 10);
 }
 
 RunProgress::RunProgress(const Clock& clock)
@@ -181,15 +173,16 @@ std::string RunProgress::summary(std::string_view outcome) const {
     }
   }
   if (modules_unloaded_ > 0) did.push_back(plural("unloaded {} kernel module{}", modules_unloaded_));
-  std::string out =
-      fmt::format("Summary: {} in {}: {}", outcome, format_phase_duration(clock_.now() - run_start_),
-                  did.empty() ? std::string("nothing paused, evicted or unloaded")
-                              : fmt::format("{}", fmt::join(did, ", ")));
+  std::string out = fmt::format("Summary: {} in {}: {}", outcome,
+                                format_duration(clock_.now() - run_start_, DurationStyle::kTenths),
+                                did.empty() ? std::string("nothing paused, evicted or unloaded")
+                                            : fmt::format("{}", fmt::join(did, ", ")));
   if (!times.empty()) {
     std::vector<std::string> parts;
     parts.reserve(times.size());
     for (const auto& t : times)
-      parts.push_back(fmt::format("{} {}", phase_name(t.phase), format_phase_duration(t.took)));
+      parts.push_back(
+          fmt::format("{} {}", phase_name(t.phase), format_duration(t.took, DurationStyle::kTenths)));
     out += fmt::format("; phases: {}", fmt::join(parts, ", "));
   }
   return out;

@@ -22,9 +22,13 @@ namespace dm::manager {
 
 // The phases of a run, in the order the full path takes them.
 enum class Phase {
-  kPauseOperands,     // pause the operand labels; their pods go while the annotated GPU clients are reset
-                      // and the GPU workloads evicted from the cordoned node
-  kEvictWorkloads,    // what is left before the unload: the full-drain fallback, the DRA plugins and clients
+  kPauseOperands,  // pause the operand labels; their pods go while the annotated GPU clients are reset
+                   // and the GPU workloads evicted from the cordoned node
+  // What is left before the unload: the full-drain fallback, the DRA plugins and clients. The GPU-workload
+  // eviction itself runs in kPauseOperands, beside the operand wait; its pods are still counted here.
+  // Named for compatibility: "evict-workloads" and "EvictingGpuWorkloads" are read by people and scripts
+  // in the state annotation, the Events, the summary line and the log.
+  kEvictWorkloads,
   kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
   kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
   kWaitMofed,         // GPUDirect RDMA: wait for the MOFED driver
@@ -39,8 +43,6 @@ std::string_view phase_event_reason(Phase p);
 // One sentence for that Event.
 std::string_view phase_description(Phase p);
 
-// "1.2s", "2m3.4s": phase durations in the summary.
-std::string format_phase_duration(Duration d);
 // The phases of one run, their durations and counters, the annotation value and the summary line.
 // Thread-safe: waits may report from any thread.
 class RunProgress {

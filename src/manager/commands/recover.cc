@@ -85,18 +85,18 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
   if (has_paused_record(*fresh)) annotations[std::string(kPausedLabelsAnnotation)] = nullptr;
   if (has_annotation(*fresh, kStateAnnotation)) annotations[std::string(kStateAnnotation)] = nullptr;
   if (has_annotation(*fresh, kLeaseAnnotation)) annotations[std::string(kLeaseAnnotation)] = nullptr;
-  const auto plan = plan_record_restore(record, *fresh);
-  for (const auto& [key, value] : plan.changed_by_others) {
+  const auto decision = decide_record_restore(record, *fresh);
+  for (const auto& [key, value] : decision.changed_by_others) {
     spdlog::warn("Not restoring node label \"{}\": it is now \"{}\", set by someone else since the pause",
                  key, value);
     report.left.push_back(fmt::format("label {}={} (changed by someone else)", key, value));
   }
-  for (const auto& [key, value] : plan.labels.items()) {
+  for (const auto& [key, value] : decision.labels.items()) {
     spdlog::info("Restoring node label \"{}\"={} (paused by driver-manager)", key, value.get<std::string>());
     report.done.push_back(fmt::format("restored label {}={}", key, value.get<std::string>()));
   }
-  if (!annotations.empty() || !plan.labels.empty()) {
-    if (auto s = node_ops.update_labels(plan.labels, annotations); !s) return s.error();
+  if (!annotations.empty() || !decision.labels.empty()) {
+    if (auto s = node_ops.update_labels(decision.labels, annotations); !s) return s.error();
   }
   if (annotations.contains(std::string(kLeaseAnnotation))) report.done.emplace_back("removed the lease");
   return report;

@@ -4,9 +4,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
+
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/commands/cancel_scope.h"
 #include "manager/commands/cleanup.h"
+#include "manager/commands/command.h"
 #include "manager/commands/preflight.h"
 #include "manager/commands/progress.h"
 #include "manager/pods/dra_evidence.h"
@@ -67,7 +71,7 @@ int Uninstall::run(const kube::Config& config) {
   // A driver the kernel can never unload (built in, no module unloading) fails before any write, unless
   // the loaded driver is the desired one and would be kept.
   if (auto u = host_.can_unload_nvidia(); !u) {
-    if (refuse_for_unloadable_driver(u, decide_skip_uninstall(settings_, host_))) return fail(u.error());
+    if (refuse_for_unloadable_driver(u, read_skip_decision(settings_, host_))) return fail(u.error());
     spdlog::info("{}; the loaded driver matches the desired configuration and will be kept",
                  u.error().message);
   }
@@ -148,14 +152,14 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
         "Own pod not found ({}): not running in a pod, skipping the toleration check; SIGTERM cleanup "
         "budget {}",
         ref ? ref->ns + "/" + ref->name + " from " + ref->source : std::string("no POD_NAME or HOSTNAME"),
-        format_duration(cleanup_budget_));
+        format_duration(cleanup_budget_, DurationStyle::kWholeSeconds));
   } else {
     own_pod_ = std::move(**own);
     cleanup_budget_ = cleanup_budget(own_pod_->grace_period);
     spdlog::info("Running in pod {} (terminationGracePeriodSeconds {}): SIGTERM cleanup budget {}",
                  own_pod_->ref,
                  std::chrono::duration_cast<std::chrono::seconds>(own_pod_->grace_period).count(),
-                 format_duration(cleanup_budget_));
+                 format_duration(cleanup_budget_, DurationStyle::kWholeSeconds));
     if (auto taint = parse_taint(settings_.gpu_client_taint); taint) {
       if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) {
         const auto none = why_no_taint(node, *taint);
@@ -189,7 +193,7 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
 std::optional<std::string> Uninstall::why_no_taint(const nlohmann::json& node,
                                                    const kube::Taint& taint) const {
   if (!host_.module_loaded("nvidia")) return "no NVIDIA driver is loaded, so no GPU client is reset";
-  if (plan_taint_add(node, taint).outcome != TaintOutcome::kAdded)
+  if (decide_taint_add(node, taint).outcome != TaintOutcome::kAdded)
     return "the node already has a taint with its key and effect";
   const auto pause = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   if (!clients_need_taint(settings_, pods_.snapshot(), pause)) return "no GPU client pod to reset";
@@ -361,7 +365,7 @@ Status Uninstall::main_path() {
   facts.nvidia_loaded = host_.module_loaded("nvidia");
   // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
   // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
-  if (facts.nvidia_loaded) skip_ = decide_skip_uninstall(settings_, host_);
+  if (facts.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
   facts.skip = skip_.skip;
   facts.dra_on = snapshot_.dra_on();
   if (facts.nvidia_loaded && !facts.skip && !facts.dra_on) {
@@ -377,22 +381,38 @@ Status Uninstall::main_path() {
   return execute();
 }
 
+// One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
+// cancellation check before each step, its phase opened when it is not the current one).
+struct Uninstall::StepRun {
+  Step step;
+  Status (*run)(Uninstall& u);
+  // Whether it has anything to do at run time; false: passed over. nullptr: it always has.
+  bool (*needed)(const Uninstall& u) = nullptr;
+  // Whether it opens its phase; nullptr: it does.
+  bool (*opens_phase)(const Uninstall& u) = nullptr;
+  // What it does before the cancellation check that precedes it (a registration made before a write must
+  // not be lost to a SIGTERM that arrives in between); nullptr: nothing.
+  void (*before_check)(Uninstall& u) = nullptr;
+};
+
 // Each path: docs/behaviour.md, The paths. A step that has nothing to do at run time is passed over (the
 // full-drain fallback) or runs without opening its phase (the DRA plugin clients, when there are none).
 Status Uninstall::execute() {
   if (flow_.path == RunPath::kNoDriver)
     spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
   for (const auto& [step, phase] : flow_.steps) {
-    if (step == Step::kDrainAfterFailedEviction && !drain_pending_) continue;
+    const StepRun& r = step_run(step);
+    if (r.needed != nullptr && !r.needed(*this)) continue;
     if (!step_is_report(step)) {
-      if (phase && phase != reporter_.progress().current() && opens_phase(step)) {
+      const bool opens = r.opens_phase == nullptr || r.opens_phase(*this);
+      if (phase && phase != reporter_.progress().current() && opens) {
         // The pause's state goes with the pause patch.
         enter(*phase, step == Step::kPauseOperands ? StateWrite::kRideAlong : StateWrite::kNow);
       }
-      before_check(step);
+      if (r.before_check != nullptr) r.before_check(*this);
       if (auto c = check_cancelled(); !c) return c;
     }
-    if (auto s = run_step(step); !s) return s;
+    if (auto s = r.run(*this); !s) return s;
   }
   switch (flow_.path) {
     case RunPath::kFull:
@@ -410,60 +430,56 @@ Status Uninstall::execute() {
   return ok_status();
 }
 
-// The DRA plugin clients' step opens the phase of what is left before the unload only when there are some.
-// The look for late arrivals opens it itself, when something arrived.
-bool Uninstall::opens_phase(Step step) const {
-  if (step == Step::kEvictLateArrivals) return false;
-  return step != Step::kResetDraPluginClients || gpu_clients_->dra_plugin_clients_present();
-}
-
-// What a step does before the cancellation check that precedes it (as a registration made before a write,
-// it must not be lost to a SIGTERM that arrives in between).
-void Uninstall::before_check(Step step) {
-  if (step == Step::kRestoreLabels) register_legacy_uncordon();
-  if (step == Step::kCleanStaleMounts) spdlog::info("Cleaning up stale mounts and state files...");
-}
-
-Status Uninstall::run_step(Step step) {
-  switch (step) {
-    case Step::kLabelPreInstalled:
-    case Step::kAwaitRemoval:
-      return Error("the pre-installed path is run by pre_installed_path()");
-    case Step::kPauseOperands:
-      return pause_operands();
-    case Step::kTakeGpuUsersOff:
+const Uninstall::StepRun& Uninstall::step_run(Step step) {
+  static constexpr std::array<StepRun, kStepCount> kRows{{
+      {.step = Step::kLabelPreInstalled,
+       .run = [](Uninstall&) -> Status {
+         return Error("the pre-installed path is run by pre_installed_path()");
+       }},
+      {.step = Step::kAwaitRemoval,
+       .run = [](Uninstall&) -> Status {
+         return Error("the pre-installed path is run by pre_installed_path()");
+       }},
+      {.step = Step::kPauseOperands, .run = [](Uninstall& u) { return u.pause_operands(); }},
       // operands, annotated gpu clients and GPU workloads go side by side
-      return take_gpu_users_off();
-    case Step::kReportSkipDecision:
-      report_skip_decision();
-      return ok_status();
-    case Step::kDrainAfterFailedEviction:
-      return drain_after_failed_eviction();
-    case Step::kEvictLateArrivals:
-      return evict_late_arrivals();
-    case Step::kCheckDraClaims:
-      return check_dra_claim_holders(ctx_);
-    case Step::kResetDraPluginClients:
-      return gpu_clients_->reset_dra_plugin_clients();
-    case Step::kDrainDraPlugin:
-      return drain_dra_plugin();
-    case Step::kUnloadDriver:
-      return uninstall_driver_components();
-    case Step::kRemoveStaleDriverRoot:
-    case Step::kCleanStaleMounts:
-      return remove_stale_driver_root();
-    case Step::kUnloadNouveau:
-      return unload_nouveau();
-    case Step::kUnbindVfio:
-      return unbind_vfio();
-    case Step::kWaitMofed:
-      return wait_for_mofed();
-    case Step::kRestoreLabels:
-      return restore_labels();
-    case Step::kUndoChanges:
-      return undo_.run_all(cancel_);  // taint, cordon and labels come back, newest change first
-  }
-  return Error("unknown step");
+      {.step = Step::kTakeGpuUsersOff, .run = [](Uninstall& u) { return u.take_gpu_users_off(); }},
+      {.step = Step::kReportSkipDecision,
+       .run =
+           [](Uninstall& u) {
+             u.report_skip_decision();
+             return ok_status();
+           }},
+      // Only after a failed GPU-workload eviction.
+      {.step = Step::kDrainAfterFailedEviction,
+       .run = [](Uninstall& u) { return u.drain_after_failed_eviction(); },
+       .needed = [](const Uninstall& u) { return u.drain_pending_; }},
+      // It opens the phase of what is left before the unload itself, when something arrived.
+      {.step = Step::kEvictLateArrivals,
+       .run = [](Uninstall& u) { return u.evict_late_arrivals(); },
+       .opens_phase = [](const Uninstall&) { return false; }},
+      {.step = Step::kCheckDraClaims, .run = [](Uninstall& u) { return check_dra_claim_holders(u.ctx_); }},
+      // It opens the phase of what is left before the unload only when there are some.
+      {.step = Step::kResetDraPluginClients,
+       .run = [](Uninstall& u) { return u.gpu_clients_->reset_dra_plugin_clients(); },
+       .opens_phase = [](const Uninstall& u) { return u.gpu_clients_->dra_plugin_clients_present(); }},
+      {.step = Step::kPauseDraPlugin, .run = [](Uninstall& u) { return u.pause_dra_plugin(); }},
+      {.step = Step::kUnloadDriver, .run = [](Uninstall& u) { return u.uninstall_driver_components(); }},
+      {.step = Step::kRemoveStaleDriverRoot,
+       .run = [](Uninstall& u) { return u.remove_stale_driver_root(); }},
+      {.step = Step::kCleanStaleMounts,
+       .run = [](Uninstall& u) { return u.remove_stale_driver_root(); },
+       .before_check = [](Uninstall&) { spdlog::info("Cleaning up stale mounts and state files..."); }},
+      {.step = Step::kUnloadNouveau, .run = [](Uninstall& u) { return u.unload_nouveau(); }},
+      {.step = Step::kUnbindVfio, .run = [](Uninstall& u) { return u.unbind_vfio(); }},
+      {.step = Step::kWaitMofed, .run = [](Uninstall& u) { return u.wait_for_mofed(); }},
+      {.step = Step::kRestoreLabels,
+       .run = [](Uninstall& u) { return u.restore_labels(); },
+       .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},
+      // taint, cordon and labels come back, newest change first
+      {.step = Step::kUndoChanges, .run = [](Uninstall& u) { return u.undo_.run_all(u.cancel_); }},
+  }};
+  static_assert(one_row_per_step(kRows), "one row per Step, in Step order");
+  return kRows[static_cast<size_t>(step)];
 }
 
 }  // namespace dm::manager

@@ -66,9 +66,9 @@ class Uninstall {
   // ends the run with its own exit code.
   Status main_path();
   Status execute();
-  Status run_step(Step step);
-  bool opens_phase(Step step) const;
-  void before_check(Step step);
+  // How the run takes a step: one row per Step (uninstall_flow.cc), read by execute().
+  struct StepRun;
+  static const StepRun& step_run(Step step);
   int pre_installed_path(const std::string& version);
 
   // Steps.
@@ -82,9 +82,9 @@ class Uninstall {
   LateArrivals& late_arrivals();
   Status evict_late_holders_and_unload(Status& unloaded);
   Status evict_host_holders();
-  Status drain_dra_plugin();
+  Status pause_dra_plugin();  // its label paused, its pods waited for: the DRA kubelet plugin goes last
   Status uninstall_driver_components();
-  Status cleanup_driver();
+  Status unload_modules();  // the NVIDIA kernel modules, then the stale driver root
   Status unbind_vfio();
   Status wait_for_mofed();
   Status unload_nouveau();

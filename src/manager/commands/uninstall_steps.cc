@@ -155,14 +155,16 @@ Status Uninstall::adopt_leftovers(const nlohmann::json& node, LeftoverTaint tain
 
 void Uninstall::register_uncordon() {
   if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
-  undo_.add({"uncordon node " + settings_.node_name,
-             [this]() -> Status {
+  undo_.add({.key = "uncordon-ours",
+             .name = "uncordon node " + settings_.node_name,
+             .run = [this]() -> Status {
                if (auto u = undo_node().uncordon(NodeOps::Whose::kOurs); !u) {
                  return u.error().wrap("failed to uncordon node " + settings_.node_name);
                }
                return ok_status();
              },
-             UndoNeed::kOptional, "uncordon node"});
+             .need = UndoNeed::kOptional,
+             .upstream_name = "uncordon node"});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -170,14 +172,19 @@ void Uninstall::register_legacy_uncordon() {
   if (!settings_.legacy_uncordon) return;
   if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
     return;
-  undo_.add({"uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
-             [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
-             UndoNeed::kOptional, "uncordon node"});
+  undo_.add({.key = "uncordon-anyones",
+             .name = "uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
+             .run = [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
+             .need = UndoNeed::kOptional,
+             .upstream_name = "uncordon node"});
 }
 
 void Uninstall::register_label_restore() {
-  undo_.add({"restore the operand labels of node " + settings_.node_name, [this] { return restore_labels(); },
-             UndoNeed::kRequired, "reschedule GPU operator components"});
+  undo_.add({.key = "operand-labels",
+             .name = "restore the operand labels of node " + settings_.node_name,
+             .run = [this] { return restore_labels(); },
+             .need = UndoNeed::kRequired,
+             .upstream_name = "reschedule GPU operator components"});
 }
 
 // See docs/behaviour.md, Skip-uninstall.
@@ -278,7 +285,7 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
   if (!evicted) return evicted.error();
   if (!*evicted) return ok_status();
   if (auto k = check_cancelled(); !k) return k;
-  unloaded = cleanup_driver();
+  unloaded = unload_modules();
   return ok_status();
 }
 
@@ -297,7 +304,7 @@ Status Uninstall::evict_host_holders() {
 }
 
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
-Status Uninstall::drain_dra_plugin() {
+Status Uninstall::pause_dra_plugin() {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
   const auto body = plugin_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
@@ -308,7 +315,7 @@ Status Uninstall::drain_dra_plugin() {
                            operand_deadline(), cancel_);
 }
 
-Status Uninstall::cleanup_driver() {
+Status Uninstall::unload_modules() {
   spdlog::info("Cleaning up NVIDIA driver");
   // The host logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the module table.
   if (auto u = host_.unload_nvidia_modules(); !u) {
@@ -323,7 +330,7 @@ Status Uninstall::cleanup_driver() {
 Status Uninstall::uninstall_driver_components() {
   if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
   if (auto h = evict_host_holders(); !h) return h;
-  auto s = cleanup_driver();
+  auto s = unload_modules();
   if (!s && !cancel_.cancelled()) {
     if (auto e = evict_late_holders_and_unload(s); !e) return e;
   }
@@ -332,7 +339,7 @@ Status Uninstall::uninstall_driver_components() {
     if (auto c = cordon(); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
     if (auto k = check_cancelled(); !k) return k;
-    s = cleanup_driver();
+    s = unload_modules();
   }
   if (!s) {
     spdlog::error("Failed to uninstall nvidia driver components");

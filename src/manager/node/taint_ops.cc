@@ -54,8 +54,8 @@ std::optional<std::string> taint_owner_annotation(const Json& node) {
   return it->get<std::string>();
 }
 
-TaintAddPlan plan_taint_add(const Json& node, const Taint& taint) {
-  TaintAddPlan plan;
+TaintAddDecision decide_taint_add(const Json& node, const Taint& taint) {
+  TaintAddDecision plan;
   plan.effective = taint;
   const Json& current = taints_of(node);
   const auto owned_text = taint_owner_annotation(node);
@@ -81,8 +81,8 @@ TaintAddPlan plan_taint_add(const Json& node, const Taint& taint) {
   return plan;
 }
 
-TaintRemovePlan plan_taint_remove(const Json& node) {
-  TaintRemovePlan plan;
+TaintRemoveDecision decide_taint_remove(const Json& node) {
+  TaintRemoveDecision plan;
   plan.owned = taint_owner_annotation(node);
   if (!plan.owned) return plan;
   const Json& current = taints_of(node);
@@ -111,7 +111,7 @@ Result<Json> TaintOps::get() {
   return r;
 }
 
-Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
+Result<TaintAddDecision> TaintOps::add(const Taint& taint) {
   Error last;
   // The first look may be the known copy (no GET): a stale one meets a conflict like any other change, and
   // a decision to write nothing is taken on a fresh read only.
@@ -121,11 +121,11 @@ Result<TaintAddPlan> TaintOps::add(const Taint& taint) {
     std::unique_lock lock(node_update_lock());
     std::optional<Json> copy = copy_allowed ? known_->copy() : std::nullopt;
     copy_allowed = false;
-    if (copy && !plan_taint_add(*copy, taint).patch) copy.reset();
+    if (copy && !decide_taint_add(*copy, taint).patch) copy.reset();
     const bool from_copy = copy.has_value();
     auto node = from_copy ? Result<Json>(std::move(*copy)) : get();
     if (!node) return node.error();
-    TaintAddPlan plan = plan_taint_add(*node, taint);
+    TaintAddDecision plan = decide_taint_add(*node, taint);
     switch (plan.outcome) {
       case TaintOutcome::kAlreadyOurs:
         spdlog::info("Node {} already carries taint {} added by driver-manager", node_, taint.to_string());
@@ -185,7 +185,7 @@ Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
       fresh = std::move(*g);
     }
     const Json& current = (node == nullptr || attempt > 1) ? fresh : *node;
-    TaintRemovePlan plan = plan_taint_remove(current);
+    TaintRemoveDecision plan = decide_taint_remove(current);
     if (!plan.owned) return std::optional<Taint>{};
     owned_text = *plan.owned;
     if (plan.removed) {

@@ -31,7 +31,7 @@ enum class TaintOutcome {
 std::optional<std::string> taint_owner_annotation(const nlohmann::json& node);
 
 // What adding `taint` to `node` takes.
-struct TaintAddPlan {
+struct TaintAddDecision {
   TaintOutcome outcome = TaintOutcome::kAdded;
   kube::Taint effective;  // the taint on the node afterwards with taint's key and effect
   std::optional<nlohmann::json>
@@ -44,17 +44,17 @@ struct TaintAddPlan {
 // kPresentNotOurs when a taint with the same key+effect is there and our annotation does not name it;
 // kAlreadyOurs when our annotation names exactly `taint` and it is there. A taint of ours with other
 // key/value/effect (GPU_CLIENT_TAINT changed since a crashed run) is dropped in the same patch.
-TaintAddPlan plan_taint_add(const nlohmann::json& node, const kube::Taint& taint);
+TaintAddDecision decide_taint_add(const nlohmann::json& node, const kube::Taint& taint);
 
 // What removing our taint from `node` takes.
-struct TaintRemovePlan {
+struct TaintRemoveDecision {
   std::optional<std::string> owned;     // our annotation's value (nullopt: we own nothing here)
   std::optional<kube::Taint> removed;   // the taint that the patch removes (nullopt: it is not on the node)
   std::optional<nlohmann::json> patch;  // merge-patch body, if a write is needed
 };
 // Removes exactly the taint our annotation names (key, value and effect) and the annotation; an
 // annotation that does not parse is removed alone. Nothing to do without the annotation.
-TaintRemovePlan plan_taint_remove(const nlohmann::json& node);
+TaintRemoveDecision decide_taint_remove(const nlohmann::json& node);
 
 // --- The writes -----------------------------------------------------------------------------------
 
@@ -66,7 +66,7 @@ class TaintOps {
 
   // GETs the node and adds `taint` (+ our annotation) unless a taint with its key and effect is there.
   // On 409 (the node changed since the GET) it reads the node again and retries.
-  Result<TaintAddPlan> add(const kube::Taint& taint);
+  Result<TaintAddDecision> add(const kube::Taint& taint);
   // Removes the taint our annotation names (+ the annotation), from `node` if given (saves a GET when the
   // caller has just read the node) and from a fresh GET after a conflict. Returns the removed taint.
   Result<std::optional<kube::Taint>> remove_ours(const nlohmann::json* node = nullptr);

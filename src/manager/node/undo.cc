@@ -8,7 +8,7 @@ namespace dm::manager {
 
 void UndoList::add(UndoAction action) {
   std::lock_guard lk(mu_);
-  if (contains_locked(action.name)) return;
+  if (contains_locked(action.key)) return;
   actions_.push_back(std::move(action));
 }
 
@@ -17,13 +17,13 @@ bool UndoList::empty() const {
   return actions_.empty();
 }
 
-bool UndoList::contains(const std::string& name) const {
+bool UndoList::contains(const std::string& key) const {
   std::lock_guard lk(mu_);
-  return contains_locked(name);
+  return contains_locked(key);
 }
 
-bool UndoList::contains_locked(const std::string& name) const {
-  return std::any_of(actions_.begin(), actions_.end(), [&](const UndoAction& a) { return a.name == name; });
+bool UndoList::contains_locked(const std::string& key) const {
+  return std::any_of(actions_.begin(), actions_.end(), [&](const UndoAction& a) { return a.key == key; });
 }
 
 std::vector<std::string> UndoList::names() const {

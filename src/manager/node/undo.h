@@ -18,6 +18,10 @@ namespace dm::manager {
 enum class UndoNeed { kRequired, kOptional };
 
 struct UndoAction {
+  // Which change it undoes, "gpu-client-taint": the list holds one action per key, so a change registered
+  // twice (before a write that may time out, and again after it) is undone once. Never shown: rewording
+  // `name` changes no behaviour.
+  std::string key;
   std::string name;  // what it does, for logs: "remove the GPU client taint nvidia.com/gpu:NoSchedule"
   std::function<Status()> run;
   UndoNeed need = UndoNeed::kRequired;
@@ -33,11 +37,11 @@ struct UndoAction {
 // without the list's lock (an action may take long: it talks to the API server).
 class UndoList {
  public:
-  // Registers the undo of a change just made (or adopted from an earlier run). An action whose name is
+  // Registers the undo of a change just made (or adopted from an earlier run). An action whose key is
   // already registered is not added again: each change is undone once.
   void add(UndoAction action);
   [[nodiscard]] bool empty() const;
-  [[nodiscard]] bool contains(const std::string& name) const;
+  [[nodiscard]] bool contains(const std::string& key) const;
   [[nodiscard]] std::vector<std::string> names() const;  // newest first
 
   // The success path: runs the actions newest first, removing each one that succeeds; a failing required
@@ -54,7 +58,7 @@ class UndoList {
   std::vector<std::string> run_best_effort(const Clock& clock, const Deadline& deadline);
 
  private:
-  [[nodiscard]] bool contains_locked(const std::string& name) const;
+  [[nodiscard]] bool contains_locked(const std::string& key) const;
   std::optional<UndoAction> take_newest();
   void put_back(UndoAction action);  // as the newest
 

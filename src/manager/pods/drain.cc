@@ -82,8 +82,8 @@ Deadline drain_deadline(const DrainContext& ctx) {
 
 namespace {
 
-void log_decisions(const PodPlan& plan) {
-  for (const auto& d : plan.decisions) {
+void log_decisions(const PodListDecision& decision) {
+  for (const auto& d : decision.decisions) {
     if (d.notice == Notice::kWarning) {
       spdlog::warn("{}", d.log_line());
     } else if (d.verdict == Verdict::kSkip) {
@@ -122,7 +122,7 @@ Status evict_gpu_workloads(const DrainContext& ctx, const TakenBeside& beside,
   spdlog::info("Draining node {} of any GPU pods", ctx.node.node());
   spdlog::info("Identifying GPU pods to delete");
   const auto facts = api_pod_facts(ctx.client);
-  auto pods = ctx.pods.snapshot();  // shared with the cache: only the pods the plan keeps are copied
+  auto pods = ctx.pods.snapshot();  // shared with the cache: only the pods the decision keeps are copied
   if (beside) {
     std::erase_if(pods, [&](const std::shared_ptr<const Json>& pod) {
       const auto why = beside(*pod);
@@ -130,24 +130,25 @@ Status evict_gpu_workloads(const DrainContext& ctx, const TakenBeside& beside,
       return why.has_value();
     });
   }
-  auto planned = plan_gpu_workload_eviction(pods, drain_options(ctx.settings), facts);
-  if (!planned) return planned.error().wrap("failed to identify GPU pods");
-  const auto& plan = planned->plan;
-  if (planned->gpu_pods == 0) {
+  auto decided = decide_gpu_workload_eviction(pods, drain_options(ctx.settings), facts);
+  if (!decided) return decided.error().wrap("failed to identify GPU pods");
+  const auto& decision = decided->pods;
+  if (decided->gpu_pods == 0) {
     spdlog::info("No GPU pods to delete. Exiting.");
     return ok_status();
   }
-  log_decisions(plan);
-  if (!plan.ok()) {
+  log_decisions(decision);
+  if (!decision.ok()) {
     spdlog::error("Cannot delete all GPU pods");
-    for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
+    for (const auto& e : decision.errors) spdlog::error("error reported by drain helper: {}", e);
     return Error("cannot evict every GPU pod on node " + ctx.node.node() + ": " +
-                 fmt::format("{}", fmt::join(plan.errors, "; ")));
+                 fmt::format("{}", fmt::join(decision.errors, "; ")));
   }
-  for (const auto& p : plan.to_evict) spdlog::info("GPU pod - {}", kube::ref_string(p));
-  for (const auto& p : plan.to_wait) spdlog::info("GPU pod - {} (already terminating)", kube::ref_string(p));
+  for (const auto& p : decision.to_evict) spdlog::info("GPU pod - {}", kube::ref_string(p));
+  for (const auto& p : decision.to_wait)
+    spdlog::info("GPU pod - {} (already terminating)", kube::ref_string(p));
   spdlog::info("Deleting GPU pods...");
-  const auto targets = targets_of(plan);
+  const auto targets = targets_of(decision);
   if (evicted_uids != nullptr) {
     for (const auto& t : targets) evicted_uids->push_back(t.uid);
   }
@@ -164,15 +165,15 @@ Status drain_node(const DrainContext& ctx) {
   spdlog::info("Draining ignores DaemonSet pods{}",
                selector->empty() ? "" : "; only pods matching \"" + selector->text() + "\" are drained");
   const auto facts = api_pod_facts(ctx.client);
-  const auto plan =
-      plan_pods(full_drain_pipeline(drain_options(ctx.settings), *selector, facts), ctx.pods.snapshot());
-  log_decisions(plan);
-  if (!plan.ok()) {
-    for (const auto& e : plan.errors) spdlog::error("error reported by drain helper: {}", e);
+  const auto decision =
+      decide_pods(full_drain_pipeline(drain_options(ctx.settings), *selector, facts), ctx.pods.snapshot());
+  log_decisions(decision);
+  if (!decision.ok()) {
+    for (const auto& e : decision.errors) spdlog::error("error reported by drain helper: {}", e);
     return Error("cannot drain node " + ctx.node.node() + ": " +
-                 fmt::format("{}", fmt::join(plan.errors, "; ")));
+                 fmt::format("{}", fmt::join(decision.errors, "; ")));
   }
-  auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(plan), drain_deadline(ctx), ctx.cancel,
+  auto s = evict_pods(ctx.client, ctx.pods, ctx.clock, targets_of(decision), drain_deadline(ctx), ctx.cancel,
                       eviction_options(ctx, "pods of the drained node"));
   if (!s) return s.error().wrap("failed to drain node " + ctx.node.node());
   spdlog::info("Node {} drained", ctx.node.node());

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/rules/pod_rules.h"
 
@@ -79,7 +80,7 @@ std::optional<TimePoint> attempt_eviction(kube::Api& client, const PodWatch& wat
     if (now >= next_blocked_log) {
       // Upstream's (kubectl drain's) wording, with the real retry interval.
       spdlog::warn("error when evicting pods/\"{}\" -n \"{}\" (will retry after {}): {}", t.name, t.ns,
-                   format_duration(options.retry_interval), e.message);
+                   format_duration(options.retry_interval, DurationStyle::kWholeSeconds), e.message);
       next_blocked_log = now + options.blocked_log_interval;
     }
     return now + options.retry_interval;
@@ -138,11 +139,11 @@ EvictionTarget eviction_target(const Json& pod) {
           kube::pod_grace_period_seconds(pod)};
 }
 
-std::vector<EvictionTarget> targets_of(const PodPlan& plan) {
+std::vector<EvictionTarget> targets_of(const PodListDecision& decision) {
   std::vector<EvictionTarget> out;
-  out.reserve(plan.to_evict.size() + plan.to_wait.size());
-  for (const auto& p : plan.to_evict) out.push_back(eviction_target(p));
-  for (const auto& p : plan.to_wait) {
+  out.reserve(decision.to_evict.size() + decision.to_wait.size());
+  for (const auto& p : decision.to_evict) out.push_back(eviction_target(p));
+  for (const auto& p : decision.to_wait) {
     out.push_back(eviction_target(p));
     out.back().evict = false;
   }

@@ -35,8 +35,8 @@ struct EvictionOptions {
 
 // EvictionTarget (to evict) from a pod object.
 EvictionTarget eviction_target(const nlohmann::json& pod);
-// The targets of a pod plan: its pods to evict, then those already terminating (only waited for).
-std::vector<EvictionTarget> targets_of(const PodPlan& plan);
+// The targets of a pod list decision: its pods to evict, then those already terminating (only waited for).
+std::vector<EvictionTarget> targets_of(const PodListDecision& decision);
 
 // The targets to evict (not those only waited for), as indices into `targets`, in the order their evictions
 // go out: the longest grace period first (`grace_override`, when set, is every pod's), so that the pods that

@@ -7,6 +7,7 @@
 #include <set>
 #include <utility>
 
+#include "common/duration_text.h"
 #include "manager/pods/eviction.h"
 
 namespace dm::manager {
@@ -54,7 +55,7 @@ PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase pha
   return gpu_client_pipeline(o);
 }
 
-bool client_reset_needs_taint(const PodPlan& first_look) {
+bool client_reset_needs_taint(const PodListDecision& first_look) {
   return first_look.ok() && !(first_look.to_evict.empty() && first_look.to_wait.empty());
 }
 
@@ -64,7 +65,7 @@ bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
   if (!taint) return false;
   for (const auto phase : {GpuClientPhase::kWithOperands, GpuClientPhase::kDraPlugin}) {
     if (client_reset_needs_taint(
-            plan_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods)))
+            decide_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods)))
       return true;
   }
   return false;
@@ -106,7 +107,9 @@ void GpuClientReset::adopt_leftover_taint(const Json& node) {
 }
 
 void GpuClientReset::register_undo() {
-  undo_.add({"remove the GPU client taint from node " + settings_.node_name, [this]() -> Status {
+  undo_.add({.key = "gpu-client-taint",
+             .name = "remove the GPU client taint from node " + settings_.node_name,
+             .run = [this]() -> Status {
                if (auto r = remove_taint(); !r) {
                  return r.error().wrap("failed to remove the GPU client taint from node " +
                                        settings_.node_name);
@@ -133,9 +136,9 @@ Status GpuClientReset::reset_dra_plugin_clients() {
 
 bool GpuClientReset::dra_plugin_clients_present() const {
   if (!taint_) return true;  // the reset says what is wrong with the taint
-  const PodPlan plan =
-      plan_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.snapshot());
-  return !plan.ok() || client_reset_needs_taint(plan);
+  const PodListDecision decision =
+      decide_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.snapshot());
+  return !decision.ok() || client_reset_needs_taint(decision);
 }
 
 Status GpuClientReset::ensure_taint() {
@@ -144,11 +147,11 @@ Status GpuClientReset::ensure_taint() {
   // ownership annotation, so it never touches a taint that is not ours).
   owned_ = true;
   register_undo();
-  auto plan = taint_ops_.add(*taint_);
-  if (!plan) return plan.error();
-  owned_ = plan->outcome != TaintOutcome::kPresentNotOurs;
-  effective_taint_ = plan->effective;
-  taint_in_place_at_ = plan->in_place_at;
+  auto decision = taint_ops_.add(*taint_);
+  if (!decision) return decision.error();
+  owned_ = decision->outcome != TaintOutcome::kPresentNotOurs;
+  effective_taint_ = decision->effective;
+  taint_in_place_at_ = decision->in_place_at;
   return ok_status();
 }
 
@@ -188,7 +191,8 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
 
   // First look, from the watch cache: refuse before anything changes, and taint only if there is work.
   {
-    const PodPlan first = plan_pods(pipeline(phase, effective_taint_.value_or(*taint_)), pods_.snapshot());
+    const PodListDecision first =
+        decide_pods(pipeline(phase, effective_taint_.value_or(*taint_)), pods_.snapshot());
     if (!first.ok()) {
       for (const auto& d : first.decisions) {
         if (d.verdict == Verdict::kError) log_decision(d);
@@ -209,11 +213,11 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
   auto pods = relist(cancel);
   if (!pods) return pods.error();
   const PodPipeline pl = pipeline(phase, effective_taint_);
-  const PodPlan plan = plan_pods(pl, *pods);
-  for (const auto& d : plan.decisions) log_decision(d);
-  if (!plan.ok()) return refusal(what, plan.errors);
+  const PodListDecision decision = decide_pods(pl, *pods);
+  for (const auto& d : decision.decisions) log_decision(d);
+  if (!decision.ok()) return refusal(what, decision.errors);
 
-  const std::vector<EvictionTarget> targets = targets_of(plan);
+  const std::vector<EvictionTarget> targets = targets_of(decision);
   if (targets.empty()) {
     spdlog::info("No {} left to reset on node {}", what, settings_.node_name);
     return ok_status();
@@ -222,7 +226,7 @@ Status GpuClientReset::reset(GpuClientPhase phase, const CancelToken& cancel) {
   spdlog::info("Resetting {} {} on node {} (deadline {})", targets.size(), what, settings_.node_name,
                settings_.gpu_client_eviction_timeout == Duration::zero()
                    ? std::string("none")
-                   : format_duration(settings_.gpu_client_eviction_timeout));
+                   : format_duration(settings_.gpu_client_eviction_timeout, DurationStyle::kWholeSeconds));
   if (auto s = evict(targets, what, cancel); !s) return s;
   warn_about_replacements(targets, pl);
   return ok_status();
@@ -247,18 +251,20 @@ Status GpuClientReset::evict(const std::vector<EvictionTarget>& targets, const s
     }
     return Error(s.error().wrap("failed to reset " + what + " on node " + settings_.node_name).message +
                  hint + " (GPU_CLIENT_EVICTION_TIMEOUT=" +
-                 (timeout == Duration::zero() ? std::string("0, no limit") : format_duration(timeout)) + ")");
+                 (timeout == Duration::zero() ? std::string("0, no limit")
+                                              : format_duration(timeout, DurationStyle::kWholeSeconds)) +
+                 ")");
   }
   return ok_status();
 }
 
-PodPlan GpuClientReset::plan_clients(const PodSnapshot& pods) const {
+PodListDecision GpuClientReset::decide_clients(const PodSnapshot& pods) const {
   if (!taint_) {
-    PodPlan refused;
+    PodListDecision refused;
     refused.errors.push_back("GPU_CLIENT_TAINT: " + taint_.error().message);
     return refused;
   }
-  return plan_pods(pipeline(GpuClientPhase::kWithOperands, effective_taint_.value_or(*taint_)), pods);
+  return decide_pods(pipeline(GpuClientPhase::kWithOperands, effective_taint_.value_or(*taint_)), pods);
 }
 
 Status GpuClientReset::evict_clients(const std::vector<EvictionTarget>& targets, const CancelToken& cancel) {

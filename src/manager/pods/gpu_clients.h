@@ -30,7 +30,7 @@ PodPipeline gpu_client_pipeline_for(const Settings& settings, GpuClientPhase pha
 
 // The first look of a reset: the node is tainted only when no client is refused and some are to be evicted
 // or waited for.
-bool client_reset_needs_taint(const PodPlan& first_look);
+bool client_reset_needs_taint(const PodListDecision& first_look);
 // The first look of either phase over `pods` would taint the node (the run's own pod tolerating the taint
 // matters only then).
 bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
@@ -68,7 +68,7 @@ class GpuClientReset {
   [[nodiscard]] bool dra_plugin_clients_present() const;
   // A later look (manager/pods/late_arrivals): the annotated clients that are not DRA plugins among `pods`,
   // decided as the reset decides them, under the taint in place (or the configured one).
-  [[nodiscard]] PodPlan plan_clients(const PodSnapshot& pods) const;
+  [[nodiscard]] PodListDecision decide_clients(const PodSnapshot& pods) const;
   // Taints the node if the reset did not (its removal registered), then evicts `targets` and waits for
   // them like the reset (GPU_CLIENT_EVICTION_TIMEOUT, PDBs respected).
   Status evict_clients(const std::vector<EvictionTarget>& targets, const CancelToken& cancel);

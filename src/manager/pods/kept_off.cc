@@ -29,8 +29,9 @@ std::vector<std::string> clients_nothing_keeps_off(const Settings& settings, con
   const auto taint = taint_in_force(settings, node);
   if (!taint) return out;
   for (const auto phase : {GpuClientPhase::kWithOperands, GpuClientPhase::kDraPlugin}) {
-    const PodPlan plan = plan_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods);
-    for (const auto& pod : plan.to_evict) {
+    const PodListDecision decision =
+        decide_pods(gpu_client_pipeline_for(settings, phase, *taint, label_pause), pods);
+    for (const auto& pod : decision.to_evict) {
       const auto ref = kube::controller_ref(pod);
       if (!ref || ref->kind != "DaemonSet") continue;  // the cordon keeps a scheduler-placed pod off
       if (!kube::tolerates(kube::pod_tolerations(pod), *taint)) continue;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/pods/pod_watch.h"
 
@@ -35,8 +36,8 @@ std::map<std::string, std::vector<std::string>> holders_by_pod(
   return out;
 }
 
-void add_names(const PodPlan& plan, const std::string& what, std::vector<std::string>& out) {
-  for (const auto* list : {&plan.to_evict, &plan.to_wait}) {
+void add_names(const PodListDecision& decision, const std::string& what, std::vector<std::string>& out) {
+  for (const auto* list : {&decision.to_evict, &decision.to_wait}) {
     for (const auto& p : *list) out.push_back(kube::ref_string(p) + " (" + what + ")");
   }
 }
@@ -49,7 +50,7 @@ LateArrivals::LateArrivals(const DrainContext& ctx, GpuClientReset& clients, boo
 
 Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
   LateLook found;
-  const PodPlan clients = clients_.plan_clients(pods);
+  const PodListDecision clients = clients_.decide_clients(pods);
   found.clients = targets_of(clients);
   add_names(clients, "GPU client", found.names);
   found.refused = clients.errors;
@@ -62,11 +63,11 @@ Result<LateLook> LateArrivals::look(const PodSnapshot& pods) const {
     if (beside_ && beside_(*p)) continue;
     rest.push_back(p);
   }
-  auto planned = plan_gpu_workload_eviction(rest, drain_options(ctx_.settings), api_pod_facts(ctx_.client));
-  if (!planned) return planned.error().wrap("failed to identify GPU pods");
-  found.workloads = targets_of(planned->plan);
-  add_names(planned->plan, "GPU workload", found.names);
-  found.refused.insert(found.refused.end(), planned->plan.errors.begin(), planned->plan.errors.end());
+  auto decided = decide_gpu_workload_eviction(rest, drain_options(ctx_.settings), api_pod_facts(ctx_.client));
+  if (!decided) return decided.error().wrap("failed to identify GPU pods");
+  found.workloads = targets_of(decided->pods);
+  add_names(decided->pods, "GPU workload", found.names);
+  found.refused.insert(found.refused.end(), decided->pods.errors.begin(), decided->pods.errors.end());
   return found;
 }
 
@@ -118,17 +119,19 @@ Status LateArrivals::evict_until_none() {
           "in {}, and still {}. Something keeps placing GPU pods on the node (a controller that sets "
           "spec.nodeName itself, or pods that tolerate the cordon and the taint): stop it, then run "
           "driver-manager again",
-          node, round - 1, format_duration(now - *first_found), names));
+          node, round - 1, format_duration(now - *first_found, DurationStyle::kWholeSeconds), names));
     }
     spdlog::warn(
         "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon "
         "or the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all "
         "after an API server restart), and it would hold the GPU at the unload: evicting them too (round {}; "
         "pods still arriving {} after the first late one fail the run)",
-        found->names.size(), node, names, round, format_duration(kLateArrivalPatience));
+        found->names.size(), node, names, round,
+        format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
     if (auto s = evict(*found); !s) return s;
     // The scheduler's caches need a moment to catch up; a look at once would find the next pod it is placing.
-    spdlog::info("Looking again for GPU pods on node {} in {}", node, format_duration(pause));
+    spdlog::info("Looking again for GPU pods on node {} in {}", node,
+                 format_duration(pause, DurationStyle::kWholeSeconds));
     if (!ctx_.clock.sleep_for(pause, ctx_.cancel)) return Error("terminated by SIGTERM");
     pause = std::min(pause * 2, kLateArrivalLongestPause);
   }

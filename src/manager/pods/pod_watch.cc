@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/rules/pod_rules.h"
 
@@ -29,20 +30,6 @@ std::shared_ptr<const Json> cached_pod(Json&& pod) {
 }
 
 }  // namespace
-
-std::string format_duration(Duration d) {
-  // Under a second: milliseconds, as Go prints a duration ("500ms" rather than "0s").
-  if (d > Duration::zero() && d < std::chrono::seconds(1))
-    return fmt::format("{}ms", std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
-  auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
-  if (total < 0) total = 0;
-  const auto h = total / 3600;
-  const auto m = (total % 3600) / 60;
-  const auto s = total % 60;
-  if (h > 0) return fmt::format("{}h{}m{}s", h, m, s);
-  if (m > 0) return fmt::format("{}m{}s", m, s);
-  return fmt::format("{}s", s);
-}
 
 PodWatch::PodWatch(kube::Api& client, const Clock& clock, std::string node)
     : client_(client), clock_(clock), node_(std::move(node)) {}
@@ -188,7 +175,7 @@ void PodWatch::run() {
           spdlog::info(
               "This service account may list but not watch the pods of node {}: listing them every second "
               "instead, and trying the watch again every {}",
-              node_, format_duration(kWatchRetryEvery));
+              node_, format_duration(kWatchRetryEvery, DurationStyle::kWholeSeconds));
         }
         spdlog::debug("The watch was refused: {}", s.error().message);
         retried_at.reset();
@@ -271,7 +258,8 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
     if (cancel.cancelled()) return Error("cancelled while waiting for " + what);
     if (deadline.passed(clock_)) {
       return Error(fmt::format("timed out after {} waiting for {}; still present: {}",
-                               format_duration(now - start), what, join_names(remaining, kMaxListed)));
+                               format_duration(now - start, DurationStyle::kWholeSeconds), what,
+                               join_names(remaining, kMaxListed)));
     }
     progress.update(remaining);
     // Woken by any change since the look above, including one that came while the check ran.

@@ -6,18 +6,17 @@
 #include <algorithm>
 #include <utility>
 
+#include "common/duration_text.h"
+
 namespace dm::manager {
 
 namespace {
 
 constexpr size_t kMaxListed = 10;  // pods named in a progress line
 
+// Whole seconds, a wait under a second included ("0s"): the progress line counts seconds.
 std::string whole_seconds(Duration d) {
-  auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
-  if (total < 0) total = 0;
-  if (total >= 3600) return fmt::format("{}h{}m{}s", total / 3600, (total % 3600) / 60, total % 60);
-  if (total >= 60) return fmt::format("{}m{}s", total / 60, total % 60);
-  return fmt::format("{}s", total);
+  return format_duration(std::chrono::duration_cast<std::chrono::seconds>(d), DurationStyle::kWholeSeconds);
 }
 
 }  // namespace

@@ -183,14 +183,14 @@ Json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& tab
   return labels_patch(labels);
 }
 
-RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
-                                       const Json& current_node) {
+RestoreDecision restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
+                                           const Json& current_node) {
   const Json full = restore_patch(snapshot, table);
   const Json* labels = nullptr;
   if (current_node.contains("metadata") && current_node["metadata"].contains("labels")) {
     labels = &current_node["metadata"]["labels"];
   }
-  RestorePlan plan;
+  RestoreDecision decision;
   Json keep = Json::object();
   if (patch_has_labels(full)) {
     for (const auto& [key, target] : full["metadata"]["labels"].items()) {
@@ -200,14 +200,14 @@ RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vect
       }
       if (current == target.get<std::string>()) continue;  // nothing to put back
       if (current != pause_value(snapshot.value(key))) {
-        plan.changed_by_others.emplace_back(key, current);
+        decision.changed_by_others.emplace_back(key, current);
         continue;
       }
       keep[key] = target;
     }
   }
-  plan.patch = labels_patch(keep);
-  return plan;
+  decision.patch = labels_patch(keep);
+  return decision;
 }
 
 bool patch_has_labels(const Json& patch) {

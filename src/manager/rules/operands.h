@@ -88,12 +88,12 @@ nlohmann::json restore_patch(const Snapshot& snapshot, const std::vector<Operand
 // The restore batch limited to the labels still at the value the pause wrote (pause_value of the snapshot);
 // labels already back at their restore value are left out, and labels someone else changed while they were
 // paused are left alone and reported.
-struct RestorePlan {
+struct RestoreDecision {
   nlohmann::json patch;  // as restore_patch, possibly without labels
   std::vector<std::pair<std::string, std::string>> changed_by_others;  // key, current value ("" = absent)
 };
-RestorePlan restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
-                                       const nlohmann::json& current_node);
+RestoreDecision restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
+                                           const nlohmann::json& current_node);
 // True if a patch body from the functions above has at least one label to write.
 bool patch_has_labels(const nlohmann::json& patch);
 

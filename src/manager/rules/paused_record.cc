@@ -75,21 +75,21 @@ PausedRecord merge_paused_record(const PausedRecord& prior, const Json& paused_l
   return out;
 }
 
-RecordRestorePlan plan_record_restore(const PausedRecord& record, const Json& node) {
-  RecordRestorePlan plan;
+RecordRestoreDecision decide_record_restore(const PausedRecord& record, const Json& node) {
+  RecordRestoreDecision decision;
   for (const auto& [key, before] : record) {
     const std::string current = label_of(node, key);
     if (current == before) {
-      plan.already_back.push_back(key);
+      decision.already_back.push_back(key);
       continue;
     }
     if (current != pause_value(before)) {
-      plan.changed_by_others.emplace_back(key, current);
+      decision.changed_by_others.emplace_back(key, current);
       continue;
     }
-    plan.labels[key] = before;
+    decision.labels[key] = before;
   }
-  return plan;
+  return decision;
 }
 
 }  // namespace dm::manager

@@ -34,11 +34,11 @@ PausedRecord merge_paused_record(const PausedRecord& prior, const nlohmann::json
 
 // What putting back the recorded labels takes on `node`: the labels still at the value the pause wrote go
 // back to the recorded value; labels someone changed since are theirs and only reported.
-struct RecordRestorePlan {
+struct RecordRestoreDecision {
   nlohmann::json labels = nlohmann::json::object();                    // key -> value to write
   std::vector<std::pair<std::string, std::string>> changed_by_others;  // key, current ("" = absent)
   std::vector<std::string> already_back;                               // at the recorded value already
 };
-RecordRestorePlan plan_record_restore(const PausedRecord& record, const nlohmann::json& node);
+RecordRestoreDecision decide_record_restore(const PausedRecord& record, const nlohmann::json& node);
 
 }  // namespace dm::manager

@@ -300,36 +300,36 @@ const Json& pod_at(const PodSnapshot& pods, size_t i) {
 }
 
 template <class Pods>
-PodPlan plan_pods_of(const PodPipeline& pipeline, const Pods& pods) {
-  PodPlan plan;
+PodListDecision decide_pods_of(const PodPipeline& pipeline, const Pods& pods) {
+  PodListDecision decision;
   for (size_t i = 0; i < pods.size(); ++i) {
     const Json& pod = pod_at(pods, i);
     PodDecision d = pipeline.decide(pod);
     switch (d.verdict) {
       case Verdict::kDelete:
-        plan.to_evict.push_back(pod);
+        decision.to_evict.push_back(pod);
         break;
       case Verdict::kWaitOnly:
-        plan.to_wait.push_back(pod);
+        decision.to_wait.push_back(pod);
         break;
       case Verdict::kError:
-        plan.errors.push_back(d.pod + ": " + d.reason);
+        decision.errors.push_back(d.pod + ": " + d.reason);
         break;
       case Verdict::kSkip:
         break;
     }
-    plan.decisions.push_back(std::move(d));
+    decision.decisions.push_back(std::move(d));
   }
-  return plan;
+  return decision;
 }
 
 template <class Pods>
-Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const DrainOptions& options,
-                                                      const PodFacts& facts) {
+Result<GpuEvictionDecision> decide_gpu_workload_eviction_of(const Pods& pods, const DrainOptions& options,
+                                                            const PodFacts& facts) {
   // First, which pods use a GPU. One claim lookup per pod, reused by the pipeline.
   std::vector<bool> gpu(pods.size(), false);
   std::vector<GpuAccess> access(pods.size());
-  GpuEvictionPlan out;
+  GpuEvictionDecision out;
   for (size_t i = 0; i < pods.size(); ++i) {
     const Json& pod = pod_at(pods, i);
     gpu[i] = kube::pod_declares_gpu_resource(pod);
@@ -372,35 +372,35 @@ Result<GpuEvictionPlan> plan_gpu_workload_eviction_of(const Pods& pods, const Dr
     const std::string& why = access[i].why;
     if (d.verdict == Verdict::kDelete) {
       if (!why.empty()) d.reason = "GPU pod without a GPU request: " + why;
-      out.plan.to_evict.push_back(pod);
+      out.pods.to_evict.push_back(pod);
     } else if (gpu[i]) {
       // Equality rule: every GPU pod must be deletable.
-      out.plan.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason +
+      out.pods.errors.push_back(d.pod + ": GPU pod cannot be evicted: " + d.reason +
                                 (why.empty() ? "" : " (a GPU pod without a GPU request: " + why + ")"));
     }
-    out.plan.decisions.push_back(std::move(d));
+    out.pods.decisions.push_back(std::move(d));
   }
   return out;
 }
 
 }  // namespace
 
-PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
-  return plan_pods_of(pipeline, pods);
+PodListDecision decide_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
+  return decide_pods_of(pipeline, pods);
 }
 
-PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods) {
-  return plan_pods_of(pipeline, pods);
+PodListDecision decide_pods(const PodPipeline& pipeline, const PodSnapshot& pods) {
+  return decide_pods_of(pipeline, pods);
 }
 
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<Json>& pods, const DrainOptions& options,
-                                                   const PodFacts& facts) {
-  return plan_gpu_workload_eviction_of(pods, options, facts);
+Result<GpuEvictionDecision> decide_gpu_workload_eviction(const std::vector<Json>& pods,
+                                                         const DrainOptions& options, const PodFacts& facts) {
+  return decide_gpu_workload_eviction_of(pods, options, facts);
 }
 
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
-                                                   const PodFacts& facts) {
-  return plan_gpu_workload_eviction_of(pods, options, facts);
+Result<GpuEvictionDecision> decide_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
+                                                         const PodFacts& facts) {
+  return decide_gpu_workload_eviction_of(pods, options, facts);
 }
 
 }  // namespace dm::manager

@@ -167,32 +167,32 @@ struct GpuClientOptions {
 PodPipeline gpu_client_pipeline(const GpuClientOptions& options);
 
 // A pipeline applied to a pod list.
-struct PodPlan {
+struct PodListDecision {
   std::vector<nlohmann::json> to_evict;  // kDelete
   std::vector<nlohmann::json> to_wait;   // kWaitOnly
   std::vector<PodDecision> decisions;    // one per input pod, input order (log each)
   std::vector<std::string> errors;       // "<ns/name>: <reason>" for each kError
   [[nodiscard]] bool ok() const { return errors.empty(); }
 };
-PodPlan plan_pods(const PodPipeline& pipeline, const std::vector<nlohmann::json>& pods);
+PodListDecision decide_pods(const PodPipeline& pipeline, const std::vector<nlohmann::json>& pods);
 // The pods of the node as the pod watch's cache held them at one moment, shared with the cache instead of
 // copied: the cache never changes a pod it handed out (an update replaces it), so a snapshot stays valid
 // without a lock.
 using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
-// plan_pods over a snapshot (no pod is copied but those the plan keeps).
-PodPlan plan_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
+// decide_pods over a snapshot (no pod is copied but those the decision keeps).
+PodListDecision decide_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
 
 // GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one
 // claim lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries); every one
 // of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all GPU
 // pods"). A claim lookup error is returned as the error.
-struct GpuEvictionPlan {
-  PodPlan plan;
+struct GpuEvictionDecision {
+  PodListDecision pods;
   size_t gpu_pods = 0;
 };
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const std::vector<nlohmann::json>& pods,
-                                                   const DrainOptions& options, const PodFacts& facts);
-Result<GpuEvictionPlan> plan_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
-                                                   const PodFacts& facts);
+Result<GpuEvictionDecision> decide_gpu_workload_eviction(const std::vector<nlohmann::json>& pods,
+                                                         const DrainOptions& options, const PodFacts& facts);
+Result<GpuEvictionDecision> decide_gpu_workload_eviction(const PodSnapshot& pods, const DrainOptions& options,
+                                                         const PodFacts& facts);
 
 }  // namespace dm::manager

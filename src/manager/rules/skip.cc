@@ -1,8 +1,10 @@
 #include "manager/rules/skip.h"
 
+#include "host/host.h"
+
 namespace dm::manager {
 
-SkipDecision decide_skip_uninstall(const Settings& settings, const host::Host& host) {
+std::optional<SkipDecision> skip_from_settings(const Settings& settings) {
   SkipDecision d;
   if (settings.force_reinstall) {
     d.log_line = "Force reinstall is enabled, proceeding with driver uninstall";
@@ -16,7 +18,13 @@ SkipDecision decide_skip_uninstall(const Settings& settings, const host::Host& h
     d.summary = "DRIVER_CONFIG_DIGEST is not set";
     return d;
   }
-  auto state = host.read_driver_state();
+  return std::nullopt;
+}
+
+SkipDecision skip_from_driver_state(const Settings& settings,
+                                    const Result<std::optional<std::string>>& state) {
+  SkipDecision d;
+  d.checked = true;
   if (!state) {
     d.log_line = "Failed to read driver config state file: " + state.error().message;
     d.warning = true;
@@ -28,7 +36,7 @@ SkipDecision decide_skip_uninstall(const Settings& settings, const host::Host& h
     d.summary = "no driver state file " + std::string(host::kDriverStateFile);
     return d;
   }
-  d.skip = host::driver_config_matches(*settings.driver_config_digest, **state);
+  d.skip = host::driver_config_matches(settings.driver_config_digest.value_or(""), **state);
   d.summary = d.skip ? "the loaded driver's configuration digest equals DRIVER_CONFIG_DIGEST"
                      : "the loaded driver's configuration digest differs from DRIVER_CONFIG_DIGEST";
   return d;

@@ -6,6 +6,7 @@
 #include <functional>
 #include <queue>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 
 namespace dm::manager {
@@ -118,18 +119,7 @@ WaveEstimate estimate_wave(const std::vector<milliseconds>& node_times, int64_t 
 }
 
 std::string human_duration(milliseconds d) {
-  const int64_t ms = d.count();
-  if (ms < 1000) return fmt::format("{}ms", ms);
-  const int64_t tenths = (ms + 50) / 100;  // rounded to a tenth of a second
-  const int64_t h = tenths / 36000;
-  const int64_t m = (tenths / 600) % 60;
-  const int64_t s = (tenths / 10) % 60;
-  const int64_t frac = tenths % 10;
-  std::string out;
-  if (h > 0) out += fmt::format("{}h", h);
-  if (h > 0 || m > 0) out += fmt::format("{}m", m);
-  out += frac > 0 ? fmt::format("{}.{}s", s, frac) : fmt::format("{}s", s);
-  return out;
+  return format_duration(d, DurationStyle::kRoundedTenths);
 }
 
 }  // namespace dm::manager

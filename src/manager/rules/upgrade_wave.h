@@ -63,7 +63,7 @@ struct WaveEstimate {
 };
 WaveEstimate estimate_wave(const std::vector<std::chrono::milliseconds>& node_times, int64_t at_once);
 
-// "1m5s", "2.5s", "750ms": a duration for people.
+// An estimate for people, "1m5s", "2.5s", "750ms" (DurationStyle::kRoundedTenths).
 std::string human_duration(std::chrono::milliseconds d);
 
 }  // namespace dm::manager
