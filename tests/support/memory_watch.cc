@@ -156,14 +156,13 @@ void MemoryCluster::daemonset_loop() {
 
 namespace {
 
-// As the real controller does to the pods it creates: each term of the required node affinity matches the
-// node's name in its matchFields (its matchExpressions stay); a pod without terms gets one of that alone.
+// As the real controller does to the pods it creates (ReplaceDaemonSetPodNodeNameNodeAffinity): the
+// required node affinity is replaced by one term matching the node's name in its matchFields; the terms of
+// the template are not on the pod.
 void pin_to_node(Json& pod, const std::string& node) {
   const Json field = {{"key", "metadata.name"}, {"operator", "In"}, {"values", Json::array({node})}};
   Json& required = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"];
-  Json& terms = required["nodeSelectorTerms"];
-  if (!terms.is_array() || terms.empty()) terms = Json::array({Json::object()});
-  for (auto& term : terms) term["matchFields"] = Json::array({field});
+  required["nodeSelectorTerms"] = Json::array({{{"matchFields", Json::array({field})}}});
 }
 
 }  // namespace

@@ -157,18 +157,25 @@ TEST(PodRulesTest, DaemonSetPodsTakenOffByThePause) {
   EXPECT_FALSE(taken_off_by_pause(p, *pause)) << "it never fit the node as the operator labelled it";
 }
 
-// NVSentinel's shape: two terms, "In [true]" or "DoesNotExist", pinned to the node by the DaemonSet
-// controller's matchFields. Pausing the label matches neither term.
-TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsNodeAffinity) {
+// NVSentinel's shape: two terms, "In [true]" or "DoesNotExist", in its DaemonSet's template. The DaemonSet
+// controller replaces the pod's required node affinity by one term pinning it to its node (matchFields), so
+// the rule reads the template: pausing the label matches neither of its terms.
+TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsTemplatesNodeAffinity) {
   Json p = fixture("client-ds-pod");
   p["spec"].erase("nodeSelector");
-  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-   ["nodeSelectorTerms"] = Json::parse(R"([
-        {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]}],
-         "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]},
-        {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "DoesNotExist"}],
-         "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]}])");
-  const auto pause = client_and_custom_pause();
+  const Json pinned = Json::parse(R"({"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gpu-node-1"]}]}]})");
+  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"] = pinned;
+  Json tmpl = {{"metadata", p["metadata"]}, {"spec", p["spec"]}};
+  tmpl["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+      ["nodeSelectorTerms"] = Json::parse(R"([
+        {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In", "values": ["true"]}]},
+        {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "DoesNotExist"}]}])");
+  const std::string ds = kube::namespace_of(p) + "/" + kube::controller_ref(p)->name;
+  auto pause = std::make_shared<LabelPause>(*client_and_custom_pause());
+  // The pod's own spec names no key: without its DaemonSet's template it is not the pause's.
+  EXPECT_FALSE(taken_off_by_pause(p, *pause));
+  pause->daemonset_templates[ds] = tmpl;
   const auto t = taken_off_by_pause(p, *pause);
   ASSERT_TRUE(t);
   EXPECT_EQ(t->rule, PlacementRule::kNodeAffinity);
@@ -178,24 +185,43 @@ TEST(PodRulesTest, DaemonSetPodTakenOffThroughItsNodeAffinity) {
   bare->before.labels.erase("nvidia.com/gpu.deploy.client");
   bare->after.labels.erase("nvidia.com/gpu.deploy.client");
   EXPECT_FALSE(taken_off_by_pause(p, *bare));
-  // Pinned to another node, it never fit this one.
-  p["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-   [0]["matchFields"][0]["values"][0] = "gpu-node-2";
-  EXPECT_FALSE(taken_off_by_pause(p, *pause));
+  // Another DaemonSet's template is not this pod's.
+  auto other = std::make_shared<LabelPause>(*client_and_custom_pause());
+  other->daemonset_templates[ds + "-other"] = tmpl;
+  EXPECT_FALSE(taken_off_by_pause(p, *other));
 
   GpuClientOptions o;
   o.label_pause = pause;
-  Json annotated = fixture("client-ds-pod");
+  Json annotated = p;
   annotated["metadata"]["annotations"]["nvidia.com/gpu.client"] = "true";
-  annotated["spec"] = p["spec"];
-  annotated["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-           ["nodeSelectorTerms"][0]["matchFields"][0]["values"][0] = "gpu-node-1";
   const PodDecision d = gpu_client_pipeline(o).decide(annotated);
   EXPECT_EQ(d.verdict, Verdict::kSkip);
   EXPECT_EQ(d.filter, "node-label");
   EXPECT_THAT(d.reason,
               ::testing::HasSubstr("selecting node label nvidia.com/gpu.deploy.client through its node "
                                    "affinity"));
+}
+
+// The templates are read once per DaemonSet of the node's running pods, through the facts' lookup.
+TEST(PodRulesTest, DaemonSetTemplatesAreReadOncePerDaemonSetOfTheNodesPods) {
+  const auto pods = fixtures({"client-ds-pod", "client-ds-pod", "cpu-pod", "gpu-succeeded-bare-pod"});
+  std::vector<std::string> asked;
+  PodFacts facts;
+  facts.daemonset_template = [&](const std::string& ns, const std::string& name) -> std::optional<Json> {
+    asked.push_back(ns + "/" + name);
+    return Json{{"spec", {{"nodeSelector", {{"a", "b"}}}}}};
+  };
+  const DaemonSetTemplates got = daemonset_templates_of(pods, facts);
+  const Json& pod = pods.front();
+  const std::string ds = kube::namespace_of(pod) + "/" + kube::controller_ref(pod)->name;
+  EXPECT_EQ(asked, std::vector<std::string>{ds});
+  ASSERT_EQ(got.size(), 1U);
+  EXPECT_EQ(got.at(ds)["spec"]["nodeSelector"]["a"], "b");
+  facts.daemonset_template = [](const std::string&, const std::string&) -> std::optional<Json> {
+    return std::nullopt;
+  };
+  EXPECT_TRUE(daemonset_templates_of(pods, facts).empty()) << "a DaemonSet that may not be read is left out";
+  EXPECT_TRUE(daemonset_templates_of(pods, PodFacts{}).empty());
 }
 
 TEST(PodRulesTest, GpuClientDesignation) {

@@ -41,6 +41,9 @@ class PlanBuilder {
         ledger_(in.pods) {
     if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
     if (configured_) effective_ = decide_taint_add(in.node, *configured_).effective;
+    // As the run reads them before its pause: the DaemonSets' templates place their pods (label_pause.h).
+    if (!label_pause(snapshot_, table_).keys.empty())
+      snapshot_.daemonset_templates = daemonset_templates_of(in.pods, in.facts);
     pause_ = std::make_shared<const LabelPause>(label_pause(snapshot_, table_));
   }
 

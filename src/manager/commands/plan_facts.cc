@@ -159,6 +159,15 @@ PodFacts listed_pod_facts(const std::shared_ptr<const std::vector<Json>>& daemon
     facts.daemonset_exists = [names](const std::string& ns, const std::string& name) -> Result<bool> {
       return names->count(ns + "/" + name) > 0;
     };
+    auto templates = std::make_shared<std::map<std::string, const Json*>>();
+    for (const auto& ds : *daemonsets) {
+      if (const Json* t = kube::find(ds, {"spec", "template"})) (*templates)[kube::ref_string(ds)] = t;
+    }
+    facts.daemonset_template = [daemonsets, templates](const std::string& ns,
+                                                       const std::string& name) -> std::optional<Json> {
+      const auto it = templates->find(ns + "/" + name);
+      return it != templates->end() ? std::optional<Json>(*it->second) : std::nullopt;
+    };
   }
   if (claims) {
     facts.holds_gpu_claim = [claims](const Json& pod) -> Result<bool> {

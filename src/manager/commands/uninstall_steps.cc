@@ -57,6 +57,11 @@ Status Uninstall::pause_operands() {
     spdlog::info("Shutting down GPU clients using node selector label \"{}\"={}", custom,
                  snapshot_.value(custom));
   }
+  // Which DaemonSet pods the pause takes off is read from their DaemonSets' templates (label_pause.h).
+  if (!label_pause(snapshot_, table_).keys.empty()) {
+    snapshot_.daemonset_templates = daemonset_templates_of(pods_.snapshot(), api_pod_facts(client_));
+    gpu_clients_->use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
+  }
   const auto body = pause_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
     register_legacy_uncordon();

@@ -71,6 +71,18 @@ PodFacts api_pod_facts(kube::Api& client) {
     return false;
   };
   facts.runtime_class_handler = runtime_class_lookup(client);
+  facts.daemonset_template = [&client](const std::string& ns,
+                                       const std::string& name) -> std::optional<Json> {
+    auto ds = client.get(kube::paths::daemonset(ns, name));
+    const Json* t = ds ? kube::find(*ds, {"spec", "template"}) : nullptr;
+    if (t == nullptr) {
+      spdlog::debug(
+          "Cannot read the pod template of DaemonSet {}/{} ({}): its pods are placed by their own spec", ns,
+          name, ds ? "none in it" : ds.error().message);
+      return std::nullopt;
+    }
+    return *t;
+  };
   return facts;
 }
 

@@ -49,6 +49,9 @@ class GpuClientReset {
   void refuse_to_taint(Error why) { taint_ops_.refuse_to_add(std::move(why)); }
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
   void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
+  // The label pause as the run reads it right before pausing (with the DaemonSets' templates); called before
+  // the reset starts.
+  void use_label_pause(std::shared_ptr<const LabelPause> pause) { label_pause_ = std::move(pause); }
 
   // Startup self-healing on a path that will not unload the driver: removes a taint that an earlier,
   // crashed run added (our ownership annotation on `node`, the node as just read; no request when none).

@@ -219,6 +219,7 @@ bool patch_has_labels(const Json& patch) {
 LabelPause label_pause(const Snapshot& snapshot, const std::vector<OperandSpec>& table) {
   LabelPause p;
   p.before = {snapshot.node_name, snapshot.node_labels};
+  p.daemonset_templates = snapshot.daemonset_templates;
   // A label a crashed run left paused counts at the value the operator gave it.
   for (const auto& op : table) {
     const std::string v = snapshot.value(op.label_key);

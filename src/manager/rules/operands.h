@@ -66,6 +66,9 @@ struct Snapshot {
   std::string upgrade_annotation;                  // nvidia.com/gpu-driver-upgrade-enabled, "" when absent
   std::string node_name;                           // for matchFields on metadata.name
   std::map<std::string, std::string> node_labels;  // all of the node's labels, for pod placement
+  // The pod templates of the DaemonSets of the node's pods (filled by the caller that may read them):
+  // where the label pause reads a DaemonSet pod's placement (label_pause.h).
+  DaemonSetTemplates daemonset_templates;
 
   // The snapshot value of `key` ("" when not a table key or absent).
   [[nodiscard]] std::string value(std::string_view key) const;

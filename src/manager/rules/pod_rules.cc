@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <set>
 #include <utility>
 
 #include "manager/rules/dra_plugin.h"
@@ -324,6 +325,22 @@ PodListDecision decide_pods_of(const PodPipeline& pipeline, const Pods& pods) {
 }
 
 template <class Pods>
+DaemonSetTemplates daemonset_templates_of_pods(const Pods& pods, const PodFacts& facts) {
+  DaemonSetTemplates out;
+  if (!facts.daemonset_template) return out;
+  std::set<std::string> asked;
+  for (size_t i = 0; i < pods.size(); ++i) {
+    const Json& pod = pod_at(pods, i);
+    const auto ref = kube::controller_ref(pod);
+    if (!ref || ref->kind != "DaemonSet" || kube::pod_finished(pod)) continue;
+    const std::string ns = kube::namespace_of(pod);
+    if (!asked.insert(ns + "/" + ref->name).second) continue;
+    if (auto t = facts.daemonset_template(ns, ref->name)) out[ns + "/" + ref->name] = std::move(*t);
+  }
+  return out;
+}
+
+template <class Pods>
 Result<GpuEvictionDecision> decide_gpu_workload_eviction_of(const Pods& pods, const DrainOptions& options,
                                                             const PodFacts& facts) {
   // First, which pods use a GPU. One claim lookup per pod, reused by the pipeline.
@@ -384,6 +401,14 @@ Result<GpuEvictionDecision> decide_gpu_workload_eviction_of(const Pods& pods, co
 }
 
 }  // namespace
+
+DaemonSetTemplates daemonset_templates_of(const std::vector<Json>& pods, const PodFacts& facts) {
+  return daemonset_templates_of_pods(pods, facts);
+}
+
+DaemonSetTemplates daemonset_templates_of(const PodSnapshot& pods, const PodFacts& facts) {
+  return daemonset_templates_of_pods(pods, facts);
+}
 
 PodListDecision decide_pods(const PodPipeline& pipeline, const std::vector<Json>& pods) {
   return decide_pods_of(pipeline, pods);

@@ -109,6 +109,10 @@ struct PodFacts {
   // The handler of a RuntimeClass (GET node.k8s.io/v1 runtimeclasses; gpu_access.h). Null: pods are not
   // counted as GPU pods through their RuntimeClass.
   RuntimeClassLookup runtime_class_handler;
+  // The pod template (spec.template) of DaemonSet ns/name (GET apps/v1 daemonset). Nullopt: gone, or it may
+  // not be read. Null: not asked.
+  std::function<std::optional<nlohmann::json>(const std::string& ns, const std::string& name)>
+      daemonset_template;
 };
 
 struct DrainOptions {
@@ -181,6 +185,11 @@ PodListDecision decide_pods(const PodPipeline& pipeline, const std::vector<nlohm
 using PodSnapshot = std::vector<std::shared_ptr<const nlohmann::json>>;
 // decide_pods over a snapshot (no pod is copied but those the decision keeps).
 PodListDecision decide_pods(const PodPipeline& pipeline, const PodSnapshot& pods);
+
+// The templates of the DaemonSets of `pods` (not finished), one facts.daemonset_template per DaemonSet, for
+// LabelPause::daemonset_templates; empty when facts.daemonset_template is null.
+DaemonSetTemplates daemonset_templates_of(const std::vector<nlohmann::json>& pods, const PodFacts& facts);
+DaemonSetTemplates daemonset_templates_of(const PodSnapshot& pods, const PodFacts& facts);
 
 // GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one
 // claim lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries); every one
