@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <string>
 
 namespace dm {
 
@@ -76,5 +77,8 @@ class Deadline {
   TimePoint at_{};
   bool set_ = false;
 };
+
+// "1m5s"-style rendering of a duration (whole seconds; under a second "500ms", as Go prints it), for logs.
+std::string format_duration(Duration d);
 
 }  // namespace dm

@@ -31,6 +31,9 @@ struct Error {
   int http_status = 0;              // 0 when the error did not come from an HTTP response
   std::string reason;               // Kubernetes Status.reason, if any
   std::vector<StatusCause> causes;  // Kubernetes Status.details.causes, if any
+  // The API server did not answer (no response, 5xx, 429) until the deadline of what the request served,
+  // which was tried again until then: trying it again at once is pointless.
+  bool unanswered = false;
 
   Error() = default;
   explicit Error(std::string msg, int status = 0, std::string why = {})

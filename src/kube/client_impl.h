@@ -89,16 +89,20 @@ struct Client::Impl {
     // Where the request remembers meeting the server unreachable (a watch's relist shares the watch's);
     // null: a window of the request's own.
     OutageWindow* outage = nullptr;
+    // Retried at most until then (a watch's relist: the watch's deadline), besides the thread's
+    // RequestDeadline; both unlimited: for ClientOptions::retry_for.
+    Deadline deadline{};
   };
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors: for a write only as
-  // may_send_again in kube/retry.h allows) and returns the parsed 2xx body.
+  // may_send_again in kube/retry.h allows) until the deadline of what it serves, and returns the parsed 2xx
+  // body.
   Result<nlohmann::json> send(const Call& call);
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
   Result<std::pair<std::vector<nlohmann::json>, std::string>> list_everything(
       const std::string& path, const ListOptions& list_options, ListItems keep = ListItems::kWhole,
-      OutageWindow* outage = nullptr);
+      OutageWindow* outage = nullptr, Deadline deadline = {});
   Result<std::string> discover_eviction_version();
 
   // A uniform random number in [0, 1).

@@ -96,7 +96,7 @@ class ListWatch {
     lo.resource_version.clear();
     lo.timeout_seconds = 0;
     if (lo.limit <= 0) lo.limit = 500;
-    auto listed = im_.list_everything(path_, lo, ListItems::kWhole, &outage_);
+    auto listed = im_.list_everything(path_, lo, ListItems::kWhole, &outage_, deadline_);
     if (!listed) return listed.error().wrap("watch " + path_);
     if (handlers_.on_sync) handlers_.on_sync(listed->first);
     resource_version_ = listed->second;
@@ -235,9 +235,11 @@ class ListWatch {
   };
 
   // After the `failures`-th failed stream in a row: wait with backoff and watch again, or, when the trouble
-  // persists, start over with a fresh list (which reports its own errors).
+  // persists, start over with a fresh list (which is tried until the watch's deadline, and reports its own
+  // errors).
+  static constexpr int kRelistAfter = 5;
   Next retry_or_relist(const Error& err, int failures, std::optional<std::chrono::milliseconds> retry_after) {
-    if (failures > im_.retry.max_retries) {
+    if (failures > kRelistAfter) {
       spdlog::warn("{}; listing again", err.message);
       return {std::nullopt, true};
     }

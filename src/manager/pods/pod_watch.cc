@@ -30,20 +30,6 @@ std::shared_ptr<const Json> cached_pod(Json&& pod) {
 
 }  // namespace
 
-std::string format_duration(Duration d) {
-  // Under a second: milliseconds, as Go prints a duration ("500ms" rather than "0s").
-  if (d > Duration::zero() && d < std::chrono::seconds(1))
-    return fmt::format("{}ms", std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
-  auto total = std::chrono::duration_cast<std::chrono::seconds>(d).count();
-  if (total < 0) total = 0;
-  const auto h = total / 3600;
-  const auto m = (total % 3600) / 60;
-  const auto s = total % 60;
-  if (h > 0) return fmt::format("{}h{}m{}s", h, m, s);
-  if (m > 0) return fmt::format("{}m{}s", m, s);
-  return fmt::format("{}s", s);
-}
-
 PodWatch::PodWatch(kube::Api& client, const Clock& clock, std::string node)
     : client_(client), clock_(clock), node_(std::move(node)) {}
 

@@ -96,7 +96,4 @@ Result<PodSnapshot> list_pods_fresh(kube::Api& client, const PodWatch& watch, co
                                     const std::string& node, const std::string& not_older_than,
                                     const CancelToken& cancel);
 
-// "1m5s"-style rendering of a duration (whole seconds; under a second "500ms"), for wait logs.
-std::string format_duration(Duration d);
-
 }  // namespace dm::manager
