@@ -208,8 +208,10 @@ Result<Json> Client::Impl::send(const Call& call) {
     HttpResponse& resp = *r;
     requests.fetch_add(1, std::memory_order_relaxed);
     if (resp.aborted) return Error::cancellation(what + ": cancelled");
-    if (resp.transport_error.empty() && is_2xx(resp.status))
+    if (resp.transport_error.empty() && is_2xx(resp.status)) {
+      outage_log.answered(clock->now());
       return success_answer(call.list, resp, list_body, what);
+    }
     Error err;
     if (!resp.transport_error.empty()) {
       resp.status = 0;  // a broken transfer: whatever status arrived is not the answer
@@ -227,6 +229,8 @@ Result<Json> Client::Impl::send(const Call& call) {
     // A 403 shortly after this request found the server unreachable is the restart (OutageWindow).
     if (!resp.transport_error.empty()) outage.unreachable(clock->now());
     const bool starting_up = err.forbidden() && outage.forbidden_is_restart(clock->now());
+    if (resp.transport_error.empty() && !retryable_status(resp.status) && !starting_up)
+      outage_log.answered(clock->now());  // an answer, if not the one hoped for
     const Attempt sent{
         .request_sent = resp.request_sent, .replay_harmless = call.replay_harmless, .on_429 = call.on_429};
     if (!may_send_again(call.method, resp.status, sent) && !starting_up) return err;
@@ -234,8 +238,8 @@ Result<Json> Client::Impl::send(const Call& call) {
     if (spent >= budget) return attempt == 0 && budget == Duration::zero() ? err : gave_up(err, spent);
     const auto delay = std::min<Duration>(
         backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after)), budget - spent);
-    spdlog::warn("{}; retrying in {} ({} left until the deadline)", err.message, format_duration(delay),
-                 format_duration(budget - spent));
+    outage_log.unanswered(clock->now(), err.message, budget - spent);
+    spdlog::debug("{}; retrying in {}", err.message, format_duration(delay));
     if (!clock->sleep_for(delay, cancel)) return Error::cancellation(what + ": cancelled");
   }
 }

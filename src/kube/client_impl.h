@@ -16,6 +16,7 @@
 #include "kube/client.h"
 #include "kube/errors.h"
 #include "kube/http.h"
+#include "kube/outage_log.h"
 #include "kube/retry.h"
 #include "kube/token_source.h"
 
@@ -65,6 +66,8 @@ struct Client::Impl {
   Result<std::unique_ptr<HttpConnection>> acquire(bool bulk);
   void release(std::unique_ptr<HttpConnection> c, bool bulk);
   std::atomic<uint64_t> requests{0};
+  // What the log says of an outage: every request and watch of the client reports to it.
+  OutageLog outage_log;
 
   std::mutex eviction_mu;
   std::string eviction_group_version;  // "policy/v1" or "policy/v1beta1" once discovered

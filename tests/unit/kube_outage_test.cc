@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kube/client.h"
+#include "kube/outage_log.h"
 #include "kube/retry.h"
 #include "support/doubles.h"
 
@@ -268,6 +269,71 @@ TEST(RetryUntilDeadlineTest, AWriteThatMayHaveArrivedIsNotSentAgainWhateverTheDe
   ASSERT_FALSE(dropped);
   EXPECT_EQ(server.requests(), 2);
   EXPECT_FALSE(dropped.error().unanswered) << "given up at once, not at the deadline";
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+TEST(OutageLogTest, OneLineWhenItBeginsOneEvery15sWhileItLastsOneWhenItEnds) {
+  const test::LogCapture log;
+  OutageLog outage;
+  const TimePoint t0{std::chrono::hours(1)};
+  for (auto t = 0s; t <= 50s; t += 1s) outage.unanswered(t0 + t, "GET /x: refused", 300s - t);  // 51 attempts
+  outage.answered(t0 + 52s);
+  outage.answered(t0 + 53s);  // no outage under way: nothing to say
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "\n"), 5U) << text;
+  EXPECT_EQ(
+      occurrences(text,
+                  "warning The API server is not answering: GET /x: refused; trying again for up to 5m0s"),
+      1U)
+      << text;
+  EXPECT_EQ(occurrences(text, "warning The API server has not answered for "), 3U) << text;
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("has not answered for 15s: GET /x: refused; trying again for up to 4m45s"));
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("has not answered for 30s: GET /x: refused; trying again for up to 4m30s"));
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("has not answered for 45s: GET /x: refused; trying again for up to 4m15s"));
+  EXPECT_EQ(occurrences(text, "info The API server is answering again after 52s"), 1U) << text;
+}
+
+TEST(OutageLogTest, AnOutageAfterTheLastOneEndedBeginsAfresh) {
+  const test::LogCapture log;
+  OutageLog outage;
+  const TimePoint t0{std::chrono::hours(1)};
+  outage.unanswered(t0, "GET /x: refused", std::nullopt);
+  outage.answered(t0 + 1s);
+  outage.unanswered(t0 + 2s, "GET /y: 503", std::nullopt);
+  outage.unanswered(t0 + 3s, "GET /y: 503", std::nullopt);
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "The API server is not answering: "), 2U) << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("not answering: GET /y: 503; trying again\n"));
+  EXPECT_EQ(occurrences(text, "has not answered for"), 0U) << text;
+}
+
+TEST(RetryUntilDeadlineTest, ARequestThroughAnOutageLogsItsBeginningCadenceAndEndNotEachAttempt) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  auto replies = times(30, 0);
+  replies.push_back(200);
+  server.script(replies);
+  const test::LogCapture log;
+  const TimePoint start = clock.now();
+  auto r = client->get("/api/v1/nodes/a");
+  ASSERT_TRUE(r) << r.error().message;
+  const auto lasted = clock.now() - start;
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "The API server is not answering: GET /api/v1/nodes/a: "), 1U) << text;
+  const size_t reminders = occurrences(text, "The API server has not answered for ");
+  EXPECT_GE(reminders, 1U) << text;
+  EXPECT_LE(reminders, static_cast<size_t>(lasted / OutageLog::kEvery)) << text;
+  EXPECT_EQ(occurrences(text, "The API server is answering again after "), 1U) << text;
+  EXPECT_EQ(occurrences(text, "warning "), 1 + reminders) << "no warning per attempt:\n" << text;
 }
 
 }  // namespace
