@@ -649,6 +649,7 @@ TEST_F(FaultSweep, NinetySecondOutage) {
         Case{.path = path, .b = chosen[i], .f = Fault::kApiStop, .node = "lo-" + std::to_string(i)}));
   }
   std::vector<std::function<void()>> jobs;
+  jobs.reserve(cases.size());
   for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
   run_parallel(jobs, kThreads);
   outage(cases, Fault::kApiStop, kLongOutage);

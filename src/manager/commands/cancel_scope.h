@@ -25,7 +25,7 @@ class CancelAtDeadline {
     Duration within;
   };
   CancelAtDeadline(const Clock& clock, Deadline deadline, const CancelToken& token,
-                   std::optional<Sooner> sooner = std::nullopt)
+                   const std::optional<Sooner>& sooner = std::nullopt)
       : thread_([this, &clock, deadline, token, sooner] { watch(clock, deadline, token, sooner); }) {}
   ~CancelAtDeadline() {
     {
