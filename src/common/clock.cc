@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <thread>
 

@@ -44,6 +44,9 @@ struct Error {
   std::string reason;               // Kubernetes Status.reason, if any
   std::vector<StatusCause> causes;  // Kubernetes Status.details.causes, if any
   int sys_errno = 0;                // a host error's errno (ENOENT, EBUSY, EPERM, ...); 0 when none
+  // The API server did not answer (no response, 5xx, 429) until the deadline of what the request served,
+  // which was tried again until then: trying it again at once is pointless.
+  bool unanswered = false;
 
   Error() = default;
   explicit Error(std::string msg, int status = 0, std::string why = {})

@@ -6,6 +6,7 @@
 #include <ctime>
 #include <optional>
 
+#include "common/duration_text.h"
 #include "common/log.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
@@ -156,6 +157,18 @@ Result<Json> success_answer(bool list, const HttpResponse& resp, std::optional<L
 
 }  // namespace
 
+namespace {
+
+// The error of a request given up at the deadline of what it served.
+Error gave_up(Error err, Duration tried_for) {
+  err.message += " (not answered for " + format_duration(tried_for, DurationStyle::kWholeSeconds) +
+                 ": gave up at the deadline)";
+  err.unanswered = true;
+  return err;
+}
+
+}  // namespace
+
 Result<Json> Client::Impl::send(const Call& call) {
   HttpRequest req;
   req.method = call.method;
@@ -183,23 +196,25 @@ Result<Json> Client::Impl::send(const Call& call) {
   bool renewed_token = false;  // one repeat after a 401 per token change is enough
   OutageWindow own_outage;     // this request's, never another's
   OutageWindow& outage = call.outage != nullptr ? *call.outage : own_outage;
+  const TimePoint started = clock->now();
+  const Duration budget =
+      retry_budget(*clock, {call.deadline, RequestDeadline::current()}, options.retry_for);
   for (int attempt = 0;; ++attempt) {
     if (cancel.cancelled()) return Error::cancellation(what + ": cancelled");
     auto credentials_now = current_credentials();
     if (!credentials_now) return credentials_now.error().wrap(what);
     req.bearer_token = credentials_now->token;
-    HttpResponse resp;
     if (call.list) list_body.emplace(parse_item);
-    if (auto r = perform_pooled(*this, req, call.bulk); r) {
-      resp = std::move(*r);
-    } else {
-      return r.error().wrap(what);
-    }
+    auto r = perform_pooled(*this, req, call.bulk);
+    if (!r) return r.error().wrap(what);
+    HttpResponse& resp = *r;
     requests.fetch_add(1, std::memory_order_relaxed);
     if (resp.aborted) return Error::cancellation(what + ": cancelled");
-    Error err;
-    if (resp.transport_error.empty() && is_2xx(resp.status))
+    if (resp.transport_error.empty() && is_2xx(resp.status)) {
+      outage_log.answered(clock->now());
       return success_answer(call.list, resp, list_body, what);
+    }
+    Error err;
     if (!resp.transport_error.empty()) {
       resp.status = 0;  // a broken transfer: whatever status arrived is not the answer
       err = transport_error(call.method, call.path, config.server, resp.transport_error);
@@ -216,34 +231,36 @@ Result<Json> Client::Impl::send(const Call& call) {
     // A 403 shortly after this request found the server unreachable is the restart (OutageWindow).
     if (!resp.transport_error.empty()) outage.unreachable(clock->now());
     const bool starting_up = err.forbidden() && outage.forbidden_is_restart(clock->now());
+    if (resp.transport_error.empty() && !retryable_status(resp.status) && !starting_up)
+      outage_log.answered(clock->now());  // an answer, if not the one hoped for
     const Attempt sent{
         .request_sent = resp.request_sent, .replay_harmless = call.replay_harmless, .on_429 = call.on_429};
-    if (!may_send_again(call.method, resp.status, sent) && !starting_up) {
-      return err;
-    }
-    if (attempt >= retry.max_retries) {
-      if (attempt == 0) return err;
-      Error e = err;
-      e.message += " (gave up after " + std::to_string(attempt + 1) + " attempts)";
-      return e;
-    }
-    const auto delay = backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after));
-    spdlog::warn("{}; retrying in {} ms (attempt {} of {})", err.message, delay.count(), attempt + 2,
-                 retry.max_retries + 1);
+    if (!may_send_again(call.method, resp.status, sent) && !starting_up) return err;
+    const Duration spent = clock->now() - started;
+    if (spent >= budget) return attempt == 0 && budget == Duration::zero() ? err : gave_up(err, spent);
+    const auto delay = std::min<Duration>(
+        backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after)), budget - spent);
+    outage_log.unanswered(clock->now(), err.message, budget - spent);
+    spdlog::debug("{}; retrying in {}", err.message, format_duration(delay, DurationStyle::kWholeSeconds));
     if (!clock->sleep_for(delay, cancel)) return Error::cancellation(what + ": cancelled");
   }
 }
 
 Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(
-    const std::string& path, const ListOptions& list_options, ListItems keep, OutageWindow* outage) {
+    const std::string& path, const ListOptions& list_options, ListItems keep, OutageWindow* outage,
+    Deadline deadline) {
   std::vector<Json> items;
   std::string resource_version;
   ListOptions page = list_options;
   bool restarted = false;
   while (true) {
     const std::function<void(Json&)>* reduce = list_options.reduce ? &list_options.reduce : nullptr;
-    const Call call{
-        .path = list_path(path, page), .list = true, .items = keep, .reduce = reduce, .outage = outage};
+    const Call call{.path = list_path(path, page),
+                    .list = true,
+                    .items = keep,
+                    .reduce = reduce,
+                    .outage = outage,
+                    .deadline = deadline};
     auto list = send(call);
     if (!list) {
       // An expired continue token: like client-go's pager, fall back to one unpaged list.
@@ -317,7 +334,7 @@ Result<std::unique_ptr<Client>> Client::create(const Config& config, ClientOptio
   im.config = config;
   im.options = std::move(options);
   im.clock = im.options.clock != nullptr ? im.options.clock : &im.system_clock;
-  im.retry = RetryPolicy{im.options.max_retries, im.options.retry_base, im.options.retry_max};
+  im.retry = RetryPolicy{im.options.retry_base, im.options.retry_max};
   im.credentials = make_credential_source(config, *im.clock, im.options.token_refresh);
   im.tls = std::move(*tls);
   im.idle.push_back(std::move(*conn));

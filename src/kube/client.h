@@ -21,8 +21,10 @@ namespace dm::kube {
 
 struct ClientOptions {
   std::chrono::milliseconds request_timeout{30000};  // every request but watches
-  int max_retries = 5;                               // on 429 / 5xx / connection errors
-  std::chrono::milliseconds retry_base{200};         // backoff base, doubled per attempt, with jitter
+  // How long a request that the API server does not answer (connection errors, 5xx, 429) is tried again
+  // when what it serves has no deadline of its own (kube::RequestDeadline); zero: never tried again.
+  std::chrono::milliseconds retry_for{std::chrono::minutes(5)};
+  std::chrono::milliseconds retry_base{200};  // backoff base, doubled per attempt, with jitter
   std::chrono::milliseconds retry_max{10000};
   std::string user_agent = "driver-manager";
   const Clock* clock = nullptr;  // nullptr: a SystemClock

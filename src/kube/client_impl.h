@@ -16,6 +16,7 @@
 #include "kube/client.h"
 #include "kube/errors.h"
 #include "kube/http.h"
+#include "kube/outage_log.h"
 #include "kube/retry.h"
 #include "kube/token_source.h"
 
@@ -65,6 +66,8 @@ struct Client::Impl {
   Result<std::unique_ptr<HttpConnection>> acquire(bool bulk);
   void release(std::unique_ptr<HttpConnection> c, bool bulk);
   std::atomic<uint64_t> requests{0};
+  // What the log says of an outage: every request and watch of the client reports to it.
+  OutageLog outage_log;
 
   std::mutex eviction_mu;
   std::string eviction_group_version;  // "policy/v1" or "policy/v1beta1" once discovered
@@ -89,16 +92,20 @@ struct Client::Impl {
     // Where the request remembers meeting the server unreachable (a watch's relist shares the watch's);
     // null: a window of the request's own.
     OutageWindow* outage = nullptr;
+    // Retried at most until then (a watch's relist: the watch's deadline), besides the thread's
+    // RequestDeadline; both unlimited: for ClientOptions::retry_for.
+    Deadline deadline{};
   };
 
   // Sends `call` with retries (429 when allowed, 5xx, connection errors: for a write only as
-  // may_send_again in kube/retry.h allows) and returns the parsed 2xx body.
+  // may_send_again in kube/retry.h allows) until the deadline of what it serves, and returns the parsed 2xx
+  // body.
   Result<nlohmann::json> send(const Call& call);
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
   Result<std::pair<std::vector<nlohmann::json>, std::string>> list_everything(
       const std::string& path, const ListOptions& list_options, ListItems keep = ListItems::kWhole,
-      OutageWindow* outage = nullptr);
+      OutageWindow* outage = nullptr, Deadline deadline = {});
   Result<std::string> discover_eviction_version();
 
   // A uniform random number in [0, 1).

@@ -20,6 +20,32 @@ bool may_send_again(std::string_view method, long http_status, const Attempt& at
   return http_status == 0 && !attempt.request_sent;
 }
 
+namespace {
+thread_local Deadline this_threads_deadline;  // NOLINT(cppcoreguidelines-avoid-non-const-global-variables)
+}  // namespace
+
+RequestDeadline::RequestDeadline(Deadline deadline) : previous_(this_threads_deadline) {
+  this_threads_deadline = deadline;
+}
+
+RequestDeadline::~RequestDeadline() {
+  this_threads_deadline = previous_;
+}
+
+Deadline RequestDeadline::current() {
+  return this_threads_deadline;
+}
+
+Duration retry_budget(const Clock& clock, std::initializer_list<Deadline> deadlines, Duration otherwise) {
+  std::optional<Duration> earliest;
+  for (const Deadline& d : deadlines) {
+    if (d.unlimited()) continue;
+    const Duration left = d.remaining(clock);
+    if (!earliest || left < *earliest) earliest = left;
+  }
+  return earliest.value_or(otherwise);
+}
+
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value) {
   while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\r' || value.back() == '\n')) {

@@ -1,7 +1,9 @@
-// When and how long to wait before retrying an API request (exponential backoff with jitter, Retry-After).
+// When and how long to wait before retrying an API request (exponential backoff with jitter, Retry-After),
+// and until when: the deadline of what the request serves (RequestDeadline).
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <optional>
 #include <string_view>
 
@@ -10,10 +12,30 @@
 namespace dm::kube {
 
 struct RetryPolicy {
-  int max_retries = 5;
   std::chrono::milliseconds base{200};
   std::chrono::milliseconds max{10000};
 };
+
+// The deadline of what the requests made on this thread serve (a step's, the lease's, the cleanup's), for as
+// long as the object lives: a request the API server does not answer (no response, 5xx, 429) is tried again
+// until then. Scopes nest; the innermost one counts, and an unlimited one means "no deadline of its own":
+// the client's default budget (ClientOptions::retry_for) applies. Threads start without one, so a step that
+// hands its requests to threads of its own opens a scope in each.
+class RequestDeadline {
+ public:
+  explicit RequestDeadline(Deadline deadline);
+  ~RequestDeadline();
+  RequestDeadline(const RequestDeadline&) = delete;
+  RequestDeadline& operator=(const RequestDeadline&) = delete;
+  // This thread's innermost scope's deadline (unlimited without one).
+  static Deadline current();
+
+ private:
+  Deadline previous_;
+};
+
+// How long a request may still be tried from now: the earliest of `deadlines` that is set, else `otherwise`.
+Duration retry_budget(const Clock& clock, std::initializer_list<Deadline> deadlines, Duration otherwise);
 
 // What a 429 Too Many Requests is to the caller: worth another attempt, or the answer to return (an
 // eviction that a PodDisruptionBudget blocks: the caller decides whether and when to try again).

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "common/duration_text.h"
 #include "kube/client.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
@@ -39,6 +40,7 @@ struct StreamResult {
   bool got_event = false;      // at least one event arrived (the connection was healthy)
   bool permanent = false;      // a response a retry cannot fix (e.g. 403)
   std::optional<std::chrono::milliseconds> retry_after;  // of a 429
+  bool unanswered = false;  // no response, a 5xx or a 429: the API server did not answer (an outage)
 };
 
 class ListWatch {
@@ -71,6 +73,8 @@ class ListWatch {
       if (auto e = stop_error()) return *e;
       if (r.end == StreamEnd::kStopped) return Error(what_ + ": stopped");
       if (r.got_event) failures = 0;
+      if (r.got_event || r.end == StreamEnd::kClosed || r.end == StreamEnd::kGone)
+        im_.outage_log.answered(clock_.now());
       if (r.end == StreamEnd::kGone) {
         spdlog::info("watch {}: resourceVersion {} is too old (410 Gone); listing again", path_,
                      resource_version_);
@@ -79,7 +83,7 @@ class ListWatch {
       }
       if (r.end == StreamEnd::kClosed || r.end == StreamEnd::kUnauthorized) continue;  // watch again now
       if (r.permanent) return *r.error;
-      auto next = retry_or_relist(*r.error, ++failures, r.retry_after);
+      auto next = retry_or_relist(*r.error, ++failures, r);
       if (next.outcome) return *next.outcome;
       if (next.relist) {
         need_list = true;
@@ -96,7 +100,7 @@ class ListWatch {
     lo.resource_version.clear();
     lo.timeout_seconds = 0;
     if (lo.limit <= 0) lo.limit = 500;
-    auto listed = im_.list_everything(path_, lo, ListItems::kWhole, &outage_);
+    auto listed = im_.list_everything(path_, lo, ListItems::kWhole, &outage_, deadline_);
     if (!listed) return listed.error().wrap("watch " + path_);
     if (handlers_.on_sync) handlers_.on_sync(listed->first);
     resource_version_ = listed->second;
@@ -212,6 +216,7 @@ class ListWatch {
     }
     if (!resp.transport_error.empty()) {
       outage_.unreachable(clock_.now());
+      r.unanswered = true;
       r.error = transport_error("GET", wpath, im_.config.server, resp.transport_error);
     } else if (resp.status == 410) {
       r.end = StreamEnd::kGone;
@@ -223,6 +228,7 @@ class ListWatch {
       r.permanent = !retryable_status(resp.status) &&
                     !(resp.status == 403 && outage_.forbidden_is_restart(clock_.now()));
       if (resp.status == 429) r.retry_after = parse_retry_after(resp.retry_after);
+      r.unanswered = retryable_status(resp.status);
     }
     // Otherwise the server ended the stream normally (timeoutSeconds): kClosed, resume at once.
     if (r.error) r.end = StreamEnd::kErrorEvent;
@@ -235,15 +241,29 @@ class ListWatch {
   };
 
   // After the `failures`-th failed stream in a row: wait with backoff and watch again, or, when the trouble
-  // persists, start over with a fresh list (which reports its own errors).
-  Next retry_or_relist(const Error& err, int failures, std::optional<std::chrono::milliseconds> retry_after) {
-    if (failures > im_.retry.max_retries) {
-      spdlog::warn("{}; listing again", err.message);
+  // persists, start over with a fresh list (which is tried until the watch's deadline, and reports its own
+  // errors).
+  static constexpr int kRelistAfter = 5;
+  Next retry_or_relist(const Error& err, int failures, const StreamResult& r) {
+    if (failures > kRelistAfter) {
+      say(err, r.unanswered, "listing again");
       return {std::nullopt, true};
     }
-    const auto delay = backoff_delay(im_.retry, failures - 1, im_.random01(), retry_after);
-    spdlog::warn("{}; watching again in {} ms", err.message, delay.count());
+    const auto delay = backoff_delay(im_.retry, failures - 1, im_.random01(), r.retry_after);
+    say(err, r.unanswered, "watching again in " + format_duration(delay, DurationStyle::kWholeSeconds));
     return {wait(delay), false};
+  }
+
+  // A failed stream: an outage goes into the client's outage lines, anything else is a warning of its own.
+  void say(const Error& err, bool unanswered, const std::string& next) const {
+    if (!unanswered) {
+      spdlog::warn("{}; {}", err.message, next);
+      return;
+    }
+    std::optional<Duration> left;
+    if (!deadline_.unlimited()) left = deadline_.remaining(clock_);
+    im_.outage_log.unanswered(clock_.now(), err.message, left);
+    spdlog::debug("{}; {}", err.message, next);
   }
 
   [[nodiscard]] bool done() const { return handlers_.done && handlers_.done(); }

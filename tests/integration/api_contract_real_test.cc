@@ -18,7 +18,7 @@ class RealBackend {
     auto config = kube::load_config(cluster_->kubeconfig());
     if (!config) throw std::runtime_error(config.error().message);
     kube::ClientOptions o;
-    o.max_retries = 2;
+    o.retry_for = std::chrono::seconds(2);
     auto c = kube::Client::create(*config, o);
     if (!c) throw std::runtime_error(c.error().message);
     client_ = std::move(*c);

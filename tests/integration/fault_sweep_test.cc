@@ -20,6 +20,8 @@
 //    let go at its boundary as the outage begins, completes and leaves the node as it was. One outage per
 //    fault serves every case of a path: all runs are brought to their boundaries (and stopped there) first.
 //  * SIGKILL, then `driver-manager recover`: the node as it was, the driver as the kill left it.
+//  * The API server stopped for 90 s (NinetySecondOutage: longer than the lease, at the first writes, in the
+//    operand wait, and in the restore after a failure): the runs complete, the failed one restores the node.
 //
 // Each path prints a table boundary x fault -> outcome. By default the full path gets SIGKILL, SIGTERM and
 // the API-server stop at every boundary (plus one freeze and two recovers) and the other paths SIGKILL;
@@ -96,12 +98,14 @@ struct Boundary {
   Hold hold = Hold::kNone;
   std::string slow{};  // kSlowPod: "op/<app>" or "wl/<app>"
   bool tail = false;   // at or after the unload
+  bool fails = false;  // the run is made to fail (its operand wait's deadline is shorter than the hold)
 };
 
 constexpr double kHoldSeconds = 8;
 constexpr int kLeaseSeconds = 20;
 constexpr int kGraceSeconds = 60;  // the driver pod's terminationGracePeriodSeconds
 constexpr auto kOutage = std::chrono::seconds(15);
+constexpr auto kLongOutage = std::chrono::seconds(90);
 
 // How the run is held inside a phase, by phase; a phase not listed here (a new one) is swept unheld.
 Boundary phase_boundary(Phase p) {
@@ -334,14 +338,15 @@ class FaultSweep : public UninstallSuite {
     write_file(s.sim_path("/run/mellanox/drivers/.driver-ready"), "");
   }
 
-  static std::map<std::string, std::string> run_env(const Scenario& s) {
+  static std::map<std::string, std::string> run_env(const Scenario& s, bool fails = false) {
     return {{"POD_NAME", "driver-" + s.node()},
             {"POD_NAMESPACE", s.operator_ns()},
             {"GPU_DIRECT_RDMA_ENABLED", "true"},
             {"LOG_LEVEL", "debug"},  // the phase lines
             // The product's default deadlines (the fixture's are shorter): a run waits stopped at its
             // boundary until the last case of its outage has reached its own, and the clock runs meanwhile.
-            {"OPERAND_WAIT_TIMEOUT", "5m"},
+            // A run made to fail gives up on its slow operand pod at once.
+            {"OPERAND_WAIT_TIMEOUT", fails ? "3s" : "5m"},
             {"DRAIN_TIMEOUT_SECONDS", "0s"}};
   }
 
@@ -406,7 +411,8 @@ class FaultSweep : public UninstallSuite {
   static void reach(Case& k) {
     k.s = prepare(k.path, k.b, k.node);
     k.before = k.s->state();
-    k.dm = k.s->start(sa_kubeconfig(), cluster().state_dir() + "/" + k.node + ".log", run_env(*k.s));
+    k.dm =
+        k.s->start(sa_kubeconfig(), cluster().state_dir() + "/" + k.node + ".log", run_env(*k.s, k.b.fails));
     std::string line = k.b.line;
     if (const auto at = line.find("{node}"); at != std::string::npos) line.replace(at, 6, k.node);
     if (!wait_line(*k.dm, line, 180)) {
@@ -453,6 +459,14 @@ class FaultSweep : public UninstallSuite {
   static void after_outage(Case& k) {
     const int code = k.dm->wait(300);
     const std::string log = k.dm->log();
+    if (k.b.fails) {
+      k.c.expect(code == 1, "exit " + std::to_string(code) + " (want 1, the arranged failure)");
+      const auto left = log.find("Could not restore node");
+      k.c.expect(left == std::string::npos,
+                 "the restore left something: " + log.substr(std::min(left, log.size())));
+      k.text = "failed as arranged, restored";
+      return;
+    }
     k.c.expect(code == 0, "exit " + std::to_string(code) + ": " + gave_up_line(log));
     if (k.path.unloads()) {
       k.c.expect(!k.s->sim().refcnt().has_value(), "the driver was not unloaded");
@@ -484,7 +498,8 @@ class FaultSweep : public UninstallSuite {
 
   // The API-server cases of one fault, one outage for all (every run already stopped at its boundary):
   // the API server goes away, the runs are let go into the outage, the server comes back.
-  static void outage(std::vector<std::unique_ptr<Case>>& cases, Fault f) {
+  static void outage(std::vector<std::unique_ptr<Case>>& cases, Fault f,
+                     std::chrono::seconds lasting = kOutage) {
     if (cases.empty()) return;
     if (f == Fault::kApiStop) {
       cluster().stop_apiserver();
@@ -496,7 +511,7 @@ class FaultSweep : public UninstallSuite {
       k->dm->signal(SIGCONT);
       if (k->b.hold == Hold::kMofed) release_mofed(*k->s);
     }
-    std::this_thread::sleep_for(kOutage);
+    std::this_thread::sleep_for(lasting);
     if (f == Fault::kApiStop) {
       cluster().start_apiserver();
     } else {
@@ -609,6 +624,39 @@ TEST_F(FaultSweep, SkipPath) {
 }
 TEST_F(FaultSweep, PolicyOnPath) {
   sweep(sweep_paths()[3]);
+}
+
+// An outage of 90 s - longer than a request's attempts used to span, and than the lease - at the run's first
+// writes (the lease), in the operand wait, and in the restore after a failure: every request is tried again
+// until the deadline of what it serves, so the runs complete (the failed one fails as arranged, restoring
+// the node) and every node ends as it was. One outage for the three.
+TEST_F(FaultSweep, NinetySecondOutage) {
+  const auto paths = sweep_paths();
+  const PathSpec& path = paths[0];
+  std::vector<Boundary> chosen;
+  for (const auto& b : boundaries(path)) {
+    if (b.name == "first-write" || b.name == "pause-operands") chosen.push_back(b);
+  }
+  ASSERT_EQ(chosen.size(), 2U);
+  chosen.push_back({.name = "restore-after-failure",
+                    .line = "Performing cleanup on failure",
+                    .hold = Hold::kSlowPod,
+                    .slow = "op/nvidia-dcgm-exporter",
+                    .fails = true});
+  std::vector<std::unique_ptr<Case>> cases;
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    cases.push_back(std::make_unique<Case>(
+        Case{.path = path, .b = chosen[i], .f = Fault::kApiStop, .node = "lo-" + std::to_string(i)}));
+  }
+  std::vector<std::function<void()>> jobs;
+  jobs.reserve(cases.size());
+  for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
+  run_parallel(jobs, kThreads);
+  outage(cases, Fault::kApiStop, kLongOutage);
+  std::ostringstream out;
+  out << "\nAPI server stopped for 90 s, path full\n| boundary | outcome |\n|---|---|\n";
+  for (const auto& k : cases) out << "| " << k->b.name << " | " << k->text << " |\n";
+  std::cout << out.str() << std::flush;
 }
 
 // The plan the sweep generates its boundaries from is the one each path's scenario makes the run take.

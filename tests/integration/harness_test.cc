@@ -308,7 +308,7 @@ TEST_F(HarnessTest, EvictionBlockedByPdbReturns429) {
   auto config = kube::load_kubeconfig(cluster_->kubeconfig());
   ASSERT_TRUE(config.ok()) << config.error().message;
   kube::ClientOptions copt;
-  copt.max_retries = 0;
+  copt.retry_for = std::chrono::milliseconds(0);
   auto client = kube::Client::create(*config, copt);
   ASSERT_TRUE(client.ok()) << client.error().message;
 

@@ -71,7 +71,7 @@ class ExecPluginClusterTest : public ::testing::Test {
     auto cfg = load_kubeconfig(kubeconfig(command));
     EXPECT_TRUE(cfg.ok()) << cfg.error().message;
     ClientOptions options;
-    options.max_retries = 0;
+    options.retry_for = std::chrono::milliseconds(0);
     auto c = Client::create(*cfg, options);
     EXPECT_TRUE(c.ok()) << c.error().message;
     return std::move(*c);

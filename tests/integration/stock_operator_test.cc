@@ -187,12 +187,16 @@ TEST_F(StockOperator, SigtermDuringAnApiOutageEndsTheRunWithinTheGracePeriod) {
   cluster().stop_apiserver();
   run_command({"mkdir", "-p", s.sim_path("/run/mellanox/drivers")});
   run_command({"touch", s.sim_path("/run/mellanox/drivers/.driver-ready")});
-  // The restore's first request is retrying against the stopped API server.
+  // The restore's first request is retrying against the stopped API server: the outage (logged when it
+  // begins, maybe by the pod watch first, and every 15 s while it lasts) is still under way after the MOFED
+  // wait, the last step before the restore.
   const bool retrying = eventually(
       [&] {
         const std::string log = dm.log();
         const auto ready = log.find("MOFED driver is ready");
-        return ready != std::string::npos && log.find("retrying", ready) != std::string::npos;
+        return ready != std::string::npos &&
+               (log.find("The API server is not answering", ready) != std::string::npos ||
+                log.find("The API server has not answered for", ready) != std::string::npos);
       },
       60);
   if (!retrying) cluster().start_apiserver();

@@ -1,7 +1,10 @@
-// A 403 right after an API server outage (the restarted server's authorizer has not loaded the RBAC rules
-// yet) is retried only by the request that met the outage, within OutageWindow::kAfter of it: the window
-// alone, and the client against a scripted plain-HTTP server on loopback.
+// An API server outage as a request meets it, against a scripted plain-HTTP server on loopback and the fake
+// clock: a request the server does not answer is tried again until the deadline of what it serves (a
+// write only when that cannot repeat it), and a 403 right after the outage (the restarted server's
+// authorizer has not loaded the RBAC rules yet) is retried only by the request that met the outage, within
+// OutageWindow::kAfter of it.
 #include <arpa/inet.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,6 +19,7 @@
 #include <vector>
 
 #include "kube/client.h"
+#include "kube/outage_log.h"
 #include "kube/retry.h"
 #include "support/doubles.h"
 
@@ -96,10 +100,10 @@ class ScriptedServer {
                                      : R"({"kind":"Status","status":"Failure","message":"forbidden",)"
                                        R"("reason":"Forbidden","code":)" +
                                            std::to_string(reply) + "}";
-        const std::string out =
-            "HTTP/1.1 " + std::to_string(reply) +
-            " X\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-            std::to_string(body.size()) + "\r\n\r\n" + body;
+        const std::string out = "HTTP/1.1 " + std::to_string(reply) + " X\r\n" +
+                                (reply == 429 ? "Retry-After: 7\r\n" : "") +
+                                "Content-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
         (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
       }
       ::close(c);
@@ -115,14 +119,20 @@ class ScriptedServer {
   std::thread thread_;
 };
 
-std::unique_ptr<Client> client_for(const ScriptedServer& server, const Clock& clock) {
+// A client with the backoff of the program (200 ms doubling up to 10 s), or a fast one (1-2 ms).
+enum class Backoff { kFast, kReal };
+
+std::unique_ptr<Client> client_for(const ScriptedServer& server, const Clock& clock,
+                                   Backoff backoff = Backoff::kFast) {
   Config config;
   config.server = server.url();
   config.token = "t";
   ClientOptions o;
   o.clock = &clock;
-  o.retry_base = 1ms;
-  o.retry_max = 2ms;
+  if (backoff == Backoff::kFast) {
+    o.retry_base = 1ms;
+    o.retry_max = 2ms;
+  }
   o.request_timeout = 5000ms;
   auto c = Client::create(config, o);
   EXPECT_TRUE(c) << c.error().message;
@@ -159,6 +169,171 @@ TEST(OutageWindowTest, A403LongAfterTheRequestMetTheOutageIsTheAnswer) {
   ASSERT_FALSE(r);
   EXPECT_TRUE(r.error().forbidden()) << r.error().message;
   EXPECT_EQ(server.requests(), 2);
+}
+
+std::vector<int> times(int n, int reply) {
+  return std::vector<int>(static_cast<size_t>(n), reply);
+}
+
+TEST(RetryUntilDeadlineTest, AReadRidesOutAnOutageLongerThanAnyCountOfAttemptsUsedToAllow) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  auto replies = times(30, 0);  // 30 attempts: the backoff, capped at 10 s (5 s at the least), over 2 minutes
+  replies.push_back(200);
+  server.script(replies);
+  const TimePoint start = clock.now();
+  auto r = client->get("/api/v1/nodes/a");
+  EXPECT_TRUE(r) << r.error().message;
+  EXPECT_EQ(server.requests(), 31);
+  EXPECT_GT(clock.now() - start, 90s);
+  EXPECT_LE(clock.now() - start, ClientOptions().retry_for) << "within the budget of a request without one";
+}
+
+TEST(RetryUntilDeadlineTest, TheThreadsDeadlineEndsTheRetriesExactlyThere) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  server.script(times(1000, 503));
+  const TimePoint start = clock.now();
+  Result<nlohmann::json> r = Error("not sent");
+  {
+    const RequestDeadline step(Deadline::after(clock, 60s));
+    r = client->get("/api/v1/nodes/a");
+  }
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().unanswered) << r.error().message;
+  EXPECT_EQ(r.error().http_status, 503);
+  EXPECT_EQ(clock.now() - start, 60s) << "the last attempt goes out at the deadline, none after it";
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("not answered for 1m0s: gave up at the deadline"));
+  EXPECT_TRUE(RequestDeadline::current().unlimited()) << "the scope ends with its object";
+}
+
+TEST(RetryUntilDeadlineTest, WithoutADeadlineTheClientsBudgetApplies) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  Config config;
+  config.server = server.url();
+  ClientOptions o;
+  o.clock = &clock;
+  o.retry_for = 45s;
+  auto client = Client::create(config, o);
+  ASSERT_TRUE(client) << client.error().message;
+  server.script(times(1000, 0));
+  const TimePoint start = clock.now();
+  auto r = (*client)->get("/api/v1/nodes/a");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().unanswered);
+  EXPECT_EQ(clock.now() - start, 45s);
+
+  o.retry_for = 0ms;  // never again: one attempt
+  auto once = Client::create(config, o);
+  ASSERT_TRUE(once) << once.error().message;
+  server.script(times(10, 0));
+  const int before = server.requests();
+  auto r0 = (*once)->get("/api/v1/nodes/a");
+  ASSERT_FALSE(r0);
+  EXPECT_FALSE(r0.error().unanswered);
+  EXPECT_EQ(server.requests() - before, 1);
+}
+
+TEST(RetryUntilDeadlineTest, A429IsMetWithItsRetryAfterUntilTheServerTakesTheRequest) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  auto replies = times(10, 429);  // 70 s of "too many requests": more than any count used to allow
+  replies.push_back(200);
+  server.script(replies);
+  const TimePoint start = clock.now();
+  // A create with a generated name: a write a second attempt could repeat, but a 429 says it did not happen.
+  auto r = client->create("/api/v1/namespaces/a/events",
+                          {{"kind", "Event"}, {"metadata", {{"generateName", "e-"}}}});
+  EXPECT_TRUE(r) << r.error().message;
+  EXPECT_EQ(server.requests(), 11);
+  EXPECT_EQ(clock.now() - start, 70s) << "each wait is the server's Retry-After";
+}
+
+TEST(RetryUntilDeadlineTest, AWriteThatMayHaveArrivedIsNotSentAgainWhateverTheDeadline) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  const RequestDeadline step(Deadline::after(clock, std::chrono::minutes(10)));
+  const nlohmann::json event = {{"kind", "Event"}, {"metadata", {{"generateName", "e-"}}}};
+  server.script({500, 200});
+  auto r = client->create("/api/v1/namespaces/a/events", event);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().http_status, 500);
+  EXPECT_EQ(server.requests(), 1);
+  server.script({0, 200});  // the request was read, then the connection dropped: it may have arrived
+  auto dropped = client->create("/api/v1/namespaces/a/events", event);
+  ASSERT_FALSE(dropped);
+  EXPECT_EQ(server.requests(), 2);
+  EXPECT_FALSE(dropped.error().unanswered) << "given up at once, not at the deadline";
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+TEST(OutageLogTest, OneLineWhenItBeginsOneEvery15sWhileItLastsOneWhenItEnds) {
+  const test::LogCapture log;
+  OutageLog outage;
+  const TimePoint t0{std::chrono::hours(1)};
+  for (auto t = 0s; t <= 50s; t += 1s) outage.unanswered(t0 + t, "GET /x: refused", 300s - t);  // 51 attempts
+  outage.answered(t0 + 52s);
+  outage.answered(t0 + 53s);  // no outage under way: nothing to say
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "\n"), 5U) << text;
+  EXPECT_EQ(
+      occurrences(text,
+                  "warning The API server is not answering: GET /x: refused; trying again for up to 5m0s"),
+      1U)
+      << text;
+  EXPECT_EQ(occurrences(text, "warning The API server has not answered for "), 3U) << text;
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("has not answered for 15s: GET /x: refused; trying again for up to 4m45s"));
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("has not answered for 30s: GET /x: refused; trying again for up to 4m30s"));
+  EXPECT_THAT(
+      text, ::testing::HasSubstr("has not answered for 45s: GET /x: refused; trying again for up to 4m15s"));
+  EXPECT_EQ(occurrences(text, "info The API server is answering again after 52s"), 1U) << text;
+}
+
+TEST(OutageLogTest, AnOutageAfterTheLastOneEndedBeginsAfresh) {
+  const test::LogCapture log;
+  OutageLog outage;
+  const TimePoint t0{std::chrono::hours(1)};
+  outage.unanswered(t0, "GET /x: refused", std::nullopt);
+  outage.answered(t0 + 1s);
+  outage.unanswered(t0 + 2s, "GET /y: 503", std::nullopt);
+  outage.unanswered(t0 + 3s, "GET /y: 503", std::nullopt);
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "The API server is not answering: "), 2U) << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("not answering: GET /y: 503; trying again\n"));
+  EXPECT_EQ(occurrences(text, "has not answered for"), 0U) << text;
+}
+
+TEST(RetryUntilDeadlineTest, ARequestThroughAnOutageLogsItsBeginningCadenceAndEndNotEachAttempt) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  auto replies = times(30, 0);
+  replies.push_back(200);
+  server.script(replies);
+  const test::LogCapture log;
+  const TimePoint start = clock.now();
+  auto r = client->get("/api/v1/nodes/a");
+  ASSERT_TRUE(r) << r.error().message;
+  const auto lasted = clock.now() - start;
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "The API server is not answering: GET /api/v1/nodes/a: "), 1U) << text;
+  const size_t reminders = occurrences(text, "The API server has not answered for ");
+  EXPECT_GE(reminders, 1U) << text;
+  EXPECT_LE(reminders, static_cast<size_t>(lasted / OutageLog::kEvery)) << text;
+  EXPECT_EQ(occurrences(text, "The API server is answering again after "), 1U) << text;
+  EXPECT_EQ(occurrences(text, "warning "), 1 + reminders) << "no warning per attempt:\n" << text;
 }
 
 }  // namespace

@@ -84,7 +84,7 @@ TEST(RetryTest, ParseRetryAfterSeconds) {
 }
 
 TEST(RetryTest, BackoffDoublesAndIsCapped) {
-  const RetryPolicy p{5, milliseconds(200), milliseconds(1000)};
+  const RetryPolicy p{milliseconds(200), milliseconds(1000)};
   // jitter 0.999.. gives (almost) the full delay, jitter 0 half of it.
   EXPECT_EQ(backoff_delay(p, 0, 0.0), milliseconds(100));
   EXPECT_EQ(backoff_delay(p, 0, 1.0), milliseconds(200));
@@ -98,7 +98,7 @@ TEST(RetryTest, BackoffDoublesAndIsCapped) {
 }
 
 TEST(RetryTest, RetryAfterWinsButIsCapped) {
-  const RetryPolicy p{5, milliseconds(200), milliseconds(5000)};
+  const RetryPolicy p{milliseconds(200), milliseconds(5000)};
   EXPECT_EQ(backoff_delay(p, 0, 0.3, milliseconds(2000)), milliseconds(2000));
   EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(60000)), milliseconds(5000));
   EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(0)), milliseconds(0));

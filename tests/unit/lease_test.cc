@@ -1,6 +1,12 @@
 #include "manager/node/lease.h"
 
 #include <gtest/gtest.h>
+#include <spdlog/sinks/base_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <thread>
+
+#include "support/memory_cluster.h"
 
 namespace dm::manager {
 namespace {
@@ -55,6 +61,75 @@ TEST(Lease, ATimeOrDurationOutOfRangeIsNoLease) {
 TEST(Lease, HolderIsThePodWhenThereIsOne) {
   EXPECT_EQ(lease_holder_identity("gpu-operator/driver-abc", "node-1"), "pod gpu-operator/driver-abc");
   EXPECT_NE(lease_holder_identity("", "node-1").find("on node-1"), std::string::npos);
+}
+
+// The log's messages, one a line, readable while other threads log (the lease renews on a thread of its own).
+class SharedLog : public spdlog::sinks::base_sink<std::mutex> {
+ public:
+  std::string text() {
+    const std::lock_guard lock(mutex_);
+    return text_;
+  }
+
+ protected:
+  void sink_it_(const spdlog::details::log_msg& msg) override {
+    text_.append(msg.payload.data(), msg.payload.size());
+    text_ += '\n';
+  }
+  void flush_() override {}
+
+ private:
+  std::string text_;
+};
+
+// Polls `pred` (every 10 ms, for at most 30 s).
+bool soon(const std::function<bool()>& pred) {
+  for (int i = 0; i < 3000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+// An API server outage longer than the lease: the renewal says once that the lease has lapsed, does not give
+// up, and takes the lease back (still its own) when the API server answers again.
+TEST(Lease, AnOutageLongerThanTheLeaseIsSaidOnceAndTheLeaseTakenBackAfterIt) {
+  test::MemoryCluster cluster;
+  cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
+  const SystemClock clock;
+  const auto previous = spdlog::default_logger();
+  const auto sink = std::make_shared<SharedLog>();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("lease", sink));
+  {
+    NodeLease lease(cluster, clock, "n1", "pod a/b",
+                    {.duration = std::chrono::seconds(1), .renew_every = std::chrono::seconds(1)});
+    ASSERT_TRUE(lease.acquire(CancelToken()));
+    cluster.set_down(true);
+    EXPECT_TRUE(
+        soon([&] { return sink->text().find("The lease on node n1 has lapsed") != std::string::npos; }));
+    const std::string lapsed = sink->text();
+    EXPECT_NE(lapsed.find("Another run of driver-manager may take the node now; this run goes on"),
+              std::string::npos)
+        << lapsed;
+    cluster.set_down(false);
+    EXPECT_TRUE(
+        soon([&] { return sink->text().find("Renewed the lease on node n1 again") != std::string::npos; }));
+    EXPECT_TRUE(lease.held());
+    EXPECT_TRUE(lease.release());
+  }
+  spdlog::set_default_logger(previous);
+  const std::string text = sink->text();
+  EXPECT_EQ(occurrences(text, "has lapsed"), 1U) << text;
+  EXPECT_EQ(occurrences(text, "Lost the lease"), 0U) << text;
+  const auto node = cluster.find(kube::paths::node("n1"));
+  ASSERT_TRUE(node.has_value());
+  EXPECT_FALSE(lease_of(*node).has_value()) << "released";
 }
 
 }  // namespace

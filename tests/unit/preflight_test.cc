@@ -101,7 +101,7 @@ TEST(Preflight, UnansweredAccessReviewsSkipTheCheckWithOneLine) {
   config.server = "https://127.0.0.1:1";  // nothing listens there
   config.insecure_skip_tls_verify = true;
   kube::ClientOptions options;
-  options.max_retries = 0;
+  options.retry_for = std::chrono::milliseconds(0);
   auto client = kube::Client::create(config, options);
   ASSERT_TRUE(client) << client.error().message;
   Settings s;

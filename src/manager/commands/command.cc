@@ -7,7 +7,6 @@ namespace dm::manager {
 kube::ClientOptions restart_tolerant_options(const Clock& clock, const CancelToken& cancel) {
   kube::ClientOptions options;
   options.clock = &clock;
-  options.max_retries = 9;
   options.cancel = cancel;
   return options;
 }

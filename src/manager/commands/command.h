@@ -21,8 +21,9 @@ struct Connection {
   std::unique_ptr<kube::Client> client;
 };
 
-// Options of a client whose every request rides out a control-plane restart: 9 retries back off for about
-// 20-40 s in total. `cancel` stops the request in flight (and its retries) at once.
+// Options of a client whose every request rides out a control-plane outage: tried again until the deadline of
+// what it serves (kube::RequestDeadline), else for ClientOptions::retry_for (5 minutes). `cancel` stops the
+// request in flight (and its retries) at once.
 kube::ClientOptions restart_tolerant_options(const Clock& clock, const CancelToken& cancel = CancelToken());
 
 // Loads the configuration of settings.kubeconfig and creates the client; on failure logs the critical line

@@ -8,6 +8,7 @@
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
+#include "kube/retry.h"
 #include "manager/commands/cancel_scope.h"
 #include "manager/commands/cleanup.h"
 #include "manager/commands/command.h"
@@ -291,13 +292,16 @@ int Uninstall::fail(const Error& error) {
   const bool terminated = cancel_.cancelled();
   failed_in_ = reporter_.progress().current();
   if (terminated) spdlog::warn("Received SIGTERM: restoring the node before exiting");
-  // The run's requests stop with SIGTERM; the cleanup's and the lease release's are stopped only by the
-  // cleanup's budget under SIGTERM (the kubelet kills the container when the grace period ends), else by
-  // their own retries.
+  // The run's requests stop with SIGTERM; the cleanup's and the lease release's have a token of their own,
+  // fired when the restore's budget runs out: under SIGTERM the grace period's (the kubelet kills the
+  // container when it ends), else the restore's own, cut down to the grace period's if SIGTERM comes
+  // meanwhile. Until then a request the API server does not answer is tried again (an outage is ridden out).
   const CancelToken cleanup_cancel;
-  std::optional<CancelAtDeadline> watchdog;
-  const Deadline deadline = terminated ? Deadline::after(clock_, cleanup_budget_) : Deadline::none();
-  if (terminated) watchdog.emplace(clock_, deadline, cleanup_cancel);
+  const Deadline deadline = Deadline::after(clock_, terminated ? cleanup_budget_ : kRestoreBudget);
+  std::optional<CancelAtDeadline::Sooner> on_sigterm;
+  if (!terminated) on_sigterm = CancelAtDeadline::Sooner{cancel_, cleanup_budget_};
+  const CancelAtDeadline watchdog(clock_, deadline, cleanup_cancel, on_sigterm);
+  const kube::RequestDeadline restore(deadline);
   client_.set_cancel(cleanup_cancel);
   if (!undo_.empty()) {
     // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.

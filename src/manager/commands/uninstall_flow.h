@@ -136,8 +136,11 @@ class Uninstall {
   UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
   NodeOps* undo_node_ = nullptr;  // during cleanup: node writes that SIGTERM does not cancel
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
-  std::optional<GpuClientReset> gpu_clients_;           // annotated third-party GPU clients and their taint
-  std::optional<OwnPod> own_pod_;                       // the pod this program runs in, when found
+  // The restore after a failure without SIGTERM: no undo action starts after it, and its requests are tried
+  // through an API server outage until then.
+  static constexpr Duration kRestoreBudget = std::chrono::minutes(10);
+  std::optional<GpuClientReset> gpu_clients_;  // annotated third-party GPU clients and their taint
+  std::optional<OwnPod> own_pod_;              // the pod this program runs in, when found
   std::optional<Error> taint_refusal_;  // the own pod does not tolerate the taint that no client needed yet
   std::optional<NodeLease> lease_;      // held from the first write to the end of the run
   std::optional<LateArrivals> late_;    // GPU users bound after the cordon or the taint

@@ -8,7 +8,9 @@
 #include <iomanip>
 #include <sstream>
 
+#include "common/duration_text.h"
 #include "common/log.h"
+#include "kube/retry.h"
 
 namespace dm::manager {
 
@@ -175,21 +177,45 @@ Result<bool> NodeLease::renew_once() {
   return true;
 }
 
+// A renewal the API server does not answer is tried again until the lease would lapse (its requests'
+// deadline). Past that the run goes on - stopping it midway would leave the node half prepared - and keeps
+// renewing: the lease is taken back if it is still ours, and lost if another run took it meanwhile.
 void NodeLease::renew_loop() {
+  TimePoint renewed = clock_.now();  // the lease was taken just now
+  bool lapsed = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     cv_.wait_for(lock, options_.renew_every);
     if (stop_) break;
     lock.unlock();
-    auto s = renew_once();
-    if (!s && s.error().conflict()) s = renew_once();  // the node changed in between: read it again
+    const TimePoint lapses = renewed + options_.duration;
+    Result<bool> s = false;
+    {
+      const kube::RequestDeadline until_it_lapses(Deadline::after(clock_, lapses - clock_.now()));
+      s = renew_once();
+      if (!s && s.error().conflict()) s = renew_once();  // the node changed in between: read it again
+    }
     lock.lock();
-    if (!s && s.error().cancelled()) {
+    if (s && *s) {
+      if (lapsed) spdlog::info("Renewed the lease on node {} again: this run holds it", node_);
+      renewed = clock_.now();
+      lapsed = false;
+    } else if (!s && s.error().cancelled()) {
       // SIGTERM stopped the request; the next renewal goes out with the cleanup's own token.
       spdlog::debug("Renewing the lease on node {} was cancelled", node_);
+    } else if (!s && !lapsed && clock_.now() >= lapses) {
+      lapsed = true;
+      spdlog::error(
+          "The lease on node {} has lapsed: not renewed for {} ({}). Another run of driver-manager may take "
+          "the node now; this run goes on, and keeps renewing the lease: it takes it back if it is still "
+          "its own, and says so if another run took it",
+          node_, format_duration(clock_.now() - renewed, DurationStyle::kWholeSeconds), s.error().message);
+    } else if (!s && !lapsed) {
+      spdlog::warn("Failed to renew the lease on node {} (will retry until it lapses in {}): {}", node_,
+                   format_duration(lapses - clock_.now(), DurationStyle::kWholeSeconds), s.error().message);
     } else if (!s) {
-      spdlog::warn("Failed to renew the lease on node {} (will retry): {}", node_, s.error().message);
-    } else if (!*s) {
+      spdlog::debug("Renewing the lapsed lease on node {} failed: {}", node_, s.error().message);
+    } else {
       lost_ = true;
       break;
     }

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "kube/objects.h"
+#include "kube/retry.h"
 
 namespace dm::manager {
 
@@ -19,6 +20,8 @@ namespace {
 bool permanent(const Error& e) {
   return e.http_status == 400 || e.http_status == 403 || e.http_status == 404 || e.http_status == 422;
 }
+
+constexpr Duration kEventRetryBudget = std::chrono::seconds(30);
 
 }  // namespace
 
@@ -54,7 +57,8 @@ Result<Json> NodeOps::patch_with_retry(const Json& body, const std::string& what
       return r;
     }
     last = r.error();
-    if (permanent(last) || attempt == retry_.attempts) break;
+    // Unanswered: the client tried it again until the deadline of what it serves, which has passed.
+    if (permanent(last) || last.unanswered || attempt == retry_.attempts) break;
     spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, last.message);
     const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
     if (!clock_.sleep_for(sleep, cancel_)) return last.wrap("cancelled while retrying");
@@ -158,6 +162,8 @@ void NodeOps::event(const std::string& reason, const std::string& message, const
   // The node name as UID, as the kubelet does: `kubectl describe node` looks for Events by that UID.
   Json involved = {{"apiVersion", "v1"}, {"kind", "Node"}, {"name", node_}, {"uid", node_}};
   if (events_forbidden_) return;
+  // A record for people: an outage does not hold up the run (or its end) for longer than this.
+  const kube::RequestDeadline scope(Deadline::after(clock_, kEventRetryBudget));
   auto s = client_.create_event(involved, reason, message, type);
   if (!s && s.error().forbidden()) {
     // The GPU Operator's stock role for the driver has no `events create`: say so once, then stop trying.

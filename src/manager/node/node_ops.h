@@ -56,8 +56,9 @@ class NodeOps {
 
   // Strategic-merge PATCH of metadata.labels (`labels`: key -> string, or null to delete), retried per the
   // RetryPolicy; each failed attempt logs "Failed to update labels on node <n>, retrying: <err>". Errors that
-  // a retry cannot fix (400, 403, 404, 422) are returned at once. `annotations` (key -> string or null) go
-  // in the same patch: a record that must change together with the labels.
+  // a retry cannot fix (400, 403, 404, 422) are returned at once, and so is a patch the API server left
+  // unanswered until the deadline of what it serves (the client tried it again until then). `annotations`
+  // (key -> string or null) go in the same patch: a record that must change together with the labels.
   Status update_labels(const nlohmann::json& labels,
                        const nlohmann::json& annotations = nlohmann::json::object());
 
@@ -74,8 +75,9 @@ class NodeOps {
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
   Status drop_cordon_annotation();
 
-  // Best effort: records a core/v1 Event on the node (failures only logged at debug level). When Events are
-  // forbidden (403), says so once at info level with the RBAC rule to add, and stops trying.
+  // Best effort: records a core/v1 Event on the node (failures only logged at debug level), tried through an
+  // outage for at most 30 s. When Events are forbidden (403), says so once at info level with the RBAC rule
+  // to add, and stops trying.
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
   // The same, sent by a thread of its own so that the caller does not wait for the API server (an Event is
   // a record for people, nothing waits on it). flush_events() and the destructor wait for those in flight.

@@ -12,6 +12,7 @@
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
+#include "kube/retry.h"
 #include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
@@ -183,8 +184,11 @@ Status evict_pods(kube::Api& client, const PodWatch& watch, const Clock& clock,
   std::vector<std::thread> workers;
   workers.reserve(shares.size());
   for (const auto& share : shares) {
-    workers.emplace_back(
-        [&] { eviction_worker(client, watch, clock, targets, share, *shared, stop, options); });
+    workers.emplace_back([&] {
+      // An eviction the API server does not answer is tried again until the deadline of the evictions.
+      const kube::RequestDeadline scope(deadline);
+      eviction_worker(client, watch, clock, targets, share, *shared, stop, options);
+    });
   }
 
   WaitCheck check = [&](const PodSnapshot& pods) -> Result<std::vector<std::string>> {
