@@ -647,8 +647,11 @@ TEST_F(ClientRecipes, TheDraDriversOwnChartIsRecognisedDrainedLastAndKeptOffByTh
   EXPECT_EQ(by_default["clientsToleratingTaint"], json::array({plugin_ref})) << by_default.dump(2);
   std::string steps;
   for (const auto& st : by_default.value("steps", json::array())) steps += st.get<std::string>() + "\n";
-  EXPECT_THAT(steps,
-              HasSubstr("DRA is in use: the NVIDIA DRA kubelet plugin runs here (" + plugin_ref + ")"));
+  // The node's ResourceSlice (listed under the shipped ClusterRole) is the first evidence; without the
+  // DRA API the plugin running here is.
+  const std::string dra_reason = dra_api ? "the node has 1 gpu.nvidia.com ResourceSlice"
+                                         : "the NVIDIA DRA kubelet plugin runs here (" + plugin_ref + ")";
+  EXPECT_THAT(steps, HasSubstr("DRA is in use: " + dra_reason));
   // With the recipe's taint (plan and wave plan): kept off by it until the end.
   const std::map<std::string, std::string> dedicated = {{"GPU_CLIENT_TAINT", kDedicatedTaint}};
   std::map<std::string, std::string> own_dedicated = own;
@@ -683,8 +686,7 @@ TEST_F(ClientRecipes, TheDraDriversOwnChartIsRecognisedDrainedLastAndKeptOffByTh
   ASSERT_EQ(dm->wait(120), 0) << dm->log();
 
   const std::string log = dm->log();
-  EXPECT_THAT(log, HasSubstr("DRA is in use on node " + s.node() +
-                             ": the NVIDIA DRA kubelet plugin runs here (" + plugin_ref + ")"));
+  EXPECT_THAT(log, HasSubstr("DRA is in use on node " + s.node() + ": " + dra_reason + ";"));
   EXPECT_THAT(log, HasSubstr(fill(plugin.log, {{"@POD@", plugin_ref}})));
   EXPECT_THAT(log, Not(HasSubstr("Nothing keeps these GPU clients off")));
   // The order: the claim holder, the claim guard, the plugin, the unload.
