@@ -406,6 +406,40 @@ TEST(UninstallMemory, OwnPodNotToleratingTheTaintIsRefusedWhenATaintWouldBeAdded
   expect_labels(s, default_mem_operands(), "true");
 }
 
+// NVSentinel's shape again, tolerating every taint, beside a driver pod that does not tolerate the configured
+// taint. Its pod carries only the DaemonSet controller's match on the node's name; its DaemonSet's template
+// selects the client label, so the label pause keeps it off. The checks before the first write judge it by
+// that template as the pause does: no taint is needed (the run goes on) and nothing is named as kept off by
+// nothing.
+TEST(UninstallMemory, ChecksBeforeTheFirstWriteJudgeDaemonSetPodsByTheirTemplates) {
+  MemoryScenario s;
+  s.deploy({.daemonsets = {{.name = "health-agent",
+                            .node_selector = {},
+                            .holds_gpu = true,
+                            .gpu_client = "true",
+                            .affinity_terms = nlohmann::json::parse(R"([
+                              {"matchExpressions": [{"key": "nvidia.com/gpu.deploy.client", "operator": "In",
+                                                     "values": ["true"]}]}])"),
+                            .node_labels = {{kPrefix + "client", "true"}},
+                            .tolerations = nlohmann::json::array({{{"operator", "Exists"}}})}}});
+  auto settings = s.settings();
+  settings.gpu_client_taint = "example.com/gpu-maintenance=driver:NoSchedule";
+  add_own_pod(s, settings, "nvidia.com/gpu");
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_THAT(r.log,
+              HasSubstr("does not tolerate the GPU client taint example.com/gpu-maintenance=driver:"
+                        "NoSchedule; going on, as this run adds no taint: no GPU client pod to reset"));
+  EXPECT_THAT(r.log, Not(HasSubstr("Nothing keeps these GPU clients off")));
+  EXPECT_THAT(r.log, HasSubstr("through its node affinity: removed and waited for through that label"));
+  EXPECT_THAT(s.evicted(), IsEmpty());
+  EXPECT_EQ(s.requests_with("taints"), 0U);
+  EXPECT_FALSE(s.driver_loaded()) << "it held the GPU: the unload succeeds only once it is gone";
+  s.wait_running(s.workload_ns(), 1);  // its DaemonSet brings it back
+}
+
 // Under driver.hostNetwork HOSTNAME is the node's name and names no pod, and no POD_NAME is set: the pod is
 // found by the UID its own cgroup names (the simulated host's /proc/self/cgroup, as the kubelet's systemd
 // cgroup driver writes it) among the node's pods, and its toleration is checked before any write.

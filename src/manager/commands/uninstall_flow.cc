@@ -100,7 +100,9 @@ int Uninstall::run(const kube::Config& config) {
   node = std::move(*leased);
   known_node_.remember(*node);
   pods_.set_wait_observer([this](const WaitStatus& st, bool started) { reporter_.on_wait(st, started); });
+  auto templates = std::move(snapshot_.daemonset_templates);
   snapshot_ = take_snapshot(*node, table_);
+  snapshot_.daemonset_templates = std::move(templates);
   bool malformed_record = false;
   paused_record_ = paused_record_of(*node, &malformed_record);
   if (malformed_record) {
@@ -148,6 +150,8 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
                                settings_.operator_namespace);
   auto own = locate_own_pod(ref);
   if (!own) return own.error();
+  // The taint and kept-off checks below judge DaemonSet pods by their templates, as the pause will.
+  if (host_.module_loaded("nvidia")) read_daemonset_templates();
   if (!own->has_value()) {
     spdlog::info(
         "Own pod not found ({}): not running in a pod, skipping the toleration check; SIGTERM cleanup "

@@ -71,6 +71,8 @@ class Uninstall {
   static const StepRun& step_run(Step step);
   int pre_installed_path(const std::string& version);
 
+  bool read_daemonset_templates();  // into snapshot_, when the label pause has a key
+
   // Steps.
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status pause_operands();

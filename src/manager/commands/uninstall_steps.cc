@@ -47,6 +47,14 @@ int Uninstall::pre_installed_path(const std::string& version) {
   return kExitFailed;
 }
 
+// Which DaemonSet pods the label pause takes off is read from their DaemonSets' templates (label_pause.h):
+// read when the pause has a label to take off (false otherwise).
+bool Uninstall::read_daemonset_templates() {
+  if (label_pause(snapshot_, table_).keys.empty()) return false;
+  snapshot_.daemonset_templates = daemonset_templates_of(pods_.snapshot(), api_pod_facts(client_));
+  return true;
+}
+
 // See docs/behaviour.md, Pausing and restoring operand labels. The operand waits run with the client reset.
 Status Uninstall::pause_operands() {
   spdlog::info(
@@ -57,9 +65,7 @@ Status Uninstall::pause_operands() {
     spdlog::info("Shutting down GPU clients using node selector label \"{}\"={}", custom,
                  snapshot_.value(custom));
   }
-  // Which DaemonSet pods the pause takes off is read from their DaemonSets' templates (label_pause.h).
-  if (!label_pause(snapshot_, table_).keys.empty()) {
-    snapshot_.daemonset_templates = daemonset_templates_of(pods_.snapshot(), api_pod_facts(client_));
+  if (read_daemonset_templates()) {
     gpu_clients_->use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
   }
   const auto body = pause_patch(snapshot_, table_);
