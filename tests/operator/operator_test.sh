@@ -47,6 +47,19 @@ all_apps_running() {
     and .status.phase == "Running")] | length == 5' >/dev/null
 }
 refcnt() { cat "$OP_SIM/sys/module/nvidia/refcnt" 2>/dev/null || echo none; }
+# The driver pod POD's init container image.
+init_image() {
+  k -n "$OP_NS" get pod "$1" -o jsonpath='{.spec.initContainers[?(@.name=="k8s-driver-manager")].image}'
+}
+# A patch of deploy/gpu-operator as the docs give it, with this test's registry (localhost) in place of the
+# example's and TAG as the version; the image is tagged TAG in the node's containerd first.
+doc_patch() {  # FILE TAG -> the patch file's path
+  "$SRC/scripts/node" ctr "$OP_NODE_STATE" images tag --force localhost/driver-manager:dev \
+    "localhost/driver-manager:$2" >/dev/null || op_die "cannot tag the image as $2"
+  sed -e 's|registry.example.com/gpu|localhost|' -e "s|\"0.13.0\"|\"$2\"|" "$SRC/deploy/gpu-operator/$1" \
+    >"$OP_WORK/$2-$1"
+  printf '%s\n' "$OP_WORK/$2-$1"
+}
 fail_debug() { fail "$@"; op_debug; [[ -z ${OP_WATCH_PID:-} ]] || echo "--- $OP_UPGRADE_LABEL so far: $(op_states_timed)"; }
 
 # --- install ---------------------------------------------------------------------------------------------
@@ -76,9 +89,15 @@ for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do befo
 t0=$(date +%s)
 op_watch_start upgrade
 v=${OP_VERSIONS[1]}
+# A new driver version, and the manager image swapped the way docs/gpu-operator.md gives it for a
+# ClusterPolicy without Helm (the same image under another tag).
+k patch clusterpolicy cluster-policy --type merge --patch-file "$(doc_patch clusterpolicy-patch.yaml swap)" \
+  >/dev/null || fail "upgrade: the documented ClusterPolicy patch applies"
 k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\"}}}" >/dev/null
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
+  check_eq "upgrade: the documented ClusterPolicy patch set the init container's image" \
+    localhost/driver-manager:swap "$(init_image "$pod")"
   check_eq "upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
   check_has "upgrade: it saw the operator's upgrade policy" "Auto upgrade policy of the GPU driver on the node is enabled" "$log"
@@ -254,8 +273,13 @@ t0=$(date +%s)
 op_watch_start crd-upgrade
 v=${OP_VERSIONS[4]}
 nvidiadriver "$v"
+# The manager image of this NVIDIADriver set as docs/gpu-operator.md gives it (a canary pool's object).
+k patch nvidiadriver gpu-driver --type merge --patch-file "$(doc_patch nvidiadriver.yaml canary)" >/dev/null ||
+  fail "crd upgrade: the documented NVIDIADriver patch applies to an object of any name"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
+  check_eq "crd upgrade: the documented NVIDIADriver patch set the init container's image" \
+    localhost/driver-manager:canary "$(init_image "$pod")"
   check_eq "crd upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
   check_has "crd upgrade: it reset the annotated clients" "reset 4 GPU clients" \
