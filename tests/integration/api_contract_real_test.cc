@@ -26,6 +26,8 @@ class RealBackend {
   kube::Api& api() { return *client_; }
   // The control plane's controller-manager runs it.
   void run_daemonset_controller() {}
+  // Kubernetes 1.34 and later (scripts/k8s-matrix runs older releases too).
+  static bool serves_dra_v1() { return cluster_->serves("resource.k8s.io/v1"); }
   // The disruption controller has seen the budget and its pod.
   void await_budget(const std::string& ns, const std::string& name) {
     const bool processed = eventually([&] {

@@ -7,6 +7,7 @@
 //   kube::Api& api()                                     a client as the cluster's admin
 //   void await_budget(ns, name)                          until the disruption controller has computed it
 //   void run_daemonset_controller()                      DaemonSets get their pods from now on
+//   bool serves_dra_v1()                                 resource.k8s.io/v1 is served (Kubernetes 1.34+)
 #pragma once
 
 #include <gmock/gmock.h>
@@ -416,6 +417,7 @@ TYPED_TEST_P(ApiContract, AnUnreadyPodGoesUnderAlwaysAllowWhateverTheBudget) {
 // DRA (resource.k8s.io/v1): a claim keeps the allocation and the consumers its status is given; the claim
 // guard reads exactly these fields.
 TYPED_TEST_P(ApiContract, AResourceClaimKeepsItsAllocationAndReservedFor) {
+  if (!this->backend_.serves_dra_v1()) GTEST_SKIP() << "the API server serves no resource.k8s.io/v1";
   const std::string path = "/apis/resource.k8s.io/v1/namespaces/" + this->ns_ + "/resourceclaims";
   ASSERT_TRUE(this->api().create(
       path, {{"apiVersion", "resource.k8s.io/v1"},
@@ -453,6 +455,7 @@ TYPED_TEST_P(ApiContract, AResourceClaimKeepsItsAllocationAndReservedFor) {
 
 // DRA: the ResourceSlices a driver publishes for a node are found by node and driver.
 TYPED_TEST_P(ApiContract, ResourceSlicesAreSelectedByNodeAndDriver) {
+  if (!this->backend_.serves_dra_v1()) GTEST_SKIP() << "the API server serves no resource.k8s.io/v1";
   const auto slice = [&](const std::string& name, const std::string& driver) {
     return nlohmann::json{{"apiVersion", "resource.k8s.io/v1"},
                           {"kind", "ResourceSlice"},

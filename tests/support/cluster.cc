@@ -71,6 +71,10 @@ void TestCluster::apply(const std::string& yaml) const {
   if (out.exit_code != 0) throw std::runtime_error("kubectl apply failed: " + out.err + "\n" + yaml);
 }
 
+bool TestCluster::serves(const std::string& group_version) const {
+  return kubectl({"get", "--raw", "/apis/" + group_version}).exit_code == 0;
+}
+
 nlohmann::json TestCluster::get_json(const std::vector<std::string>& args) const {
   std::vector<std::string> a = {"get"};
   a.insert(a.end(), args.begin(), args.end());

@@ -35,6 +35,8 @@ class TestCluster {
   void apply(const std::string& yaml) const;
   // kubectl get <args> -o json, parsed; throws on failure.
   nlohmann::json get_json(const std::vector<std::string>& args) const;
+  // The API server serves `group_version` (e.g. "resource.k8s.io/v1": Kubernetes 1.34 and later).
+  [[nodiscard]] bool serves(const std::string& group_version) const;
 
   // Every audit event so far (one JSON object per line of audit.log).
   [[nodiscard]] std::vector<nlohmann::json> audit_events() const;

@@ -15,6 +15,8 @@ class MemoryBackend {
   // The in-memory cluster computes a budget's allowance when it is asked.
   void await_budget(const std::string& /*ns*/, const std::string& /*name*/) {}
   void run_daemonset_controller() { cluster_.start_daemonsets(); }
+  // It serves the current APIs.
+  static bool serves_dra_v1() { return true; }
 
  private:
   MemoryCluster cluster_;
