@@ -365,26 +365,18 @@ Status Uninstall::main_path() {
   } else {
     spdlog::info("Auto upgrade policy of the GPU driver on the node is disabled");
   }
-  const auto switches = eviction_switches(settings_, policy);
-  eviction_enabled_ = switches.gpu_pod_eviction;
-  auto_drain_enabled_ = switches.auto_drain;
-
-  FlowFacts facts;
-  facts.nvidia_loaded = host_.module_loaded("nvidia");
+  FlowInputs in{.nvidia_loaded = host_.module_loaded("nvidia"),
+                .upgrade_policy = policy,
+                .dra_label = snapshot_.dra_on()};
   // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
   // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
-  if (facts.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
-  facts.skip = skip_.skip;
-  facts.dra_on = snapshot_.dra_on();
-  if (facts.nvidia_loaded && !facts.skip && !facts.dra_on) {
-    // Installed some other way than by the operator: the claim guard and the plugin's order still apply.
+  if (in.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
+  in.skip = skip_.skip;
+  const FlowFacts facts = flow_facts(settings_, in, [this] {
     const auto evidence =
         read_dra_evidence(client_, settings_.node_name, false, pods_.snapshot(), api_pod_facts(client_));
-    facts.dra_on = !log_dra_in_use(settings_.node_name, evidence).empty();
-  }
-  facts.gpu_pod_eviction = eviction_enabled_;
-  facts.auto_drain = auto_drain_enabled_;
-  facts.gpu_direct_rdma = settings_.gpu_direct_rdma_enabled;
+    return log_dra_in_use(settings_.node_name, evidence);
+  });
   flow_ = plan_flow(facts);
   return execute();
 }

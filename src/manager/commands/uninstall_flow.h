@@ -132,9 +132,7 @@ class Uninstall {
   SkipDecision skip_;  // read when the driver is loaded
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;
-  PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
-  bool eviction_enabled_ = false;
-  bool auto_drain_enabled_ = false;
+  PausedRecord paused_record_;    // on the node: what this run (or a crashed one) paused, value before
   UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
   NodeOps* undo_node_ = nullptr;  // during cleanup: node writes that SIGTERM does not cancel
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin

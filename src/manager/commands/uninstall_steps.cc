@@ -251,7 +251,7 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   spdlog::info("Failed to drain node of GPU pods");
   spdlog::error("{}", s.error().message);
   if (cancel_.cancelled()) return s;
-  if (!auto_drain_enabled_)
+  if (!flow_.facts.auto_drain)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
   drain_pending_ = true;  // once the steps beside are done
   return ok_status();
@@ -345,7 +345,7 @@ Status Uninstall::uninstall_driver_components() {
   if (!s && !cancel_.cancelled()) {
     if (auto e = evict_late_holders_and_unload(s); !e) return e;
   }
-  if (!s && auto_drain_enabled_ && !cancel_.cancelled()) {
+  if (!s && flow_.facts.auto_drain && !cancel_.cancelled()) {
     spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
     if (auto c = cordon(); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
