@@ -11,7 +11,9 @@
 #include <sstream>
 
 #include "host/host.h"
-#include "manager/commands/plan.h"
+#include "manager/plan/build.h"
+#include "manager/plan/read.h"
+#include "manager/plan/render.h"
 #include "support/memory_scenario.h"
 #include "support/process.h"
 

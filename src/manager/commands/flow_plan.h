@@ -2,7 +2,8 @@
 // One plan, two consumers): `uninstall_driver` executes this list step by step, `plan` renders it, and the
 // phases it yields are the boundaries the run reports. A new step is one enumerator here, its row (name,
 // path rule) and its place in the path lists of flow_plan.cc, its row in the run's table (how it runs,
-// uninstall_flow.cc) and one case in the plan's rendering (plan.cc); a missing row fails to compile.
+// uninstall_flow.cc) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails to
+// compile.
 #pragma once
 
 #include <cstddef>

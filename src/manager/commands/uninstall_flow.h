@@ -1,8 +1,8 @@
 // The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
-// decided by manager/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used by
-// uninstall.cc only.
+// decided by manager/commands/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used
+// by uninstall.cc only.
 #pragma once
 
 #include <future>

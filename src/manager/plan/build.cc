@@ -1,6 +1,6 @@
-// build_plan: the run's own path and steps (manager/flow_plan), each step rendered with the pods it would
-// take, in the order the run takes them.
-#include "manager/commands/plan.h"
+// build_plan: the run's own path and steps (manager/commands/flow_plan), each step rendered with the pods it
+// would take, in the order the run takes them.
+#include "manager/plan/build.h"
 
 #include <fmt/format.h>
 
@@ -8,12 +8,13 @@
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
-#include "manager/commands/plan_ledger.h"
-#include "manager/commands/plan_parts.h"
 #include "manager/commands/preflight.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
 #include "manager/node/taint_ops.h"
+#include "manager/plan/ledger.h"
+#include "manager/plan/parts.h"
+#include "manager/plan/render.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/gpu_clients.h"
 #include "manager/pods/holders.h"
