@@ -381,6 +381,21 @@ Status Uninstall::main_path() {
   return execute();
 }
 
+int Uninstall::pre_installed_path(const std::string& version) {
+  spdlog::info("Host driver detected: {}", version);
+  flow_ = plan_flow(flow_facts(settings_, {.host_driver = true}, nullptr));
+  if (auto s = execute(); !s) {
+    if (cancel_.cancelled()) {
+      spdlog::warn("{}", s.error().message);
+      return kExitTerminated;
+    }
+    spdlog::critical("{}", s.error().message);
+    return kExitFailed;
+  }
+  spdlog::critical("driver is pre-installed on host");
+  return kExitFailed;
+}
+
 // One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
 // cancellation check before each step, its phase opened when it is not the current one).
 struct Uninstall::StepRun {
@@ -432,14 +447,8 @@ Status Uninstall::execute() {
 
 const Uninstall::StepRun& Uninstall::step_run(Step step) {
   static constexpr std::array<StepRun, kStepCount> kRows{{
-      {.step = Step::kLabelPreInstalled,
-       .run = [](Uninstall&) -> Status {
-         return Error("the pre-installed path is run by pre_installed_path()");
-       }},
-      {.step = Step::kAwaitRemoval,
-       .run = [](Uninstall&) -> Status {
-         return Error("the pre-installed path is run by pre_installed_path()");
-       }},
+      {.step = Step::kLabelPreInstalled, .run = [](Uninstall& u) { return u.label_pre_installed(); }},
+      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u) { return u.await_removal(); }},
       {.step = Step::kPauseOperands, .run = [](Uninstall& u) { return u.pause_operands(); }},
       // operands, annotated gpu clients and GPU workloads go side by side
       {.step = Step::kTakeGpuUsersOff, .run = [](Uninstall& u) { return u.take_gpu_users_off(); }},

@@ -62,18 +62,20 @@ class Uninstall {
   void finish(int exit_code);
 
  private:
-  // The path decided (manager/flow_plan) and its steps run in order (ok = exit 0); the pre-installed path
-  // ends the run with its own exit code.
+  // The path decided (manager/commands/flow_plan) and its steps run in order (ok = exit 0).
   Status main_path();
+  // The pre-installed path's steps, run by the same loop; the run ends with exit 1 even when they succeed.
+  int pre_installed_path(const std::string& version);
   Status execute();
   // How the run takes a step: one row per Step (uninstall_flow.cc), read by execute().
   struct StepRun;
   static const StepRun& step_run(Step step);
-  int pre_installed_path(const std::string& version);
 
   bool read_daemonset_templates();  // into snapshot_, when the label pause has a key
 
   // Steps.
+  Status label_pre_installed();
+  Status await_removal();  // by the DaemonSet controller
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status pause_operands();
   Status take_gpu_users_off();  // the workloads too when flow_.evict_workloads

@@ -29,22 +29,17 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
 
 }  // namespace
 
-int Uninstall::pre_installed_path(const std::string& version) {
-  spdlog::info("Host driver detected: {}", version);
+Status Uninstall::label_pre_installed() {
   spdlog::info("NVIDIA GPU driver is already pre-installed on the node, disabling the containerized driver");
   spdlog::info("Labeling node {} with {}={}", settings_.node_name, kDriverLabel, kPreInstalledValue);
-  auto s = node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
-  if (!s) {
-    spdlog::critical("{}", s.error().message);
-    return kExitFailed;
-  }
-  // Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
-  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_)) {
-    spdlog::warn("Received SIGTERM while waiting to be removed from the node");
-    return kExitTerminated;
-  }
-  spdlog::critical("driver is pre-installed on host");
-  return kExitFailed;
+  return node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
+}
+
+// Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
+Status Uninstall::await_removal() {
+  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_))
+    return Error("Received SIGTERM while waiting to be removed from the node");
+  return ok_status();
 }
 
 // Which DaemonSet pods the label pause takes off is read from their DaemonSets' templates (label_pause.h):
