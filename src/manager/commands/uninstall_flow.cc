@@ -98,23 +98,7 @@ int Uninstall::run(const kube::Config& config) {
   }
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
-  known_node_.remember(*node);
-  pods_.set_wait_observer([this](const WaitStatus& st, bool started) { reporter_.on_wait(st, started); });
-  auto templates = std::move(snapshot_.daemonset_templates);
-  snapshot_ = take_snapshot(*node, table_);
-  snapshot_.daemonset_templates = std::move(templates);
-  bool malformed_record = false;
-  paused_record_ = paused_record_of(*node, &malformed_record);
-  if (malformed_record) {
-    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
-                 settings_.node_name);
-  }
-
-  log_snapshot();
-  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
-                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
-  gpu_clients_->use_known_node(&known_node_);
-  if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
+  start_from_leased_node(*node);
   const LeftoverTaint taint =
       host_.module_loaded("nvidia") ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow;
   if (auto a = adopt_leftovers(*node, taint); !a) return fail(a.error());
@@ -125,6 +109,27 @@ int Uninstall::run(const kube::Config& config) {
   client_.set_cancel(CancelToken());
   release_lease();
   return kExitOk;
+}
+
+// From the node as the lease found it: the snapshot again (the DaemonSet templates read before stay), the
+// record of paused labels, the state written at each wait, the GPU-client reset.
+void Uninstall::start_from_leased_node(const nlohmann::json& node) {
+  known_node_.remember(node);
+  pods_.set_wait_observer([this](const WaitStatus& st, bool started) { reporter_.on_wait(st, started); });
+  auto templates = std::move(snapshot_.daemonset_templates);
+  snapshot_ = take_snapshot(node, table_);
+  snapshot_.daemonset_templates = std::move(templates);
+  bool malformed_record = false;
+  paused_record_ = paused_record_of(node, &malformed_record);
+  if (malformed_record) {
+    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
+                 settings_.node_name);
+  }
+  log_snapshot();
+  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
+                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
+  gpu_clients_->use_known_node(&known_node_);
+  if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
 }
 
 // Our pod: by POD_NAME or HOSTNAME, else by the UID its own cgroup names (HOSTNAME is the node's name under
@@ -229,36 +234,7 @@ size_t loaded_modules(const host::Host& host) {
 }  // namespace
 
 void Uninstall::count_phase() {
-  const auto phase = reporter_.progress().current();
-  std::map<std::string, bool> now;  // UID -> an annotated GPU client
-  for (const auto& p : pods_.snapshot()) {
-    now.emplace(kube::uid(*p), gpu_client_designation(*p) == ClientDesignation::kClient);
-  }
-  const size_t modules = loaded_modules(host_);
-  if (phase) {
-    size_t gone = 0;
-    size_t clients = 0;
-    size_t workloads = 0;
-    for (const auto& [uid, client] : phase_pods_) {
-      if (now.contains(uid)) continue;
-      // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
-      // operand wait: each is counted as what it is.
-      const bool beside = *phase == Phase::kPauseOperands;
-      if ((beside && client) || late_client_uids_.contains(uid)) {
-        ++clients;
-      } else if (workload_uids_.contains(uid)) {
-        ++workloads;
-      } else {
-        ++gone;
-      }
-    }
-    reporter_.progress().add_pods_gone(*phase, gone);
-    reporter_.progress().add_gpu_clients_reset(clients);
-    reporter_.progress().add_pods_gone(Phase::kEvictWorkloads, workloads);
-    if (phase_modules_ > modules) reporter_.progress().add_modules_unloaded(phase_modules_ - modules);
-  }
-  phase_pods_ = std::move(now);
-  phase_modules_ = modules;
+  tally_.count(reporter_.progress(), pods_.snapshot(), loaded_modules(host_));
 }
 
 void Uninstall::enter(Phase phase, StateWrite write, PhaseEvent event) {

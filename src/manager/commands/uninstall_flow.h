@@ -19,6 +19,7 @@
 #include "kube/config.h"
 #include "manager/commands/flow_plan.h"
 #include "manager/commands/own_pod.h"
+#include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
@@ -71,6 +72,7 @@ class Uninstall {
   struct StepRun;
   static const StepRun& step_run(Step step);
 
+  void start_from_leased_node(const nlohmann::json& node);
   bool read_daemonset_templates();  // into snapshot_, when the label pause has a key
 
   // Steps.
@@ -148,12 +150,9 @@ class Uninstall {
   std::optional<LateArrivals> late_;    // GPU users bound after the cordon or the taint
 
   ProgressReporter reporter_;
-  std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended
-  std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
-  std::set<std::string> workload_uids_;     // GPU workloads evicted beside the operand wait, or late
-  std::set<std::string> late_client_uids_;  // annotated GPU clients evicted late
-  bool drain_pending_ = false;              // the GPU-workload eviction failed: the full drain follows
-  size_t phase_modules_ = 0;                // NVIDIA (and nouveau) modules loaded then
+  std::optional<Phase> failed_in_;  // the phase a failure or SIGTERM ended
+  PhaseTally tally_;                // what left the node during each phase
+  bool drain_pending_ = false;      // the GPU-workload eviction failed: the full drain follows
 };
 
 }  // namespace dm::manager

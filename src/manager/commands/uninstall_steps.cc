@@ -240,7 +240,7 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   };
   std::vector<std::string> uids;
   auto s = evict_gpu_workloads(ctx, taken, &uids);
-  workload_uids_.insert(uids.begin(), uids.end());
+  tally_.add_workloads(uids);
   if (s) return s;
   if (stop.cancelled() && !cancel_.cancelled()) return s;
   spdlog::info("Failed to drain node of GPU pods");
@@ -273,8 +273,8 @@ Status Uninstall::evict_late_arrivals() {
     if (reporter_.progress().current() != Phase::kEvictWorkloads) enter(Phase::kEvictWorkloads);
   });
   auto s = late.evict_until_none();
-  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
-  late_client_uids_.insert(late.client_uids().begin(), late.client_uids().end());
+  tally_.add_workloads(late.workload_uids());
+  tally_.add_late_clients(late.client_uids());
   return s;
 }
 
@@ -286,8 +286,8 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
   for (const auto& h : host_.nvidia_holder_processes()) uids.insert(h.pod_uid);
   auto& late = late_arrivals();
   auto evicted = late.evict_holders(uids);
-  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
-  late_client_uids_.insert(late.client_uids().begin(), late.client_uids().end());
+  tally_.add_workloads(late.workload_uids());
+  tally_.add_late_clients(late.client_uids());
   if (!evicted) return evicted.error();
   if (!*evicted) return ok_status();
   if (auto k = check_cancelled(); !k) return k;
@@ -303,7 +303,7 @@ Status Uninstall::evict_host_holders() {
   std::set<std::string> own;
   if (own_pod_) own.insert(own_pod_->uid);
   auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
-  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
+  tally_.add_workloads(late.workload_uids());
   if (!n) return n.error();
   reporter_.progress().add_host_holders_evicted(*n);
   return check_cancelled();
