@@ -12,10 +12,10 @@
 #include "common/termination_message.h"
 #include "kube/client.h"
 #include "kube/config.h"
-#include "manager/commands/plan.h"
-#include "manager/commands/plan_wave.h"
 #include "manager/commands/recover.h"
 #include "manager/commands/uninstall.h"
+#include "manager/plan/command.h"
+#include "manager/plan/wave.h"
 
 #ifndef DM_VERSION
 #define DM_VERSION "dev"

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <optional>
 
-#include "manager/commands/plan_wave.h"
+#include "manager/plan/wave.h"
 #include "manager/rules/label_selector.h"
 
 namespace dm::cli {

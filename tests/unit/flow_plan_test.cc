@@ -127,7 +127,7 @@ TEST(FlowPlan, PathRulesTakeAStepOnlyWhereItHasSomethingToDo) {
   EXPECT_FALSE(has(plan_flow(f), Step::kCheckDraClaims));
   EXPECT_FALSE(has(plan_flow(f), Step::kPauseDraPlugin));
   f.dra_on = true;
-  EXPECT_TRUE(has(plan_flow(f), Step::kCheckDraClaims));
+  EXPECT_EQ(phase_of(plan_flow(f), Step::kCheckDraClaims), Phase::kEvictWorkloads) << "the claim guard runs";
   EXPECT_TRUE(has(plan_flow(f), Step::kPauseDraPlugin));
   f.nvidia_loaded = false;
   EXPECT_EQ(steps_of(plan_flow(f)).front(), Step::kPauseDraPlugin) << "the no-driver path pauses it first";
@@ -174,4 +174,52 @@ TEST(FlowPlan, EveryStepHasItsOwnName) {
 }
 
 }  // namespace
+// flow_facts: the one place the run and `plan` turn what they know into the facts of the decision.
+TEST(FlowFacts, TheUpgradePolicySupersedesTheEvictionSwitches) {
+  Settings s;
+  s.enable_gpu_pod_eviction = true;
+  s.enable_auto_drain = true;
+  s.gpu_direct_rdma_enabled = true;
+  const FlowInputs in{.nvidia_loaded = true, .dra_label = true};
+  FlowFacts f = flow_facts(s, in, nullptr);
+  EXPECT_TRUE(f.gpu_pod_eviction);
+  EXPECT_TRUE(f.auto_drain);
+  EXPECT_TRUE(f.gpu_direct_rdma);
+  f = flow_facts(s, FlowInputs{.nvidia_loaded = true, .upgrade_policy = true}, nullptr);
+  EXPECT_FALSE(f.gpu_pod_eviction);
+  EXPECT_FALSE(f.auto_drain);
+  EXPECT_EQ(plan_flow(f).path, RunPath::kFull);
+  EXPECT_FALSE(plan_flow(f).evict_workloads);
+}
+
+TEST(FlowFacts, DraInUseIsAskedOnlyWhenTheLoadedDriverWillBeUnloadedAndTheLabelSaysNo) {
+  const Settings s;
+  int asked = 0;
+  const DraInUse in_use = [&] {
+    ++asked;
+    return std::string("the DRA driver's kubelet plugin runs on the node");
+  };
+  EXPECT_TRUE(flow_facts(s, {.nvidia_loaded = true, .dra_label = true}, in_use).dra_on);
+  EXPECT_EQ(asked, 0) << "the operator's label says it";
+  EXPECT_FALSE(flow_facts(s, {.nvidia_loaded = true, .skip = true}, in_use).dra_on);
+  EXPECT_FALSE(flow_facts(s, {}, in_use).dra_on);
+  EXPECT_EQ(asked, 0) << "the skip and no-driver paths do not ask";
+  const FlowFacts f = flow_facts(s, {.nvidia_loaded = true}, in_use);
+  EXPECT_EQ(asked, 1);
+  EXPECT_TRUE(f.dra_on);
+  EXPECT_EQ(phase_of(plan_flow(f), Step::kCheckDraClaims), Phase::kEvictWorkloads) << "the claim guard runs";
+  EXPECT_FALSE(flow_facts(s, {.nvidia_loaded = true}, [] { return std::string(); }).dra_on);
+}
+
+TEST(FlowFacts, ASkipDecisionWithoutALoadedDriverIsNoSkip) {
+  const Settings s;
+  const FlowFacts f = flow_facts(s, {.skip = true}, nullptr);
+  EXPECT_FALSE(f.skip);
+  EXPECT_EQ(plan_flow(f).path, RunPath::kNoDriver);
+  EXPECT_EQ(plan_flow(flow_facts(s, {.host_driver = true, .nvidia_loaded = true}, nullptr)).path,
+            RunPath::kPreInstalled);
+  EXPECT_EQ(plan_flow(flow_facts(s, {.refused = true, .nvidia_loaded = true}, nullptr)).path,
+            RunPath::kRefused);
+}
+
 }  // namespace dm::manager

@@ -10,8 +10,11 @@
 
 #include "kube/objects.h"
 #include "manager/commands/command.h"
-#include "manager/commands/plan.h"
 #include "manager/node/lease.h"
+#include "manager/plan/build.h"
+#include "manager/plan/infer.h"
+#include "manager/plan/read.h"
+#include "manager/plan/render.h"
 #include "manager/rules/node_keys.h"
 #include "manager/rules/pdb.h"
 #include "manager/rules/skip.h"

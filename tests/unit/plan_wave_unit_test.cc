@@ -7,8 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "manager/commands/plan.h"
-#include "manager/commands/plan_wave.h"
+#include "manager/plan/build.h"
+#include "manager/plan/infer.h"
+#include "manager/plan/render.h"
+#include "manager/plan/wave.h"
 #include "manager/rules/upgrade_wave.h"
 #include "support/process.h"
 

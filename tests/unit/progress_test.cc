@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "manager/commands/phase_tally.h"
 #include "support/doubles.h"
 
 namespace dm::manager {
@@ -175,4 +176,29 @@ TEST(Format, Timestamps) {
 }
 
 }  // namespace
+
+// The tally compares the pods and modules at each phase boundary with the last: an operand pod that left
+// during pause-operands is "stopped", an annotated client "reset", a GPU workload (by UID) "evicted" whatever
+// phase it left in, the modules gone "unloaded".
+TEST(PhaseTally, CountsWhatLeftEachPhaseAsWhatItIs) {
+  test::FakeClock clock;
+  RunProgress p(clock);
+  PhaseTally tally;
+  const auto pod = [](const std::string& uid, bool client) {
+    nlohmann::json j = {{"metadata", {{"uid", uid}, {"name", uid}, {"namespace", "ns"}}}};
+    if (client) j["metadata"]["annotations"]["nvidia.com/gpu.client"] = "true";
+    return std::make_shared<const nlohmann::json>(std::move(j));
+  };
+  tally.count(p, {pod("op", false), pod("agent", true), pod("train", false), pod("stays", false)}, 5);
+  p.begin(Phase::kPauseOperands);
+  tally.add_workloads(std::vector<std::string>{"train"});
+  tally.count(p, {pod("stays", false)}, 5);
+  p.begin(Phase::kUnloadDriver);
+  tally.count(p, {pod("stays", false)}, 0);
+  p.begin(Phase::kRestore);
+  EXPECT_THAT(p.summary("done"),
+              ::testing::HasSubstr("stopped 1 operand pod, reset 1 GPU client, evicted 1 GPU "
+                                   "pod, unloaded 5 kernel modules"));
+}
+
 }  // namespace dm::manager

@@ -145,6 +145,33 @@ TEST(UninstallMemory, PreInstalledHostDriverLabelsTheNodeAndFails) {
   EXPECT_TRUE(s.driver_loaded());
 }
 
+// SIGTERM while the pre-installed path waits to be removed: exit 143, the label stays (it is what removes
+// us).
+TEST(UninstallMemory, SigtermWhileThePreInstalledPathWaitsExits143) {
+  MemoryScenario s;
+  s.deploy_operands(default_mem_operands());
+  s.label_node({{kPrefix + "driver", "true"}});
+  const std::string smi = s.sim_path("/host/usr/bin/nvidia-smi");
+  std::filesystem::create_directories(std::filesystem::path(smi).parent_path());
+  write_file(smi, "#!/bin/sh\necho 550.54.15\n");
+  ASSERT_EQ(::chmod(smi.c_str(), 0755), 0);
+  CancelToken sigterm;
+  std::thread killer([&] {
+    eventually([&] { return s.label(kPrefix + "driver") == "pre-installed"; });
+    sigterm.cancel();
+  });
+  auto settings = s.settings();
+  settings.pre_installed_sleep = std::chrono::minutes(10);
+
+  const auto r = s.run(settings, sigterm);
+  killer.join();
+
+  EXPECT_EQ(r.exit_code, 143) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Received SIGTERM while waiting to be removed from the node"));
+  EXPECT_THAT(r.log, Not(HasSubstr("driver is pre-installed on host")));
+  EXPECT_EQ(s.label(kPrefix + "driver"), "pre-installed");
+}
+
 TEST(UninstallMemory, PdbBlockedWorkloadFailsAtTheDrainTimeoutAndRestoresTheNode) {
   MemoryScenario s;
   s.deploy({.pods = {{.name = "inference", .request_gpu = true}}});

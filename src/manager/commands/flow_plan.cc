@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "manager/pods/drain.h"
+
 namespace dm::manager {
 
 namespace {
@@ -164,8 +166,25 @@ std::vector<Phase> FlowPlan::phases() const {
   return out;
 }
 
+FlowFacts flow_facts(const Settings& settings, const FlowInputs& in, const DraInUse& dra_in_use) {
+  FlowFacts f;
+  f.host_driver = in.host_driver;
+  f.refused = in.refused;
+  f.nvidia_loaded = in.nvidia_loaded;
+  f.skip = in.nvidia_loaded && in.skip;
+  f.dra_on = in.dra_label;
+  // Installed some other way than by the operator: the claim guard and the plugin's order still apply.
+  if (!f.dra_on && f.nvidia_loaded && !f.skip && dra_in_use) f.dra_on = !dra_in_use().empty();
+  const EvictionSwitches switches = eviction_switches(settings, in.upgrade_policy);
+  f.gpu_pod_eviction = switches.gpu_pod_eviction;
+  f.auto_drain = switches.auto_drain;
+  f.gpu_direct_rdma = settings.gpu_direct_rdma_enabled;
+  return f;
+}
+
 FlowPlan plan_flow(const FlowFacts& facts) {
   FlowPlan plan;
+  plan.facts = facts;
   plan.path = decide_path(facts);
   // The GPU-workload step runs with eviction on, or with DRA and the drain fallback on.
   plan.evict_workloads =

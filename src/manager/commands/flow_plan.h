@@ -2,16 +2,20 @@
 // One plan, two consumers): `uninstall_driver` executes this list step by step, `plan` renders it, and the
 // phases it yields are the boundaries the run reports. A new step is one enumerator here, its row (name,
 // path rule) and its place in the path lists of flow_plan.cc, its row in the run's table (how it runs,
-// uninstall_flow.cc) and one case in the plan's rendering (plan.cc); a missing row fails to compile.
+// uninstall_flow.cc) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails to
+// compile.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "manager/commands/progress.h"
+#include "manager/rules/settings.h"
 
 namespace dm::manager {
 
@@ -89,7 +93,28 @@ struct FlowFacts {
   bool gpu_direct_rdma = false;  // GPU_DIRECT_RDMA_ENABLED
 };
 
+// What the run and `plan` both know when the path is decided: the run reads it from the host and the node,
+// `plan` reads or infers it (docs/plan.md). flow_facts turns it into FlowFacts, for both.
+struct FlowInputs {
+  bool host_driver = false;     // a driver is installed on the host itself
+  bool refused = false;         // something stops the run before any write
+  bool nvidia_loaded = false;   // the nvidia module is loaded
+  bool skip = false;            // the skip decision keeps the loaded driver (asked only when loaded)
+  bool upgrade_policy = false;  // the node's upgrade-policy annotation (Snapshot::policy_enabled)
+  bool dra_label = false;       // the operator deployed its DRA driver here (Snapshot::dra_on)
+};
+
+// Why DRA is in use though the operator did not deploy its driver here ("" = it is not): the driver
+// installed some other way (dra_plugin.h). Asked only where the answer changes the steps: the driver is
+// loaded and will be unloaded.
+using DraInUse = std::function<std::string()>;
+
+// The facts the path is decided from: the eviction switches (the upgrade policy supersedes them) and DRA
+// (the operator's label, else `dra_in_use`). No I/O of its own.
+FlowFacts flow_facts(const Settings& settings, const FlowInputs& in, const DraInUse& dra_in_use);
+
 struct FlowPlan {
+  FlowFacts facts;  // what it was decided from
   RunPath path = RunPath::kRefused;
   bool evict_workloads = false;  // the cordon and GPU-workload eviction run beside the operand wait
   std::vector<PlannedStep> steps;

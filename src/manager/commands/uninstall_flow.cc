@@ -98,23 +98,7 @@ int Uninstall::run(const kube::Config& config) {
   }
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
-  known_node_.remember(*node);
-  pods_.set_wait_observer([this](const WaitStatus& st, bool started) { reporter_.on_wait(st, started); });
-  auto templates = std::move(snapshot_.daemonset_templates);
-  snapshot_ = take_snapshot(*node, table_);
-  snapshot_.daemonset_templates = std::move(templates);
-  bool malformed_record = false;
-  paused_record_ = paused_record_of(*node, &malformed_record);
-  if (malformed_record) {
-    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
-                 settings_.node_name);
-  }
-
-  log_snapshot();
-  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
-                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
-  gpu_clients_->use_known_node(&known_node_);
-  if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
+  start_from_leased_node(*node);
   const LeftoverTaint taint =
       host_.module_loaded("nvidia") ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow;
   if (auto a = adopt_leftovers(*node, taint); !a) return fail(a.error());
@@ -125,6 +109,27 @@ int Uninstall::run(const kube::Config& config) {
   client_.set_cancel(CancelToken());
   release_lease();
   return kExitOk;
+}
+
+// From the node as the lease found it: the snapshot again (the DaemonSet templates read before stay), the
+// record of paused labels, the state written at each wait, the GPU-client reset.
+void Uninstall::start_from_leased_node(const nlohmann::json& node) {
+  known_node_.remember(node);
+  pods_.set_wait_observer([this](const WaitStatus& st, bool started) { reporter_.on_wait(st, started); });
+  auto templates = std::move(snapshot_.daemonset_templates);
+  snapshot_ = take_snapshot(node, table_);
+  snapshot_.daemonset_templates = std::move(templates);
+  bool malformed_record = false;
+  paused_record_ = paused_record_of(node, &malformed_record);
+  if (malformed_record) {
+    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
+                 settings_.node_name);
+  }
+  log_snapshot();
+  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
+                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
+  gpu_clients_->use_known_node(&known_node_);
+  if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
 }
 
 // Our pod: by POD_NAME or HOSTNAME, else by the UID its own cgroup names (HOSTNAME is the node's name under
@@ -229,36 +234,7 @@ size_t loaded_modules(const host::Host& host) {
 }  // namespace
 
 void Uninstall::count_phase() {
-  const auto phase = reporter_.progress().current();
-  std::map<std::string, bool> now;  // UID -> an annotated GPU client
-  for (const auto& p : pods_.snapshot()) {
-    now.emplace(kube::uid(*p), gpu_client_designation(*p) == ClientDesignation::kClient);
-  }
-  const size_t modules = loaded_modules(host_);
-  if (phase) {
-    size_t gone = 0;
-    size_t clients = 0;
-    size_t workloads = 0;
-    for (const auto& [uid, client] : phase_pods_) {
-      if (now.contains(uid)) continue;
-      // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
-      // operand wait: each is counted as what it is.
-      const bool beside = *phase == Phase::kPauseOperands;
-      if ((beside && client) || late_client_uids_.contains(uid)) {
-        ++clients;
-      } else if (workload_uids_.contains(uid)) {
-        ++workloads;
-      } else {
-        ++gone;
-      }
-    }
-    reporter_.progress().add_pods_gone(*phase, gone);
-    reporter_.progress().add_gpu_clients_reset(clients);
-    reporter_.progress().add_pods_gone(Phase::kEvictWorkloads, workloads);
-    if (phase_modules_ > modules) reporter_.progress().add_modules_unloaded(phase_modules_ - modules);
-  }
-  phase_pods_ = std::move(now);
-  phase_modules_ = modules;
+  tally_.count(reporter_.progress(), pods_.snapshot(), loaded_modules(host_));
 }
 
 void Uninstall::enter(Phase phase, StateWrite write, PhaseEvent event) {
@@ -365,28 +341,35 @@ Status Uninstall::main_path() {
   } else {
     spdlog::info("Auto upgrade policy of the GPU driver on the node is disabled");
   }
-  const auto switches = eviction_switches(settings_, policy);
-  eviction_enabled_ = switches.gpu_pod_eviction;
-  auto_drain_enabled_ = switches.auto_drain;
-
-  FlowFacts facts;
-  facts.nvidia_loaded = host_.module_loaded("nvidia");
+  FlowInputs in{.nvidia_loaded = host_.module_loaded("nvidia"),
+                .upgrade_policy = policy,
+                .dra_label = snapshot_.dra_on()};
   // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
   // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
-  if (facts.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
-  facts.skip = skip_.skip;
-  facts.dra_on = snapshot_.dra_on();
-  if (facts.nvidia_loaded && !facts.skip && !facts.dra_on) {
-    // Installed some other way than by the operator: the claim guard and the plugin's order still apply.
+  if (in.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
+  in.skip = skip_.skip;
+  const FlowFacts facts = flow_facts(settings_, in, [this] {
     const auto evidence =
         read_dra_evidence(client_, settings_.node_name, false, pods_.snapshot(), api_pod_facts(client_));
-    facts.dra_on = !log_dra_in_use(settings_.node_name, evidence).empty();
-  }
-  facts.gpu_pod_eviction = eviction_enabled_;
-  facts.auto_drain = auto_drain_enabled_;
-  facts.gpu_direct_rdma = settings_.gpu_direct_rdma_enabled;
+    return log_dra_in_use(settings_.node_name, evidence);
+  });
   flow_ = plan_flow(facts);
   return execute();
+}
+
+int Uninstall::pre_installed_path(const std::string& version) {
+  spdlog::info("Host driver detected: {}", version);
+  flow_ = plan_flow(flow_facts(settings_, {.host_driver = true}, nullptr));
+  if (auto s = execute(); !s) {
+    if (cancel_.cancelled()) {
+      spdlog::warn("{}", s.error().message);
+      return kExitTerminated;
+    }
+    spdlog::critical("{}", s.error().message);
+    return kExitFailed;
+  }
+  spdlog::critical("driver is pre-installed on host");
+  return kExitFailed;
 }
 
 // One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
@@ -440,14 +423,8 @@ Status Uninstall::execute() {
 
 const Uninstall::StepRun& Uninstall::step_run(Step step) {
   static constexpr std::array<StepRun, kStepCount> kRows{{
-      {.step = Step::kLabelPreInstalled,
-       .run = [](Uninstall&) -> Status {
-         return Error("the pre-installed path is run by pre_installed_path()");
-       }},
-      {.step = Step::kAwaitRemoval,
-       .run = [](Uninstall&) -> Status {
-         return Error("the pre-installed path is run by pre_installed_path()");
-       }},
+      {.step = Step::kLabelPreInstalled, .run = [](Uninstall& u) { return u.label_pre_installed(); }},
+      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u) { return u.await_removal(); }},
       {.step = Step::kPauseOperands, .run = [](Uninstall& u) { return u.pause_operands(); }},
       // operands, annotated gpu clients and GPU workloads go side by side
       {.step = Step::kTakeGpuUsersOff, .run = [](Uninstall& u) { return u.take_gpu_users_off(); }},

@@ -1,8 +1,8 @@
 // The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
-// decided by manager/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used by
-// uninstall.cc only.
+// decided by manager/commands/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used
+// by uninstall.cc only.
 #pragma once
 
 #include <future>
@@ -19,6 +19,7 @@
 #include "kube/config.h"
 #include "manager/commands/flow_plan.h"
 #include "manager/commands/own_pod.h"
+#include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
@@ -62,18 +63,21 @@ class Uninstall {
   void finish(int exit_code);
 
  private:
-  // The path decided (manager/flow_plan) and its steps run in order (ok = exit 0); the pre-installed path
-  // ends the run with its own exit code.
+  // The path decided (manager/commands/flow_plan) and its steps run in order (ok = exit 0).
   Status main_path();
+  // The pre-installed path's steps, run by the same loop; the run ends with exit 1 even when they succeed.
+  int pre_installed_path(const std::string& version);
   Status execute();
   // How the run takes a step: one row per Step (uninstall_flow.cc), read by execute().
   struct StepRun;
   static const StepRun& step_run(Step step);
-  int pre_installed_path(const std::string& version);
 
+  void start_from_leased_node(const nlohmann::json& node);
   bool read_daemonset_templates();  // into snapshot_, when the label pause has a key
 
   // Steps.
+  Status label_pre_installed();
+  Status await_removal();  // by the DaemonSet controller
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status pause_operands();
   Status take_gpu_users_off();  // the workloads too when flow_.evict_workloads
@@ -132,9 +136,7 @@ class Uninstall {
   SkipDecision skip_;  // read when the driver is loaded
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;
-  PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
-  bool eviction_enabled_ = false;
-  bool auto_drain_enabled_ = false;
+  PausedRecord paused_record_;    // on the node: what this run (or a crashed one) paused, value before
   UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
   NodeOps* undo_node_ = nullptr;  // during cleanup: node writes that SIGTERM does not cancel
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
@@ -148,12 +150,9 @@ class Uninstall {
   std::optional<LateArrivals> late_;    // GPU users bound after the cordon or the taint
 
   ProgressReporter reporter_;
-  std::optional<Phase> failed_in_;          // the phase a failure or SIGTERM ended
-  std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
-  std::set<std::string> workload_uids_;     // GPU workloads evicted beside the operand wait, or late
-  std::set<std::string> late_client_uids_;  // annotated GPU clients evicted late
-  bool drain_pending_ = false;              // the GPU-workload eviction failed: the full drain follows
-  size_t phase_modules_ = 0;                // NVIDIA (and nouveau) modules loaded then
+  std::optional<Phase> failed_in_;  // the phase a failure or SIGTERM ended
+  PhaseTally tally_;                // what left the node during each phase
+  bool drain_pending_ = false;      // the GPU-workload eviction failed: the full drain follows
 };
 
 }  // namespace dm::manager

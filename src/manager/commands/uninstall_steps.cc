@@ -29,22 +29,17 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
 
 }  // namespace
 
-int Uninstall::pre_installed_path(const std::string& version) {
-  spdlog::info("Host driver detected: {}", version);
+Status Uninstall::label_pre_installed() {
   spdlog::info("NVIDIA GPU driver is already pre-installed on the node, disabling the containerized driver");
   spdlog::info("Labeling node {} with {}={}", settings_.node_name, kDriverLabel, kPreInstalledValue);
-  auto s = node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
-  if (!s) {
-    spdlog::critical("{}", s.error().message);
-    return kExitFailed;
-  }
-  // Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
-  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_)) {
-    spdlog::warn("Received SIGTERM while waiting to be removed from the node");
-    return kExitTerminated;
-  }
-  spdlog::critical("driver is pre-installed on host");
-  return kExitFailed;
+  return node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
+}
+
+// Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
+Status Uninstall::await_removal() {
+  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_))
+    return Error("Received SIGTERM while waiting to be removed from the node");
+  return ok_status();
 }
 
 // Which DaemonSet pods the label pause takes off is read from their DaemonSets' templates (label_pause.h):
@@ -245,13 +240,13 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   };
   std::vector<std::string> uids;
   auto s = evict_gpu_workloads(ctx, taken, &uids);
-  workload_uids_.insert(uids.begin(), uids.end());
+  tally_.add_workloads(uids);
   if (s) return s;
   if (stop.cancelled() && !cancel_.cancelled()) return s;
   spdlog::info("Failed to drain node of GPU pods");
   spdlog::error("{}", s.error().message);
   if (cancel_.cancelled()) return s;
-  if (!auto_drain_enabled_)
+  if (!flow_.facts.auto_drain)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
   drain_pending_ = true;  // once the steps beside are done
   return ok_status();
@@ -278,8 +273,8 @@ Status Uninstall::evict_late_arrivals() {
     if (reporter_.progress().current() != Phase::kEvictWorkloads) enter(Phase::kEvictWorkloads);
   });
   auto s = late.evict_until_none();
-  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
-  late_client_uids_.insert(late.client_uids().begin(), late.client_uids().end());
+  tally_.add_workloads(late.workload_uids());
+  tally_.add_late_clients(late.client_uids());
   return s;
 }
 
@@ -291,8 +286,8 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
   for (const auto& h : host_.nvidia_holder_processes()) uids.insert(h.pod_uid);
   auto& late = late_arrivals();
   auto evicted = late.evict_holders(uids);
-  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
-  late_client_uids_.insert(late.client_uids().begin(), late.client_uids().end());
+  tally_.add_workloads(late.workload_uids());
+  tally_.add_late_clients(late.client_uids());
   if (!evicted) return evicted.error();
   if (!*evicted) return ok_status();
   if (auto k = check_cancelled(); !k) return k;
@@ -308,7 +303,7 @@ Status Uninstall::evict_host_holders() {
   std::set<std::string> own;
   if (own_pod_) own.insert(own_pod_->uid);
   auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
-  workload_uids_.insert(late.workload_uids().begin(), late.workload_uids().end());
+  tally_.add_workloads(late.workload_uids());
   if (!n) return n.error();
   reporter_.progress().add_host_holders_evicted(*n);
   return check_cancelled();
@@ -345,7 +340,7 @@ Status Uninstall::uninstall_driver_components() {
   if (!s && !cancel_.cancelled()) {
     if (auto e = evict_late_holders_and_unload(s); !e) return e;
   }
-  if (!s && auto_drain_enabled_ && !cancel_.cancelled()) {
+  if (!s && flow_.facts.auto_drain && !cancel_.cancelled()) {
     spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
     if (auto c = cordon(); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;

@@ -1,4 +1,4 @@
-#include "manager/commands/plan_ledger.h"
+#include "manager/plan/ledger.h"
 
 #include "kube/objects.h"
 

@@ -1,4 +1,4 @@
-#include "manager/commands/plan_wave_pods.h"
+#include "manager/plan/wave_pods.h"
 
 #include "kube/objects.h"
 

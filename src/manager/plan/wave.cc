@@ -1,5 +1,5 @@
 // The wave's reads (one list per kind for the whole cluster), each node's plan from them, and the summary.
-#include "manager/commands/plan_wave.h"
+#include "manager/plan/wave.h"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +12,9 @@
 #include "kube/objects.h"
 #include "manager/commands/command.h"
 #include "manager/commands/preflight.h"
+#include "manager/plan/build.h"
+#include "manager/plan/infer.h"
+#include "manager/plan/read.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {

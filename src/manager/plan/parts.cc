@@ -1,4 +1,4 @@
-#include "manager/commands/plan_parts.h"
+#include "manager/plan/parts.h"
 
 #include <fmt/format.h>
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "manager/commands/plan.h"
+#include "manager/plan/report.h"
 
 namespace dm::manager {
 

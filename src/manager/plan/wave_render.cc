@@ -7,7 +7,8 @@
 #include <cstdio>
 #include <string_view>
 
-#include "manager/commands/plan_wave.h"
+#include "manager/plan/render.h"
+#include "manager/plan/wave.h"
 
 namespace dm::manager {
 

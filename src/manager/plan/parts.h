@@ -1,4 +1,4 @@
-// Parts of a plan decided beside the run's steps (build_plan, plan.cc): the host, the own pod, traces of
+// Parts of a plan decided beside the run's steps (build_plan, build.cc): the host, the own pod, traces of
 // earlier runs, and the facts the wave's summary adds up (clients and the taint, DRA claims in use, the
 // node's time out).
 #pragma once
@@ -6,7 +6,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "manager/commands/plan.h"
+#include "manager/plan/inputs.h"
+#include "manager/plan/report.h"
 #include "manager/rules/operands.h"
 #include "manager/rules/taints.h"
 

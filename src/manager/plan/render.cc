@@ -1,4 +1,6 @@
 // `plan`'s two renderings of one Plan: a table for people and JSON for tools (docs/plan.md).
+#include "manager/plan/render.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -6,7 +8,6 @@
 
 #include "common/duration_text.h"
 #include "host/host.h"
-#include "manager/commands/plan.h"
 #include "manager/pods/late_arrivals.h"
 
 namespace dm::manager {

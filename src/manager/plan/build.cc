@@ -1,6 +1,6 @@
-// build_plan: the run's own path and steps (manager/flow_plan), each step rendered with the pods it would
-// take, in the order the run takes them.
-#include "manager/commands/plan.h"
+// build_plan: the run's own path and steps (manager/commands/flow_plan), each step rendered with the pods it
+// would take, in the order the run takes them.
+#include "manager/plan/build.h"
 
 #include <fmt/format.h>
 
@@ -8,12 +8,13 @@
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
-#include "manager/commands/plan_ledger.h"
-#include "manager/commands/plan_parts.h"
 #include "manager/commands/preflight.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
 #include "manager/node/taint_ops.h"
+#include "manager/plan/ledger.h"
+#include "manager/plan/parts.h"
+#include "manager/plan/render.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/gpu_clients.h"
 #include "manager/pods/holders.h"
@@ -436,9 +437,6 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   PlanBuilder builder(settings, in, plan);
   const Snapshot& snapshot = builder.snapshot();
   plan.upgrade_policy = snapshot.policy_enabled();
-  const EvictionSwitches switches = eviction_switches(settings, plan.upgrade_policy);
-  plan.gpu_pod_eviction = switches.gpu_pod_eviction;
-  plan.auto_drain = switches.auto_drain;
   plan_host(plan, in);
   plan_own_pod(plan, in, builder.configured_taint());
   if (in.own_pod)
@@ -447,27 +445,27 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   plan.taint_reason = "this path resets no GPU client";
   plan.cordon_reason = "this path evicts no GPU pod";
 
-  FlowFacts facts;
-  facts.host_driver = in.host_driver_version.has_value();
-  if (!facts.host_driver) {
+  const bool host_driver = in.host_driver_version.has_value();
+  if (!host_driver) {
     plan.refusals = refusals_before_any_write(settings, in, plan, {.adds_taint = builder.would_add_taint()});
     plan_leftovers(plan, in, snapshot,
                    in.nvidia_loaded ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow);
   }
-  facts.refused = !plan.refusals.empty();
-  facts.nvidia_loaded = in.nvidia_loaded;
-  facts.skip = in.skip.skip;
-  facts.dra_on = snapshot.dra_on();
-  if (!facts.dra_on && facts.nvidia_loaded && !facts.skip) {
+  const FlowInputs flow_in{.host_driver = host_driver,
+                           .refused = !plan.refusals.empty(),
+                           .nvidia_loaded = in.nvidia_loaded,
+                           .skip = in.skip.skip,
+                           .upgrade_policy = plan.upgrade_policy,
+                           .dra_label = snapshot.dra_on()};
+  const FlowFacts facts = flow_facts(settings, flow_in, [&] {
     DraEvidence dra;
     dra.gpu_slices = in.gpu_slices;
     for (const auto& pod : in.pods) add_pod_dra_evidence(pod, in.facts, dra);
     plan.dra_in_use = dra_in_use_reason(dra);
-    facts.dra_on = !plan.dra_in_use.empty();
-  }
-  facts.gpu_pod_eviction = switches.gpu_pod_eviction;
-  facts.auto_drain = switches.auto_drain;
-  facts.gpu_direct_rdma = settings.gpu_direct_rdma_enabled;
+    return plan.dra_in_use;
+  });
+  plan.gpu_pod_eviction = facts.gpu_pod_eviction;
+  plan.auto_drain = facts.auto_drain;
   plan.flow = plan_flow(facts);
   plan.path_reason = path_reason(plan.flow.path, in);
   for (const auto& s : plan.flow.steps) builder.render(s.step);

@@ -1,12 +1,13 @@
 // `plan` off the node: the host facts inferred from the API, the driver pod that stands in for the host,
 // and pod facts answered from lists read once (docs/plan.md, Off the node).
+#include "manager/plan/infer.h"
+
 #include <fmt/format.h>
 
 #include <map>
 #include <utility>
 
 #include "kube/objects.h"
-#include "manager/commands/plan.h"
 #include "manager/rules/claims.h"
 #include "manager/rules/node_keys.h"
 

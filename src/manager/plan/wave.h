@@ -16,8 +16,9 @@
 
 #include "common/result.h"
 #include "kube/api.h"
-#include "manager/commands/plan.h"
-#include "manager/commands/plan_wave_pods.h"
+#include "manager/plan/inputs.h"
+#include "manager/plan/report.h"
+#include "manager/plan/wave_pods.h"
 #include "manager/rules/settings.h"
 #include "manager/rules/upgrade_wave.h"
 

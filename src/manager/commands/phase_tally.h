@@ -1,0 +1,43 @@
+// What left the node during each phase of a run, for its summary line (manager/commands/progress): at each
+// phase boundary the pods and modules then on the node are compared with those at the one before. A pod that
+// left is a GPU client reset, a GPU workload evicted or a pod gone from the phase that ends.
+#pragma once
+
+#include <cstddef>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "manager/commands/progress.h"
+#include "manager/rules/pod_rules.h"
+
+namespace dm::manager {
+
+class PhaseTally {
+ public:
+  // UIDs of the GPU workloads evicted (beside the operand wait, or late) and of the annotated GPU clients
+  // evicted late: each is counted as what it is, whatever phase it leaves in.
+  template <class Uids>
+  void add_workloads(const Uids& uids) {
+    workloads_.insert(std::begin(uids), std::end(uids));
+  }
+  template <class Uids>
+  void add_late_clients(const Uids& uids) {
+    late_clients_.insert(std::begin(uids), std::end(uids));
+  }
+
+  // A phase boundary: what left since the last one is added to `progress` under its current phase (nothing
+  // before the first phase); `pods` and `modules` (loaded NVIDIA and nouveau modules) are where the next
+  // phase starts.
+  void count(RunProgress& progress, const PodSnapshot& pods, size_t modules);
+
+ private:
+  std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
+  size_t phase_modules_ = 0;                // modules loaded then
+  std::set<std::string> workloads_;
+  std::set<std::string> late_clients_;
+};
+
+}  // namespace dm::manager
