@@ -898,12 +898,13 @@ const std::vector<FailureCase>& failure_cases() {
        .expected = "unbind --all failed with exit code 1",
        .arrange = [](MemoryScenario&, manager::Settings& st) { st.vfio_manage = "false"; },
        .fails_after_unload = true},
-      // The restore at the end of a successful path is refused once: it stays on the undo list, and the
-      // cleanup puts the labels back.
+      // The restore at the end of a successful path is refused twice (the write that ends the run, then the
+      // restore on its own): it stays on the undo list, and the cleanup puts the labels back.
       {.name = "RestoreAtTheEnd",
        .fault = {.verb = "patch",
                  .body_part = "\"nvidia.com/gpu.deploy.dcgm-exporter\":\"true\"",
-                 .status = 403},
+                 .status = 403,
+                 .times = 2},
        .expected = "failed in phase restore",
        .fails_after_unload = true},
       {.name = "MofedWaitTimeout",

@@ -261,17 +261,13 @@ void Uninstall::count_phase() {
   phase_modules_ = modules;
 }
 
-void Uninstall::enter(Phase phase, StateWrite write, PhaseEvent event) {
+void Uninstall::enter(Phase phase, StateWrite write) {
   count_phase();
   spdlog::debug("Phase {}", phase_name(phase));
   reporter_.begin(phase, write);
-  if (event == PhaseEvent::kSend)
-    node_.event_in_background(std::string(phase_event_reason(phase)), std::string(phase_description(phase)),
-                              "Normal");
 }
 
 void Uninstall::finish(int exit_code) {
-  node_.flush_events();  // the phases' Events are on the API server before the summary's
   count_phase();
   reporter_.progress().end();
   std::string outcome;
@@ -313,7 +309,7 @@ int Uninstall::fail(const Error& error) {
       count_phase();
       reporter_.progress().begin(Phase::kCleanupOnFailure);
     } else {
-      enter(Phase::kCleanupOnFailure, StateWrite::kNow, PhaseEvent::kNone);
+      enter(Phase::kCleanupOnFailure, StateWrite::kNow);
     }
     NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
     undo_node_ = &cleanup_node;
@@ -413,10 +409,7 @@ Status Uninstall::execute() {
     if (r.needed != nullptr && !r.needed(*this)) continue;
     if (!step_is_report(step)) {
       const bool opens = r.opens_phase == nullptr || r.opens_phase(*this);
-      if (phase && phase != reporter_.progress().current() && opens) {
-        // The pause's state goes with the pause patch.
-        enter(*phase, step == Step::kPauseOperands ? StateWrite::kRideAlong : StateWrite::kNow);
-      }
+      if (phase && phase != reporter_.progress().current() && opens) enter(*phase, state_write_for(*phase));
       if (r.before_check != nullptr) r.before_check(*this);
       if (auto c = check_cancelled(); !c) return c;
     }
@@ -484,7 +477,7 @@ const Uninstall::StepRun& Uninstall::step_run(Step step) {
        .run = [](Uninstall& u) { return u.restore_labels(); },
        .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},
       // taint, cordon and labels come back, newest change first
-      {.step = Step::kUndoChanges, .run = [](Uninstall& u) { return u.undo_.run_all(u.cancel_); }},
+      {.step = Step::kUndoChanges, .run = [](Uninstall& u) { return u.undo_changes(); }},
   }};
   static_assert(one_row_per_step(kRows), "one row per Step, in Step order");
   return kRows[static_cast<size_t>(step)];

@@ -58,7 +58,8 @@ class Uninstall {
   }
 
   int run(const kube::Config& config);
-  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event).
+  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event: the
+  // run's only one).
   void finish(int exit_code);
 
  private:
@@ -97,6 +98,11 @@ class Uninstall {
   void register_legacy_uncordon();
   void register_label_restore();
   Status restore_labels();
+  [[nodiscard]] bool nothing_to_restore() const;
+  void fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const;
+  // The success path's undo list and the lease release, in one node write when every change can be
+  // undone in it (each one alone otherwise, or when that write fails).
+  Status undo_changes();
   Status pause_labels(const nlohmann::json& labels);
   NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
   Status check_cancelled() const;
@@ -112,10 +118,8 @@ class Uninstall {
   int fail(const Error& error);
 
   // Progress where operators look (manager/progress_reporter): at each phase boundary the state annotation
-  // on the node (written now, or with the node patch or the wait that follows at once) and, unless kNone,
-  // a Normal Event.
-  enum class PhaseEvent { kSend, kNone };
-  void enter(Phase phase, StateWrite write = StateWrite::kNow, PhaseEvent event = PhaseEvent::kSend);
+  // on the node, written now or with the node patch or the wait that follows (see state_write()).
+  void enter(Phase phase, StateWrite write = StateWrite::kNow);
   void count_phase();  // what left the node during the phase that ends now
 
   const Settings& settings_;

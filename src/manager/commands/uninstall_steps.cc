@@ -27,6 +27,12 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
   };
 }
 
+void log_label_restore() {
+  spdlog::info(
+      "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
+      "labels");
+}
+
 }  // namespace
 
 int Uninstall::pre_installed_path(const std::string& version) {
@@ -175,7 +181,8 @@ void Uninstall::register_uncordon() {
                return ok_status();
              },
              .need = UndoNeed::kOptional,
-             .upstream_name = "uncordon node"});
+             .upstream_name = "uncordon node",
+             .fold = node_.uncordon_fold(NodeOps::Whose::kOurs)});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -187,7 +194,8 @@ void Uninstall::register_legacy_uncordon() {
              .name = "uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
              .run = [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
              .need = UndoNeed::kOptional,
-             .upstream_name = "uncordon node"});
+             .upstream_name = "uncordon node",
+             .fold = node_.uncordon_fold(NodeOps::Whose::kAnyone)});
 }
 
 void Uninstall::register_label_restore() {
@@ -195,7 +203,14 @@ void Uninstall::register_label_restore() {
              .name = "restore the operand labels of node " + settings_.node_name,
              .run = [this] { return restore_labels(); },
              .need = UndoNeed::kRequired,
-             .upstream_name = "reschedule GPU operator components"});
+             .upstream_name = "reschedule GPU operator components",
+             .fold =
+                 [this](const nlohmann::json& node, FoldedPatch& part) {
+                   part.applied.emplace_back(log_label_restore);
+                   if (nothing_to_restore()) return;
+                   fold_label_restore(node, part);
+                   part.applied.emplace_back([this] { paused_record_.clear(); });
+                 }});
 }
 
 // See docs/behaviour.md, Skip-uninstall.
@@ -415,25 +430,57 @@ Status Uninstall::pause_labels(const nlohmann::json& labels) {
 // Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
 // left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
 Status Uninstall::restore_labels() {
-  spdlog::info(
-      "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
-      "labels");
-  if (!patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty()) return ok_status();
+  log_label_restore();
+  if (nothing_to_restore()) return ok_status();
   auto node = undo_node().get();
   if (!node) return node.error();
-  const auto plan = restore_patch_if_unchanged(snapshot_, table_, *node);
-  for (const auto& [key, value] : plan.changed_by_others) {
-    spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
-                 key, value);
-  }
-  // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
-  nlohmann::json annotations = nlohmann::json::object();
-  if (has_paused_record(*node)) annotations[std::string(kPausedLabelsAnnotation)] = nullptr;
-  const nlohmann::json labels =
-      patch_has_labels(plan.patch) ? plan.patch["metadata"]["labels"] : nlohmann::json::object();
-  if (auto s = undo_node().update_labels(labels, annotations); !s) return s;
+  FoldedPatch part;
+  fold_label_restore(*node, part);
+  for (const auto& a : part.applied) a();
+  const nlohmann::json md = part.body.value("metadata", nlohmann::json::object());
+  if (auto s = undo_node().update_labels(md.value("labels", nlohmann::json::object()),
+                                         md.value("annotations", nlohmann::json::object()));
+      !s)
+    return s;
   paused_record_.clear();
   return ok_status();
+}
+
+bool Uninstall::nothing_to_restore() const {
+  return !patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty();
+}
+
+// The label restore's part of a node write, decided from `node`; its warnings run once it is applied.
+void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const {
+  const auto plan = restore_patch_if_unchanged(snapshot_, table_, node);
+  for (const auto& [key, value] : plan.changed_by_others) {
+    part.applied.emplace_back([key, value] {
+      spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
+                   key, value);
+    });
+  }
+  // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
+  if (has_paused_record(node))
+    part.body["metadata"]["annotations"][std::string(kPausedLabelsAnnotation)] = nullptr;
+  if (patch_has_labels(plan.patch)) part.body["metadata"]["labels"] = plan.patch["metadata"]["labels"];
+}
+
+// One write ends a successful run: every undo and the lease release, with the state annotation (no state
+// write may land after it). When a change can only be undone on its own, or that write fails, each change
+// is undone on its own, and the lease released after them.
+Status Uninstall::undo_changes() {
+  reporter_.stop();
+  std::optional<NodeFold> release;
+  if (lease_) release = lease_->release_fold({std::string(kStateAnnotation)});
+  auto folded = undo_.run_folded([&](std::vector<NodeFold> folds) {
+    if (release) folds.push_back(*release);
+    return node_.write_folded(folds, "restore node " + settings_.node_name);
+  });
+  if (lease_) lease_->folded_release_done(folded && *folded);
+  if (folded && *folded) return ok_status();
+  if (!folded && cancel_.cancelled()) return folded.error();
+  if (!folded) spdlog::warn("{}; undoing each change on its own", folded.error().message);
+  return undo_.run_all(cancel_);
 }
 
 // See docs/behaviour.md, Kernel modules and the driver root.

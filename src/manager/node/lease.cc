@@ -236,6 +236,33 @@ bool NodeLease::held() const {
   return held_ && !lost_;
 }
 
+NodeFold NodeLease::release_fold(std::vector<std::string> also_remove) {
+  stop_renewing();
+  return [this, also_remove = std::move(also_remove)](const Json& node, FoldedPatch& patch) {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (!held_ && !maybe_taken_) return;
+    }
+    const auto current = lease_of(node);
+    if (!current || current->holder != holder_) return;
+    Json& annotations = patch.body["metadata"]["annotations"];
+    annotations[std::string(kLeaseAnnotation)] = nullptr;
+    for (const auto& key : also_remove) annotations[key] = nullptr;
+  };
+}
+
+void NodeLease::folded_release_done(bool applied) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (applied) {
+    held_ = false;
+    maybe_taken_ = false;
+    return;
+  }
+  if (!held_ || lost_ || renewer_.joinable()) return;
+  stop_ = false;
+  renewer_ = std::thread([this] { renew_loop(); });
+}
+
 Status NodeLease::release(const std::vector<std::string>& also_remove) {
   stop_renewing();
   {

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
+#include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {
@@ -60,6 +61,11 @@ class NodeLease {
   // Stops renewing and removes the annotation if it is still ours, with `also_remove` (other annotations
   // of the run that end with it) in the same patch. Idempotent.
   Status release(const std::vector<std::string>& also_remove = {});
+  // The release as a part of a node write that carries other changes too (NodeOps::write_folded): stops
+  // renewing; the part removes the annotation if it is still ours, with `also_remove`. Then
+  // folded_release_done(): applied, the lease is released; not, renewing goes on and release() is left.
+  NodeFold release_fold(std::vector<std::string> also_remove);
+  void folded_release_done(bool applied);
   // The renewals so far all succeeded (a lost lease is logged as an error when it happens).
   [[nodiscard]] bool held() const;
   [[nodiscard]] const std::string& holder() const { return holder_; }

@@ -127,28 +127,94 @@ Result<CordonOutcome> NodeOps::cordon() {
   return last.wrap("failed to cordon node " + node_);
 }
 
+namespace {
+
+// What uncordoning `node` takes: the merge-patch body (empty: nothing) and the line that says it.
+struct UncordonPlan {
+  Json body = Json::object();
+  std::string line;
+};
+
+UncordonPlan plan_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
+  UncordonPlan plan;
+  const bool ours = cordoned_by_us(node);
+  const bool cordoned = kube::node_unschedulable(node);
+  if (!ours && !(whose == NodeOps::Whose::kAnyone && cordoned)) {
+    if (cordoned) plan.line = "Node " + name + " was not cordoned by driver-manager; leaving it cordoned";
+    return plan;
+  }
+  if (ours) plan.body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
+  if (cordoned) {
+    plan.line = "Uncordoning node " + name;
+    plan.body["spec"] = {{"unschedulable", nullptr}};
+  } else {
+    plan.line = "Node " + name + " is already schedulable; removing the " + std::string(kCordonedAnnotation) +
+                " annotation";
+  }
+  return plan;
+}
+
+// `part` into `body`: objects key by key, anything else replaced.
+void merge_into(Json& body, const Json& part) {
+  for (const auto& [key, value] : part.items()) {
+    if (value.is_object() && body.contains(key) && body[key].is_object()) {
+      merge_into(body[key], value);
+    } else {
+      body[key] = value;
+    }
+  }
+}
+
+}  // namespace
+
 Status NodeOps::uncordon(Whose whose) {
   auto node = get();
   if (!node) return node.error();
-  const bool ours = cordoned_by_us(*node);
-  const bool cordoned = kube::node_unschedulable(*node);
-  if (!ours && !(whose == Whose::kAnyone && cordoned)) {
-    if (cordoned) {
-      spdlog::info("Node {} was not cordoned by driver-manager; leaving it cordoned", node_);
-    }
-    return ok_status();
-  }
-  Json body = Json::object();
-  if (ours) body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
-  if (cordoned) {
-    spdlog::info("Uncordoning node {}", node_);
-    body["spec"] = {{"unschedulable", nullptr}};
-  } else {
-    spdlog::info("Node {} is already schedulable; removing the {} annotation", node_, kCordonedAnnotation);
-  }
-  auto r = patch_with_retry(body, "cordon state");
+  const UncordonPlan plan = plan_uncordon(*node, whose, node_);
+  if (!plan.line.empty()) spdlog::info("{}", plan.line);
+  if (plan.body.empty()) return ok_status();
+  auto r = patch_with_retry(plan.body, "cordon state");
   if (!r) return r.error().wrap("failed to uncordon node " + node_);
   return ok_status();
+}
+
+NodeFold NodeOps::uncordon_fold(Whose whose) const {
+  return [whose, name = node_](const Json& node, FoldedPatch& patch) {
+    UncordonPlan plan = plan_uncordon(node, whose, name);
+    merge_into(patch.body, plan.body);
+    if (!plan.line.empty()) patch.applied.emplace_back([line = plan.line] { spdlog::info("{}", line); });
+  };
+}
+
+Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::string& what) {
+  constexpr int kAttempts = 5;
+  Error last;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    auto node = get();
+    if (!node) return node.error().wrap("failed to " + what);
+    FoldedPatch all;
+    for (const auto& fold : folds) {
+      FoldedPatch part;
+      fold(*node, part);
+      merge_into(all.body, part.body);
+      for (auto& a : part.applied) all.applied.push_back(std::move(a));
+    }
+    if (!all.body.empty()) {
+      all.body["metadata"]["resourceVersion"] = kube::resource_version(*node);
+      spdlog::debug("Patching node {} ({}): {}", node_, what, all.body.dump());
+      auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, all.body);
+      if (!r) {
+        last = r.error();
+        if (!last.conflict()) return last.wrap("failed to " + what);
+        spdlog::debug("Node {} changed before the write ({}) was applied; reading it again", node_, what);
+        continue;
+      }
+      remember(*r);
+    }
+    for (const auto& a : all.applied) a();
+    return ok_status();
+  }
+  return last.wrap("failed to " + what + ": the node kept changing");
 }
 
 Status NodeOps::drop_cordon_annotation() {
@@ -175,26 +241,6 @@ void NodeOps::event(const std::string& reason, const std::string& message, const
     return;
   }
   if (!s) spdlog::debug("Could not record event {} on node {}: {}", reason, node_, s.error().message);
-}
-
-void NodeOps::event_in_background(const std::string& reason, const std::string& message,
-                                  const std::string& type) {
-  if (events_forbidden_) return;
-  std::lock_guard lk(events_mu_);
-  event_senders_.emplace_back([this, reason, message, type] { event(reason, message, type); });
-}
-
-void NodeOps::flush_events() {
-  std::vector<std::thread> senders;
-  {
-    std::lock_guard lk(events_mu_);
-    senders.swap(event_senders_);
-  }
-  for (auto& t : senders) t.join();
-}
-
-NodeOps::~NodeOps() {
-  flush_events();
 }
 
 }  // namespace dm::manager

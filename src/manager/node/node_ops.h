@@ -6,13 +6,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
 #include "manager/node/known_node.h"
+#include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {
@@ -72,6 +71,15 @@ class NodeOps {
   // annotation is left alone (logged), unless `whose` is kAnyone.
   Status uncordon(Whose whose);
 
+  // The same as a part of one node write (write_folded()).
+  [[nodiscard]] NodeFold uncordon_fold(Whose whose) const;
+
+  // One JSON merge patch of the node with every part of `folds`, each decided from the node as read just
+  // before: sent under that node's resourceVersion, and after a conflict decided again from a fresh read
+  // (never sent twice as it was). Nothing is sent when no part changes anything. The parts' `applied` run
+  // once the write was applied. `what` names the write in errors.
+  Status write_folded(const std::vector<NodeFold>& folds, const std::string& what);
+
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
   Status drop_cordon_annotation();
 
@@ -79,13 +87,7 @@ class NodeOps {
   // outage for at most 30 s. When Events are forbidden (403), says so once at info level with the RBAC rule
   // to add, and stops trying.
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
-  // The same, sent by a thread of its own so that the caller does not wait for the API server (an Event is
-  // a record for people, nothing waits on it). flush_events() and the destructor wait for those in flight.
-  void event_in_background(const std::string& reason, const std::string& message,
-                           const std::string& type = "Warning");
-  void flush_events();
 
-  ~NodeOps();
   NodeOps(const NodeOps&) = delete;
   NodeOps& operator=(const NodeOps&) = delete;
 
@@ -101,8 +103,6 @@ class NodeOps {
   std::string node_;
   RetryPolicy retry_;
   std::atomic<bool> events_forbidden_{false};
-  std::mutex events_mu_;
-  std::vector<std::thread> event_senders_;
   KnownNode* known_ = nullptr;
 };
 

@@ -74,6 +74,28 @@ Status UndoList::run_all(const CancelToken& cancel) {
   return result;
 }
 
+Result<bool> UndoList::run_folded(const std::function<Status(const std::vector<NodeFold>&)>& write) {
+  std::vector<UndoAction> taken;  // oldest first
+  {
+    std::lock_guard lk(mu_);
+    const bool all =
+        std::all_of(actions_.begin(), actions_.end(), [](const UndoAction& a) { return a.fold; });
+    if (!all) return false;
+    taken.swap(actions_);
+  }
+  std::vector<NodeFold> folds;
+  for (auto it = taken.rbegin(); it != taken.rend(); ++it) folds.push_back(it->fold);
+  if (auto s = write(folds); !s) {
+    std::lock_guard lk(mu_);
+    // Registered meanwhile (nothing runs beside the success path's undo, but the list allows it): newer.
+    taken.insert(taken.end(), std::make_move_iterator(actions_.begin()),
+                 std::make_move_iterator(actions_.end()));
+    actions_.swap(taken);
+    return s.error();
+  }
+  return true;
+}
+
 std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Deadline& deadline) {
   std::vector<std::string> left;
   while (auto action = take_newest()) {
