@@ -1,4 +1,5 @@
 // The steps of the uninstall flow (docs/behaviour.md walks through each one).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -27,11 +28,9 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
   };
 }
 
-void log_label_restore() {
-  spdlog::info(
-      "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
-      "labels");
-}
+constexpr const char* kLabelRestoreLine =
+    "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
+    "labels";
 
 }  // namespace
 
@@ -206,7 +205,7 @@ void Uninstall::register_label_restore() {
              .upstream_name = "reschedule GPU operator components",
              .fold =
                  [this](const nlohmann::json& node, FoldedPatch& part) {
-                   part.applied.emplace_back(log_label_restore);
+                   part.lines.push_back({.text = kLabelRestoreLine});
                    if (nothing_to_restore()) return;
                    fold_label_restore(node, part);
                    part.applied.emplace_back([this] { paused_record_.clear(); });
@@ -430,13 +429,13 @@ Status Uninstall::pause_labels(const nlohmann::json& labels) {
 // Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
 // left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
 Status Uninstall::restore_labels() {
-  log_label_restore();
+  spdlog::info("{}", kLabelRestoreLine);
   if (nothing_to_restore()) return ok_status();
   auto node = undo_node().get();
   if (!node) return node.error();
   FoldedPatch part;
   fold_label_restore(*node, part);
-  for (const auto& a : part.applied) a();
+  for (const auto& line : part.lines) spdlog::warn("{}", line.text);  // only warnings: see above
   const nlohmann::json md = part.body.value("metadata", nlohmann::json::object());
   if (auto s = undo_node().update_labels(md.value("labels", nlohmann::json::object()),
                                          md.value("annotations", nlohmann::json::object()));
@@ -450,14 +449,16 @@ bool Uninstall::nothing_to_restore() const {
   return !patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty();
 }
 
-// The label restore's part of a node write, decided from `node`; its warnings run once it is applied.
+// The label restore's part of a node write, decided from `node`: the labels, the record, and a warning
+// for each label someone else changed.
 void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const {
   const auto plan = restore_patch_if_unchanged(snapshot_, table_, node);
   for (const auto& [key, value] : plan.changed_by_others) {
-    part.applied.emplace_back([key, value] {
-      spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
-                   key, value);
-    });
+    part.lines.push_back(
+        {.level = FoldedPatch::Level::kWarn,
+         .text = fmt::format("Not restoring node label \"{}\": it was changed to \"{}\" during "
+                             "the run by someone else",
+                             key, value)});
   }
   // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
   if (has_paused_record(node))

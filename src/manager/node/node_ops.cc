@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "kube/objects.h"
@@ -182,13 +183,14 @@ NodeFold NodeOps::uncordon_fold(Whose whose) const {
   return [whose, name = node_](const Json& node, FoldedPatch& patch) {
     UncordonPlan plan = plan_uncordon(node, whose, name);
     merge_into(patch.body, plan.body);
-    if (!plan.line.empty()) patch.applied.emplace_back([line = plan.line] { spdlog::info("{}", line); });
+    if (!plan.line.empty()) patch.lines.push_back({.text = plan.line});
   };
 }
 
 Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::string& what) {
   constexpr int kAttempts = 5;
   Error last;
+  std::set<std::string> said;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     auto node = get();
     if (!node) return node.error().wrap("failed to " + what);
@@ -197,6 +199,14 @@ Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::stri
       FoldedPatch part;
       fold(*node, part);
       merge_into(all.body, part.body);
+      for (const auto& line : part.lines) {
+        if (!said.insert(line.text).second) continue;
+        if (line.level == FoldedPatch::Level::kWarn) {
+          spdlog::warn("{}", line.text);
+        } else {
+          spdlog::info("{}", line.text);
+        }
+      }
       for (auto& a : part.applied) all.applied.push_back(std::move(a));
     }
     if (!all.body.empty()) {

@@ -76,8 +76,8 @@ class NodeOps {
 
   // One JSON merge patch of the node with every part of `folds`, each decided from the node as read just
   // before: sent under that node's resourceVersion, and after a conflict decided again from a fresh read
-  // (never sent twice as it was). Nothing is sent when no part changes anything. The parts' `applied` run
-  // once the write was applied. `what` names the write in errors.
+  // (never sent twice as it was). Nothing is sent when no part changes anything. The parts' lines are
+  // logged before the write, each once; their `applied` run once it was applied. `what` names the write.
   Status write_folded(const std::vector<NodeFold>& folds, const std::string& what);
 
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).

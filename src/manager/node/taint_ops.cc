@@ -115,10 +115,8 @@ void fold_taint_remove(const Json& node, const std::string& node_name, FoldedPat
   if (!plan.owned || !plan.patch) return;
   part.body = std::move(*plan.patch);
   part.body["metadata"].erase("resourceVersion");  // the write sets it
-  part.applied.emplace_back([line = removal_line(plan, node_name), on_applied = std::move(on_applied)] {
-    spdlog::info("{}", line);
-    if (on_applied) on_applied();
-  });
+  part.lines.push_back({.text = removal_line(plan, node_name)});
+  if (on_applied) part.applied.push_back(std::move(on_applied));
 }
 
 TaintOps::TaintOps(kube::Api& client, const Clock& clock, std::string node, int max_attempts)

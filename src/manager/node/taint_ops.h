@@ -59,7 +59,7 @@ struct TaintRemoveDecision {
 TaintRemoveDecision decide_taint_remove(const nlohmann::json& node);
 
 // The removal as a part of one node write (NodeOps::write_folded), decided from `node`: nothing without our
-// annotation; `on_applied` runs, after the line that says it, once the write was applied.
+// annotation; `on_applied` runs once the write was applied.
 void fold_taint_remove(const nlohmann::json& node, const std::string& node_name, FoldedPatch& part,
                        std::function<void()> on_applied);
 

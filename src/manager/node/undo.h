@@ -19,10 +19,17 @@ namespace dm::manager {
 enum class UndoNeed { kRequired, kOptional };
 
 // One part of a node write that carries several changes at once (NodeOps::write_folded): `body`, a JSON
-// merge patch of the node, and what to do once the write was applied (its log lines, above all: a write
-// built again after a conflict must not log twice).
+// merge patch of the node; the lines that say what it does, logged before the write (a line already
+// logged for an earlier attempt of the same write, decided again after a conflict, is not logged again);
+// and what to do once the write was applied.
 struct FoldedPatch {
+  enum class Level { kInfo, kWarn };
+  struct Line {
+    Level level = Level::kInfo;
+    std::string text;
+  };
   nlohmann::json body = nlohmann::json::object();
+  std::vector<Line> lines;
   std::vector<std::function<void()>> applied;
 };
 // Adds its part to `patch`, decided from `node` as read just before the write.
