@@ -4,9 +4,12 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/cluster.h"
 #include "support/memory_scenario.h"
 
 namespace dm::test {
@@ -14,6 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 
 const std::string kPrefix = "nvidia.com/gpu.deploy.";
 
@@ -61,7 +65,7 @@ TEST(UninstallWrites, ALightRunWritesTheNodeTwiceAndRecordsOnlyTheSummaryEvent) 
   const auto requests = s.cluster().requests();
   const Writes w = writes_of(requests);
   EXPECT_EQ(w.evictions, 2U) << listing(requests);
-  EXPECT_EQ(w.node_patches, 4U) << listing(requests);
+  EXPECT_EQ(w.node_patches, 2U) << listing(requests);
   EXPECT_EQ(w.events, 1U) << listing(requests);
   EXPECT_EQ(w.other, 0U) << listing(requests);
   EXPECT_THAT(r.log, HasSubstr("Cordoning node node-a"));
@@ -100,7 +104,7 @@ TEST(UninstallWrites, AConflictOnTheEndingWriteIsDecidedAgainFromAFreshRead) {
   expect_restored(s);
   EXPECT_EQ(count(r.log, "Uncordoning node node-a"), 1U) << r.log;
   EXPECT_EQ(count(r.log, "Rescheduling all GPU clients"), 1U) << r.log;
-  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 5U);
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 3U);
 }
 
 // A refused ending write: each change is undone on its own, then the lease released on its own.
@@ -128,7 +132,80 @@ TEST(UninstallWrites, AnEndingWriteAppliedButUnansweredIsNotUndoneTwice) {
 
   ASSERT_EQ(r.exit_code, 0) << r.log;
   expect_restored(s);
-  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 4U) << "no write after the applied one";
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 2U) << "no write after the applied one";
+}
+
+// The first write carries the lease, the label pause with its record and the state, and the cordon.
+TEST(UninstallWrites, TheFirstWriteTakesTheLeaseWithThePauseAndTheCordon) {
+  MemoryScenario s;
+  deploy_light(s);
+  // Refused once: the first write is seen, and decided again from a fresh read.
+  s.cluster().fail({.verb = "patch", .body_part = "\"unschedulable\":true", .status = 409});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(count(r.log, "Cordoning node node-a"), 1U) << r.log;
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 3U);
+  expect_restored(s);
+}
+
+// A failure after the first write restores everything it changed: labels, cordon, lease, records.
+TEST(UninstallWrites, AFailureAfterTheFirstWriteRestoresEverythingItChanged) {
+  MemoryScenario s;
+  deploy_light(s);
+  s.cluster().fail({.verb = "evict", .path_part = "trainer-1", .status = 403, .times = -1});
+  auto settings = s.settings();
+  settings.enable_auto_drain = false;
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Cordoning node node-a"));
+  EXPECT_THAT(r.log, HasSubstr("Uncordoning node node-a"));
+  expect_restored(s);
+}
+
+// A first write the API server refuses changed nothing: nothing is undone, and the node stays as it was.
+TEST(UninstallWrites, ARefusedFirstWriteLeavesNothingToUndo) {
+  MemoryScenario s;
+  deploy_light(s);
+  s.cluster().fail({.verb = "patch", .body_part = "gpu-driver-manager.lease", .status = 422});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, Not(HasSubstr("Performing cleanup on failure")));
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 1U);
+  expect_restored(s);
+}
+
+// A first write that may have been applied (no answer, then server errors until SIGTERM ends its retries):
+// the cleanup looks at the node. Applied (the run's lease is there), it is undone; not applied, nothing is.
+TEST(UninstallWrites, AFirstWriteWithoutAnAnswerIsUndoneOnlyWhenItWasApplied) {
+  for (const bool applied : {true, false}) {
+    MemoryScenario s;
+    deploy_light(s);
+    const std::string first = "gpu-driver-manager.paused-labels";
+    s.cluster().fail({.verb = "patch", .body_part = first, .status = 0, .times = 1, .applied = applied});
+    s.cluster().fail({.verb = "patch", .body_part = first, .status = 500, .times = -1});
+    CancelToken sigterm;
+    std::thread killer([&] {
+      // The second attempt has failed: the run waits before the third. The cleanup's writes go through.
+      eventually([&] { return s.requests_with("PATCH /api/v1/nodes/") >= 2; });
+      s.cluster().clear_faults();
+      sigterm.cancel();
+    });
+
+    const auto r = s.run(s.settings(), sigterm);
+    killer.join();
+
+    EXPECT_EQ(r.exit_code, 143) << r.log;
+    expect_restored(s);
+    if (HasFailure()) std::cerr << r.log;
+    EXPECT_EQ(r.log.find("did not reach node node-a: nothing to restore") != std::string::npos, !applied)
+        << r.log;
+  }
 }
 
 }  // namespace

@@ -85,7 +85,11 @@ int Uninstall::run(const kube::Config& config) {
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
   lease_.emplace(client_, clock_, settings_.node_name,
                  lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
-  auto leased = lease_->acquire(cancel_, &*node);
+  // The lease is taken by the first write, with what is due then (uninstall_writes.cc), on the paths that
+  // pause labels first; the others, and a leftover that takes a write of its own, take it now.
+  const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(*node) && snapshot_.policy_enabled());
+  auto leased = defer ? lease_->wait_until_free(cancel_, &*node) : lease_->acquire(cancel_, &*node);
+  lease_pending_ = defer && leased;
   if (!leased) {
     spdlog::critical("{}", leased.error().message);
     if (!cancel_.cancelled()) return kExitFailed;
@@ -303,6 +307,7 @@ int Uninstall::fail(const Error& error) {
   const CancelAtDeadline watchdog(clock_, deadline, cleanup_cancel, on_sigterm);
   const kube::RequestDeadline restore(deadline);
   client_.set_cancel(cleanup_cancel);
+  forget_changes_not_made();
   if (!undo_.empty()) {
     // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.
     if (terminated) {
@@ -412,6 +417,9 @@ Status Uninstall::execute() {
       if (phase && phase != reporter_.progress().current() && opens) enter(*phase, state_write_for(*phase));
       if (r.before_check != nullptr) r.before_check(*this);
       if (auto c = check_cancelled(); !c) return c;
+      if (step != Step::kPauseOperands) {
+        if (auto l = take_lease_if_pending(); !l) return l;
+      }
     }
     if (auto s = r.run(*this); !s) return s;
   }

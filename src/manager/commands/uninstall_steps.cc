@@ -231,6 +231,7 @@ void Uninstall::report_skip_decision() const {
 }
 
 Status Uninstall::cordon() {
+  if (cordoned_first_) return ok_status();  // by the run's first write
   auto c = node_.cordon();
   if (!c) {
     // A write cut short (SIGTERM, a lost connection) may still have been applied; the uncordon only acts
@@ -414,9 +415,11 @@ Status Uninstall::wait_for_mofed() {
   return host::wait_for_mofed(host_, mofed, clock_, deadline, cancel_);
 }
 
-// Pauses `labels` and records, in the same patch, what they were before (see paused_record.h).
+// Pauses `labels` and records, in the same patch, what they were before (see paused_record.h); the
+// run's first write when the lease is still to be taken (first_write()).
 Status Uninstall::pause_labels(const nlohmann::json& labels) {
   paused_record_ = merge_paused_record(paused_record_, labels, snapshot_.labels);
+  if (lease_pending_) return first_write(labels);
   nlohmann::json annotations = {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}};
   if (auto state = reporter_.ride_along_state()) annotations[std::string(kStateAnnotation)] = *state;
   auto s = node_.update_labels(labels, annotations);
@@ -464,24 +467,6 @@ void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part
   if (has_paused_record(node))
     part.body["metadata"]["annotations"][std::string(kPausedLabelsAnnotation)] = nullptr;
   if (patch_has_labels(plan.patch)) part.body["metadata"]["labels"] = plan.patch["metadata"]["labels"];
-}
-
-// One write ends a successful run: every undo and the lease release, with the state annotation (no state
-// write may land after it). When a change can only be undone on its own, or that write fails, each change
-// is undone on its own, and the lease released after them.
-Status Uninstall::undo_changes() {
-  reporter_.stop();
-  std::optional<NodeFold> release;
-  if (lease_) release = lease_->release_fold({std::string(kStateAnnotation)});
-  auto folded = undo_.run_folded([&](std::vector<NodeFold> folds) {
-    if (release) folds.push_back(*release);
-    return node_.write_folded(folds, "restore node " + settings_.node_name);
-  });
-  if (lease_) lease_->folded_release_done(folded && *folded);
-  if (folded && *folded) return ok_status();
-  if (!folded && cancel_.cancelled()) return folded.error();
-  if (!folded) spdlog::warn("{}; undoing each change on its own", folded.error().message);
-  return undo_.run_all(cancel_);
 }
 
 // See docs/behaviour.md, Kernel modules and the driver root.

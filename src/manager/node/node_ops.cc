@@ -187,36 +187,71 @@ NodeFold NodeOps::uncordon_fold(Whose whose) const {
   };
 }
 
-Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::string& what) {
-  constexpr int kAttempts = 5;
-  Error last;
-  std::set<std::string> said;
-  for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    auto node = get();
-    if (!node) return node.error().wrap("failed to " + what);
-    FoldedPatch all;
-    for (const auto& fold : folds) {
-      FoldedPatch part;
-      fold(*node, part);
-      merge_into(all.body, part.body);
-      for (const auto& line : part.lines) {
-        if (!said.insert(line.text).second) continue;
-        if (line.level == FoldedPatch::Level::kWarn) {
-          spdlog::warn("{}", line.text);
-        } else {
-          spdlog::info("{}", line.text);
-        }
-      }
-      for (auto& a : part.applied) all.applied.push_back(std::move(a));
+namespace {
+
+// Every part of `folds` decided from `node`, in one patch.
+FoldedPatch fold_all(const std::vector<NodeFold>& folds, const Json& node) {
+  FoldedPatch all;
+  for (const auto& fold : folds) {
+    FoldedPatch part;
+    fold(node, part);
+    merge_into(all.body, part.body);
+    if (part.refusal && !all.refusal) all.refusal = std::move(part.refusal);
+    for (auto& line : part.lines) all.lines.push_back(std::move(line));
+    for (auto& a : part.applied) all.applied.push_back(std::move(a));
+  }
+  return all;
+}
+
+// The lines not logged yet for this write.
+void say(const std::vector<FoldedPatch::Line>& lines, std::set<std::string>& said) {
+  for (const auto& line : lines) {
+    if (!said.insert(line.text).second) continue;
+    if (line.level == FoldedPatch::Level::kWarn) {
+      spdlog::warn("{}", line.text);
+    } else {
+      spdlog::info("{}", line.text);
     }
+  }
+}
+
+}  // namespace
+
+Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::string& what, const Json* first,
+                             bool* maybe_applied) {
+  constexpr int kConflicts = 5;
+  std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.0, retry_.jitter);
+  Duration delay = retry_.initial;
+  int conflicts = 0;
+  int failures = 0;
+  std::set<std::string> said;
+  for (;;) {
+    const bool from_copy = first != nullptr;
+    auto node = from_copy ? Result<Json>(*first) : get();
+    first = nullptr;
+    if (!node) return node.error().wrap("failed to update " + what + " on node " + node_);
+    FoldedPatch all = fold_all(folds, *node);
+    if (all.refusal && from_copy) continue;  // decided on a fresh read only
+    if (all.refusal) return *all.refusal;
+    say(all.lines, said);
     if (!all.body.empty()) {
       all.body["metadata"]["resourceVersion"] = kube::resource_version(*node);
       spdlog::debug("Patching node {} ({}): {}", node_, what, all.body.dump());
       auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, all.body);
       if (!r) {
-        last = r.error();
-        if (!last.conflict()) return last.wrap("failed to " + what);
-        spdlog::debug("Node {} changed before the write ({}) was applied; reading it again", node_, what);
+        const Error& e = r.error();
+        if (maybe_applied != nullptr && (e.http_status == 0 || e.http_status >= 500)) *maybe_applied = true;
+        if (e.conflict() && (from_copy || ++conflicts < kConflicts)) continue;
+        if (e.conflict())
+          return e.wrap("failed to update " + what + " on node " + node_ + ": it kept changing");
+        // Upstream's backoff, as for the label patches; the write is decided again from a fresh read.
+        if (permanent(e) || e.unanswered || ++failures >= retry_.attempts)
+          return e.wrap("failed to update " + what + " on node " + node_);
+        spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, e.message);
+        const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
+        if (!clock_.sleep_for(sleep, cancel_)) return e.wrap("cancelled while retrying");
+        delay = std::chrono::duration_cast<Duration>(delay * retry_.factor);
         continue;
       }
       remember(*r);
@@ -224,7 +259,6 @@ Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::stri
     for (const auto& a : all.applied) a();
     return ok_status();
   }
-  return last.wrap("failed to " + what + ": the node kept changing");
 }
 
 Status NodeOps::drop_cordon_annotation() {

@@ -78,7 +78,13 @@ class NodeOps {
   // before: sent under that node's resourceVersion, and after a conflict decided again from a fresh read
   // (never sent twice as it was). Nothing is sent when no part changes anything. The parts' lines are
   // logged before the write, each once; their `applied` run once it was applied. `what` names the write.
-  Status write_folded(const std::vector<NodeFold>& folds, const std::string& what);
+  // `first`, the node as last seen, saves the first GET (a stale copy only costs the conflict and a read;
+  // a refusal is decided on a fresh read only). A failure other than a conflict is retried as the label
+  // patches are ("Failed to update <what> on node <n>, retrying: …"), decided again each time. On failure,
+  // `maybe_applied` (if given) tells whether an attempt failed without saying it was not applied (no
+  // answer, a server error): a later attempt's refusal does not undo an earlier one that went through.
+  Status write_folded(const std::vector<NodeFold>& folds, const std::string& what,
+                      const nlohmann::json* first = nullptr, bool* maybe_applied = nullptr);
 
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
   Status drop_cordon_annotation();

@@ -17,6 +17,11 @@ bool UndoList::empty() const {
   return actions_.empty();
 }
 
+void UndoList::clear() {
+  std::lock_guard lk(mu_);
+  actions_.clear();
+}
+
 bool UndoList::contains(const std::string& key) const {
   std::lock_guard lk(mu_);
   return contains_locked(key);

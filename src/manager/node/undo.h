@@ -29,6 +29,7 @@ struct FoldedPatch {
     std::string text;
   };
   nlohmann::json body = nlohmann::json::object();
+  std::optional<Error> refusal;  // the write must not be sent (decided again from a fresh read first)
   std::vector<Line> lines;
   std::vector<std::function<void()>> applied;
 };
@@ -61,6 +62,8 @@ class UndoList {
   // already registered is not added again: each change is undone once.
   void add(UndoAction action);
   [[nodiscard]] bool empty() const;
+  // Forgets every action: the changes they undo were never made after all (a first write refused).
+  void clear();
   [[nodiscard]] bool contains(const std::string& key) const;
   [[nodiscard]] std::vector<std::string> names() const;  // newest first
 
