@@ -778,24 +778,6 @@ TEST_F(KubeClientTest, ForbiddenEventsAreReportedOnceWithTheRuleToAddThenNotTrie
   EXPECT_EQ(posts[0]["responseStatus"].value("code", 0), 403);
 }
 
-TEST_F(KubeClientTest, EventsSentInTheBackgroundAreAllOnTheServerAfterTheFlush) {
-  create_node("event-bg-node");
-  const SystemClock clock;
-  manager::NodeOps node(*client_, clock, CancelToken{}, "event-bg-node");
-  for (int i = 0; i < 3; ++i) node.event_in_background("BackgroundEvent", "n" + std::to_string(i), "Normal");
-  node.flush_events();
-  // No waiting: the flush returned only once every post was answered.
-  auto events = client_->list_all("/api/v1/namespaces/default/events");
-  ASSERT_TRUE(events.ok()) << events.error().message;
-  std::set<std::string> messages;
-  for (const auto& e : *events) {
-    if (e.value("reason", "") == "BackgroundEvent" &&
-        e["involvedObject"].value("name", "") == "event-bg-node")
-      messages.insert(e.value("message", ""));
-  }
-  EXPECT_THAT(messages, UnorderedElementsAre("n0", "n1", "n2"));
-}
-
 // The guarded node writes may start from the newest node the run has seen instead of a GET. A stale copy
 // costs a 409 and a read, never a wrong decision.
 TEST_F(KubeClientTest, CordonFromAFreshKnownNodeWritesWithoutReading) {

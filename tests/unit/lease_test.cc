@@ -132,5 +132,38 @@ TEST(Lease, AnOutageLongerThanTheLeaseIsSaidOnceAndTheLeaseTakenBackAfterIt) {
   EXPECT_FALSE(lease_of(*node).has_value()) << "released";
 }
 
+// The lease's part of a first write: refused while another live run holds it, the record otherwise (also
+// over an expired lease of another run). Nothing is held until the write says it was applied, and a write
+// that was not applied leaves nothing to release.
+TEST(Lease, TheFirstWritesPartIsRefusedWhileAnotherLiveRunHoldsIt) {
+  test::MemoryCluster cluster;
+  const SystemClock clock;
+  NodeLease lease(cluster, clock, "n1", "pod a/b");
+  const auto fold = lease.take_fold();
+  const LeaseRecord other{"pod a/other", clock.wall_now(), std::chrono::seconds(60)};
+
+  FoldedPatch refused;
+  fold(node_with(other.to_string()), refused);
+  ASSERT_TRUE(refused.refusal.has_value());
+  EXPECT_NE(refused.refusal->message.find("pod a/other"), std::string::npos) << refused.refusal->message;
+  EXPECT_TRUE(refused.body.empty());
+
+  const LeaseRecord lapsed{"pod a/other", clock.wall_now() - std::chrono::seconds(61),
+                           std::chrono::seconds(60)};
+  for (const auto& node : {Json::object(), node_with(lapsed.to_string())}) {
+    FoldedPatch taken;
+    fold(node, taken);
+    EXPECT_FALSE(taken.refusal.has_value());
+    const auto mine = lease_of(taken.body);
+    ASSERT_TRUE(mine.has_value()) << taken.body.dump();
+    EXPECT_EQ(mine->holder, "pod a/b");
+  }
+  EXPECT_FALSE(lease.held());
+  lease.first_write_done(NodeLease::WriteOutcome::kNotApplied);
+  EXPECT_FALSE(lease.held());
+  EXPECT_TRUE(lease.release());
+  EXPECT_TRUE(cluster.requests().empty()) << "nothing to release";
+}
+
 }  // namespace
 }  // namespace dm::manager

@@ -828,17 +828,17 @@ void short_operand_wait(MemoryScenario& /*s*/, manager::Settings& settings) {
 
 const std::vector<FailureCase>& failure_cases() {
   static const std::vector<FailureCase> cases = {
-      // 403: a refusal no retry fixes (a 5xx is retried, and then the step goes through).
-      {.name = "PausePatch",
-       .fault = {.verb = "patch", .body_part = kMemPausedValue, .status = 403},
-       .expected = "injected fault"},
-      {.name = "Cordon",
-       .fault = {.verb = "patch", .body_part = "\"unschedulable\":true", .status = 500},
-       .expected = "injected fault"},
-      // The cordon went through but its answer was lost: it is undone all the same.
-      {.name = "CordonTimedOutAfterTakingEffect",
-       .fault = {.verb = "patch", .body_part = "\"unschedulable\":true", .status = 0, .applied = true},
-       .expected = "timed out"},
+      // The first write (the lease, the label pause and the cordon) went through but its answer was lost,
+      // and the attempt that followed was refused (403: a refusal no retry fixes): it is undone all the
+      // same. A first write refused outright changes nothing (tests/unit/uninstall_writes_test.cc).
+      {.name = "FirstWriteTimedOutAfterTakingEffect",
+       .expected = "injected fault",
+       .arrange =
+           [](MemoryScenario& s, manager::Settings&) {
+             const std::string first = "\"unschedulable\":true";
+             s.cluster().fail({.verb = "patch", .body_part = first, .status = 0, .applied = true});
+             s.cluster().fail({.verb = "patch", .body_part = kMemPausedValue, .status = 403, .times = -1});
+           }},
       {.name = "Taint",
        .fault = {.verb = "patch", .body_part = "\"taints\"", .status = 500},
        .expected = "injected fault"},
@@ -925,12 +925,13 @@ const std::vector<FailureCase>& failure_cases() {
        .expected = "unbind --all failed with exit code 1",
        .arrange = [](MemoryScenario&, manager::Settings& st) { st.vfio_manage = "false"; },
        .fails_after_unload = true},
-      // The restore at the end of a successful path is refused once: it stays on the undo list, and the
-      // cleanup puts the labels back.
+      // The restore at the end of a successful path is refused twice (the write that ends the run, then the
+      // restore on its own): it stays on the undo list, and the cleanup puts the labels back.
       {.name = "RestoreAtTheEnd",
        .fault = {.verb = "patch",
                  .body_part = "\"nvidia.com/gpu.deploy.dcgm-exporter\":\"true\"",
-                 .status = 403},
+                 .status = 403,
+                 .times = 2},
        .expected = "failed in phase restore",
        .fails_after_unload = true},
       {.name = "MofedWaitTimeout",

@@ -17,47 +17,27 @@ constexpr size_t kMaxAnnotated = 3;  // pods named in the state annotation
 
 struct PhaseInfo {
   std::string_view name;
-  std::string_view reason;
-  std::string_view description;
   std::string_view gone_verb;  // the summary's words for the pods that left the node during the phase
 };
 
 PhaseInfo info(Phase p) {
   switch (p) {
     case Phase::kPauseOperands:
-      return {
-          "pause-operands", "PausingOperands",
-          "driver-manager is pausing the GPU operand labels and waiting for their pods to shut down, "
-          "while it resets the annotated GPU client pods under its taint and, when it evicts them, evicts "
-          "the GPU workloads from the cordoned node",
-          "stopped {} operand pod{}"};
+      return {"pause-operands", "stopped {} operand pod{}"};
     case Phase::kEvictWorkloads:
-      return {"evict-workloads", "EvictingGpuWorkloads",
-              "driver-manager is draining the node after a failed GPU workload eviction, or taking the DRA "
-              "kubelet plugins and the pods that hold their claims off the node",
-              "evicted {} GPU pod{}"};
+      return {"evict-workloads", "evicted {} GPU pod{}"};
     case Phase::kUnloadDriver:
-      return {"unload-driver", "UnloadingDriver",
-              "driver-manager is unloading the NVIDIA kernel modules and unmounting the old driver root",
-              "drained {} pod{}"};
+      return {"unload-driver", "drained {} pod{}"};
     case Phase::kCleanDriverRoot:
-      return {"clean-driver-root", "CleaningDriverRoot",
-              "driver-manager is removing the stale driver root (the driver modules stay as they are)",
-              "stopped {} DRA plugin pod{}"};
+      return {"clean-driver-root", "stopped {} DRA plugin pod{}"};
     case Phase::kWaitMofed:
-      return {"wait-mofed", "WaitingForMofed",
-              "driver-manager is waiting for the MOFED driver (GPUDirect RDMA)",
-              "{} pod{} gone while waiting for MOFED"};
+      return {"wait-mofed", "{} pod{} gone while waiting for MOFED"};
     case Phase::kRestore:
-      return {"restore", "RestoringNode",
-              "driver-manager is removing its taint and cordon and restoring the operand labels",
-              "{} pod{} gone while restoring"};
+      return {"restore", "{} pod{} gone while restoring"};
     case Phase::kCleanupOnFailure:
-      return {"cleanup-on-failure", "CleaningUpAfterFailure",
-              "driver-manager failed and is restoring the node (taint, cordon, operand labels)",
-              "{} pod{} gone during the cleanup"};
+      return {"cleanup-on-failure", "{} pod{} gone during the cleanup"};
   }
-  return {"unknown", "Unknown", "", "{} pod{}"};
+  return {"unknown", "{} pod{}"};
 }
 
 std::string plural(std::string_view format, size_t n) {
@@ -68,12 +48,6 @@ std::string plural(std::string_view format, size_t n) {
 
 std::string_view phase_name(Phase p) {
   return info(p).name;
-}
-std::string_view phase_event_reason(Phase p) {
-  return info(p).reason;
-}
-std::string_view phase_description(Phase p) {
-  return info(p).description;
 }
 
 RunProgress::RunProgress(const Clock& clock)

@@ -26,8 +26,8 @@ enum class Phase {
                    // and the GPU workloads evicted from the cordoned node
   // What is left before the unload: the full-drain fallback, the DRA plugins and clients. The GPU-workload
   // eviction itself runs in kPauseOperands, beside the operand wait; its pods are still counted here.
-  // Named for compatibility: "evict-workloads" and "EvictingGpuWorkloads" are read by people and scripts
-  // in the state annotation, the Events, the summary line and the log.
+  // Named for compatibility: "evict-workloads" is read by people and scripts in the state annotation, the
+  // summary line and the log.
   kEvictWorkloads,
   kUnloadDriver,      // unload the kernel modules, unmount the driver root, unbind vfio
   kCleanDriverRoot,   // no-driver and skip paths: the stale driver root, nouveau, vfio
@@ -38,10 +38,6 @@ enum class Phase {
 
 // "pause-operands": the name in the annotation, the log and the summary.
 std::string_view phase_name(Phase p);
-// The reason of the Normal Event recorded when the phase begins ("PausingOperands").
-std::string_view phase_event_reason(Phase p);
-// One sentence for that Event.
-std::string_view phase_description(Phase p);
 
 // The phases of one run, their durations and counters, the annotation value and the summary line.
 // Thread-safe: waits may report from any thread.

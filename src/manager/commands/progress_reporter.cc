@@ -6,6 +6,18 @@
 
 namespace dm::manager {
 
+StateWrite state_write_for(Phase phase) {
+  switch (phase) {
+    case Phase::kPauseOperands:
+    case Phase::kUnloadDriver:
+    case Phase::kCleanDriverRoot:
+    case Phase::kRestore:
+      return StateWrite::kRideAlong;
+    default:
+      return StateWrite::kNow;
+  }
+}
+
 ProgressReporter::ProgressReporter(kube::Api& client, const Clock& clock, std::string node_name,
                                    KnownNode& known)
     : client_(client),

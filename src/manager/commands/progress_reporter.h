@@ -22,6 +22,13 @@ namespace dm::manager {
 // When a phase's state is written: at once, or with the node patch or the wait that follows at once.
 enum class StateWrite { kNow, kRideAlong };
 
+// When the state of a phase of the path reaches the node. The pause's goes with the pause patch; the
+// unload's and the driver root's with the first pod wait or node write that follows, or not at all when
+// they have none (they are short, and the summary still times them); the restore's never on its own: the
+// patch that ends the run removes the annotation. The phases that may last long without a pod wait (MOFED)
+// or whose waits start late (the drain, the DRA plugins) write theirs at once.
+StateWrite state_write_for(Phase phase);
+
 class ProgressReporter {
  public:
   ProgressReporter(kube::Api& client, const Clock& clock, std::string node_name, KnownNode& known);

@@ -85,7 +85,11 @@ int Uninstall::run(const kube::Config& config) {
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
   lease_.emplace(client_, clock_, settings_.node_name,
                  lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
-  auto leased = lease_->acquire(cancel_, &*node);
+  // The lease is taken by the first write, with what is due then (uninstall_writes.cc), on the paths that
+  // pause labels first; the others, and a leftover that takes a write of its own, take it now.
+  const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(*node) && snapshot_.policy_enabled());
+  auto leased = defer ? lease_->wait_until_free(cancel_, &*node) : lease_->acquire(cancel_, &*node);
+  lease_pending_ = defer && leased;
   if (!leased) {
     spdlog::critical("{}", leased.error().message);
     if (!cancel_.cancelled()) return kExitFailed;
@@ -237,17 +241,13 @@ void Uninstall::count_phase() {
   tally_.count(reporter_.progress(), pods_.snapshot(), loaded_modules(host_));
 }
 
-void Uninstall::enter(Phase phase, StateWrite write, PhaseEvent event) {
+void Uninstall::enter(Phase phase, StateWrite write) {
   count_phase();
   spdlog::debug("Phase {}", phase_name(phase));
   reporter_.begin(phase, write);
-  if (event == PhaseEvent::kSend)
-    node_.event_in_background(std::string(phase_event_reason(phase)), std::string(phase_description(phase)),
-                              "Normal");
 }
 
 void Uninstall::finish(int exit_code) {
-  node_.flush_events();  // the phases' Events are on the API server before the summary's
   count_phase();
   reporter_.progress().end();
   std::string outcome;
@@ -283,13 +283,14 @@ int Uninstall::fail(const Error& error) {
   const CancelAtDeadline watchdog(clock_, deadline, cleanup_cancel, on_sigterm);
   const kube::RequestDeadline restore(deadline);
   client_.set_cancel(cleanup_cancel);
+  forget_changes_not_made();
   if (!undo_.empty()) {
     // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.
     if (terminated) {
       count_phase();
       reporter_.progress().begin(Phase::kCleanupOnFailure);
     } else {
-      enter(Phase::kCleanupOnFailure, StateWrite::kNow, PhaseEvent::kNone);
+      enter(Phase::kCleanupOnFailure, StateWrite::kNow);
     }
     NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
     undo_node_ = &cleanup_node;
@@ -396,12 +397,12 @@ Status Uninstall::execute() {
     if (r.needed != nullptr && !r.needed(*this)) continue;
     if (!step_is_report(step)) {
       const bool opens = r.opens_phase == nullptr || r.opens_phase(*this);
-      if (phase && phase != reporter_.progress().current() && opens) {
-        // The pause's state goes with the pause patch.
-        enter(*phase, step == Step::kPauseOperands ? StateWrite::kRideAlong : StateWrite::kNow);
-      }
+      if (phase && phase != reporter_.progress().current() && opens) enter(*phase, state_write_for(*phase));
       if (r.before_check != nullptr) r.before_check(*this);
       if (auto c = check_cancelled(); !c) return c;
+      if (step != Step::kPauseOperands) {
+        if (auto l = take_lease_if_pending(); !l) return l;
+      }
     }
     if (auto s = r.run(*this); !s) return s;
   }
@@ -461,7 +462,7 @@ const Uninstall::StepRun& Uninstall::step_run(Step step) {
        .run = [](Uninstall& u) { return u.restore_labels(); },
        .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},
       // taint, cordon and labels come back, newest change first
-      {.step = Step::kUndoChanges, .run = [](Uninstall& u) { return u.undo_.run_all(u.cancel_); }},
+      {.step = Step::kUndoChanges, .run = [](Uninstall& u) { return u.undo_changes(); }},
   }};
   static_assert(one_row_per_step(kRows), "one row per Step, in Step order");
   return kRows[static_cast<size_t>(step)];

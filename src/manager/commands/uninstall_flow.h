@@ -59,7 +59,8 @@ class Uninstall {
   }
 
   int run(const kube::Config& config);
-  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event).
+  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event: the
+  // run's only one).
   void finish(int exit_code);
 
  private:
@@ -101,6 +102,17 @@ class Uninstall {
   void register_legacy_uncordon();
   void register_label_restore();
   Status restore_labels();
+  [[nodiscard]] bool nothing_to_restore() const;
+  void fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const;
+  // The success path's undo list and the lease release, in one node write when every change can be
+  // undone in it (each one alone otherwise, or when that write fails).
+  Status undo_changes();
+  // The run's first write when the lease is still to be taken (uninstall_writes.cc).
+  Status first_write(const nlohmann::json& labels);
+  Status take_lease_if_pending();
+  // Before the cleanup: with no first write yet, or one that may or may not have been applied and a node
+  // that does not carry this run's lease, nothing of the run is on the node: the undo list is emptied.
+  void forget_changes_not_made();
   Status pause_labels(const nlohmann::json& labels);
   NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
   Status check_cancelled() const;
@@ -116,10 +128,8 @@ class Uninstall {
   int fail(const Error& error);
 
   // Progress where operators look (manager/progress_reporter): at each phase boundary the state annotation
-  // on the node (written now, or with the node patch or the wait that follows at once) and, unless kNone,
-  // a Normal Event.
-  enum class PhaseEvent { kSend, kNone };
-  void enter(Phase phase, StateWrite write = StateWrite::kNow, PhaseEvent event = PhaseEvent::kSend);
+  // on the node, written now or with the node patch or the wait that follows (see state_write()).
+  void enter(Phase phase, StateWrite write = StateWrite::kNow);
   void count_phase();  // what left the node during the phase that ends now
 
   const Settings& settings_;
@@ -147,6 +157,9 @@ class Uninstall {
   std::optional<OwnPod> own_pod_;              // the pod this program runs in, when found
   std::optional<Error> taint_refusal_;  // the own pod does not tolerate the taint that no client needed yet
   std::optional<NodeLease> lease_;      // held from the first write to the end of the run
+  bool lease_pending_ = false;          // the lease is taken by the first write, not yet made
+  bool cordoned_first_ = false;         // the first write cordoned the node
+  bool first_write_unsure_ = false;     // the first write failed without saying whether it was applied
   std::optional<LateArrivals> late_;    // GPU users bound after the cordon or the taint
 
   ProgressReporter reporter_;

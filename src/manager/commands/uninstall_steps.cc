@@ -1,4 +1,5 @@
 // The steps of the uninstall flow (docs/behaviour.md walks through each one).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
@@ -26,6 +27,10 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
     return std::nullopt;
   };
 }
+
+constexpr const char* kLabelRestoreLine =
+    "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
+    "labels";
 
 }  // namespace
 
@@ -170,7 +175,8 @@ void Uninstall::register_uncordon() {
                return ok_status();
              },
              .need = UndoNeed::kOptional,
-             .upstream_name = "uncordon node"});
+             .upstream_name = "uncordon node",
+             .fold = node_.uncordon_fold(NodeOps::Whose::kOurs)});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -182,7 +188,8 @@ void Uninstall::register_legacy_uncordon() {
              .name = "uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
              .run = [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
              .need = UndoNeed::kOptional,
-             .upstream_name = "uncordon node"});
+             .upstream_name = "uncordon node",
+             .fold = node_.uncordon_fold(NodeOps::Whose::kAnyone)});
 }
 
 void Uninstall::register_label_restore() {
@@ -190,7 +197,14 @@ void Uninstall::register_label_restore() {
              .name = "restore the operand labels of node " + settings_.node_name,
              .run = [this] { return restore_labels(); },
              .need = UndoNeed::kRequired,
-             .upstream_name = "reschedule GPU operator components"});
+             .upstream_name = "reschedule GPU operator components",
+             .fold =
+                 [this](const nlohmann::json& node, FoldedPatch& part) {
+                   part.lines.push_back({.text = kLabelRestoreLine});
+                   if (nothing_to_restore()) return;
+                   fold_label_restore(node, part);
+                   part.applied.emplace_back([this] { paused_record_.clear(); });
+                 }});
 }
 
 // See docs/behaviour.md, Skip-uninstall.
@@ -212,6 +226,7 @@ void Uninstall::report_skip_decision() const {
 }
 
 Status Uninstall::cordon() {
+  if (cordoned_first_) return ok_status();  // by the run's first write
   auto c = node_.cordon();
   if (!c) {
     // A write cut short (SIGTERM, a lost connection) may still have been applied; the uncordon only acts
@@ -395,9 +410,11 @@ Status Uninstall::wait_for_mofed() {
   return host::wait_for_mofed(host_, mofed, clock_, deadline, cancel_);
 }
 
-// Pauses `labels` and records, in the same patch, what they were before (see paused_record.h).
+// Pauses `labels` and records, in the same patch, what they were before (see paused_record.h); the
+// run's first write when the lease is still to be taken (first_write()).
 Status Uninstall::pause_labels(const nlohmann::json& labels) {
   paused_record_ = merge_paused_record(paused_record_, labels, snapshot_.labels);
+  if (lease_pending_) return first_write(labels);
   nlohmann::json annotations = {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}};
   if (auto state = reporter_.ride_along_state()) annotations[std::string(kStateAnnotation)] = *state;
   auto s = node_.update_labels(labels, annotations);
@@ -410,25 +427,41 @@ Status Uninstall::pause_labels(const nlohmann::json& labels) {
 // Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
 // left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
 Status Uninstall::restore_labels() {
-  spdlog::info(
-      "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
-      "labels");
-  if (!patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty()) return ok_status();
+  spdlog::info("{}", kLabelRestoreLine);
+  if (nothing_to_restore()) return ok_status();
   auto node = undo_node().get();
   if (!node) return node.error();
-  const auto plan = restore_patch_if_unchanged(snapshot_, table_, *node);
-  for (const auto& [key, value] : plan.changed_by_others) {
-    spdlog::warn("Not restoring node label \"{}\": it was changed to \"{}\" during the run by someone else",
-                 key, value);
-  }
-  // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
-  nlohmann::json annotations = nlohmann::json::object();
-  if (has_paused_record(*node)) annotations[std::string(kPausedLabelsAnnotation)] = nullptr;
-  const nlohmann::json labels =
-      patch_has_labels(plan.patch) ? plan.patch["metadata"]["labels"] : nlohmann::json::object();
-  if (auto s = undo_node().update_labels(labels, annotations); !s) return s;
+  FoldedPatch part;
+  fold_label_restore(*node, part);
+  for (const auto& line : part.lines) spdlog::warn("{}", line.text);  // only warnings: see above
+  const nlohmann::json md = part.body.value("metadata", nlohmann::json::object());
+  if (auto s = undo_node().update_labels(md.value("labels", nlohmann::json::object()),
+                                         md.value("annotations", nlohmann::json::object()));
+      !s)
+    return s;
   paused_record_.clear();
   return ok_status();
+}
+
+bool Uninstall::nothing_to_restore() const {
+  return !patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty();
+}
+
+// The label restore's part of a node write, decided from `node`: the labels, the record, and a warning
+// for each label someone else changed.
+void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const {
+  const auto plan = restore_patch_if_unchanged(snapshot_, table_, node);
+  for (const auto& [key, value] : plan.changed_by_others) {
+    part.lines.push_back(
+        {.level = FoldedPatch::Level::kWarn,
+         .text = fmt::format("Not restoring node label \"{}\": it was changed to \"{}\" during "
+                             "the run by someone else",
+                             key, value)});
+  }
+  // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
+  if (has_paused_record(node))
+    part.body["metadata"]["annotations"][std::string(kPausedLabelsAnnotation)] = nullptr;
+  if (patch_has_labels(plan.patch)) part.body["metadata"]["labels"] = plan.patch["metadata"]["labels"];
 }
 
 // See docs/behaviour.md, Kernel modules and the driver root.

@@ -83,7 +83,7 @@ NodeLease::~NodeLease() {
   stop_renewing();
 }
 
-Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
+Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen, Take take) {
   // A lease record on the copy is decided on a fresh read only (who holds it, since when).
   auto node =
       seen != nullptr && !lease_of(*seen) ? Result<Json>(*seen) : client_.get(kube::paths::node(node_));
@@ -98,6 +98,7 @@ Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
     spdlog::info("The lease on node {} of {} expired {} ago (its run crashed or was killed); taking it over",
                  node_, current->holder, age(now, current->renewed + current->duration));
   }
+  if (take == Take::kLook) return Attempt{std::nullopt, std::move(*node)};
   const LeaseRecord mine{holder_, now, options_.duration};
   const Json body = {{"metadata",
                       {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
@@ -116,12 +117,60 @@ Result<NodeLease::Attempt> NodeLease::try_take(const Json* seen) {
 }
 
 Result<Json> NodeLease::acquire(const CancelToken& cancel, const Json* seen) {
+  auto taken = wait(cancel, seen, Take::kWrite);
+  if (!taken) return taken;
+  started();
+  return taken;
+}
+
+Result<Json> NodeLease::wait_until_free(const CancelToken& cancel, const Json* seen) {
+  return wait(cancel, seen, Take::kLook);
+}
+
+NodeFold NodeLease::take_fold() {
+  return [this](const Json& node, FoldedPatch& part) {
+    const auto current = lease_of(node);
+    const auto now = clock_.wall_now();
+    if (current && current->holder != holder_ && !current->expired(now)) {
+      part.refusal = Error(fmt::format(
+          "node {} was taken by another run of driver-manager ({}) while this run prepared its first write: "
+          "this run changed nothing; the next attempt waits for that run to end",
+          node_, current->holder));
+      return;
+    }
+    const LeaseRecord mine{holder_, now, options_.duration};
+    part.body["metadata"]["annotations"][std::string(kLeaseAnnotation)] = mine.to_string();
+  };
+}
+
+void NodeLease::first_write_done(WriteOutcome outcome) {
+  if (outcome == WriteOutcome::kApplied) {
+    started();
+    return;
+  }
+  if (outcome == WriteOutcome::kMaybeApplied) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    maybe_taken_ = true;
+  }
+}
+
+void NodeLease::started() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ = true;
+    stop_ = false;
+  }
+  spdlog::debug("Holding the lease on node {} as {}", node_, holder_);
+  renewer_ = std::thread([this] { renew_loop(); });
+}
+
+Result<Json> NodeLease::wait(const CancelToken& cancel, const Json* seen, Take take) {
   const Deadline deadline = Deadline::after(clock_, options_.wait_at_most);
   TimePoint next_log = clock_.now();
   Json taken;
   int conflicts = 0;
   for (;;) {
-    auto t = try_take(seen);
+    auto t = try_take(seen, take);
     seen = nullptr;
     if (!t) return t.error();
     // Node status updates change the resourceVersion all the time: a conflict alone is no other holder.
@@ -149,13 +198,6 @@ Result<Json> NodeLease::acquire(const CancelToken& cancel, const Json* seen) {
     if (!clock_.sleep_for(std::chrono::seconds(2), cancel)) return Error("terminated by SIGTERM");
     conflicts = 0;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    held_ = true;
-    stop_ = false;
-  }
-  spdlog::debug("Holding the lease on node {} as {}", node_, holder_);
-  renewer_ = std::thread([this] { renew_loop(); });
   return taken;
 }
 
@@ -234,6 +276,33 @@ void NodeLease::stop_renewing() {
 bool NodeLease::held() const {
   std::lock_guard<std::mutex> lock(mu_);
   return held_ && !lost_;
+}
+
+NodeFold NodeLease::release_fold(std::vector<std::string> also_remove) {
+  stop_renewing();
+  return [this, also_remove = std::move(also_remove)](const Json& node, FoldedPatch& patch) {
+    {
+      const std::lock_guard<std::mutex> lock(mu_);
+      if (!held_ && !maybe_taken_) return;
+    }
+    const auto current = lease_of(node);
+    if (!current || current->holder != holder_) return;
+    Json& annotations = patch.body["metadata"]["annotations"];
+    annotations[std::string(kLeaseAnnotation)] = nullptr;
+    for (const auto& key : also_remove) annotations[key] = nullptr;
+  };
+}
+
+void NodeLease::folded_release_done(bool applied) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (applied) {
+    held_ = false;
+    maybe_taken_ = false;
+    return;
+  }
+  if (!held_ || lost_ || renewer_.joinable()) return;
+  stop_ = false;
+  renewer_ = std::thread([this] { renew_loop(); });
 }
 
 Status NodeLease::release(const std::vector<std::string>& also_remove) {

@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
+#include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {
@@ -57,9 +58,24 @@ class NodeLease {
   // `seen`, the node as the caller last read it, saves the first GET when it shows no lease: the write is
   // conditional on its resourceVersion, so a stale `seen` only costs a conflict and a read.
   Result<nlohmann::json> acquire(const CancelToken& cancel, const nlohmann::json* seen = nullptr);
+  // The same wait, without the write: returns the node as read once no other live holder has the lease.
+  // The lease is then taken by the run's first node write (take_fold()).
+  Result<nlohmann::json> wait_until_free(const CancelToken& cancel, const nlohmann::json* seen = nullptr);
+  // The lease's part of a node write that carries other changes too (NodeOps::write_folded): the record,
+  // refused when another live holder has the lease on the node read for the write. Then
+  // first_write_done(): applied, the lease is held and renewed; maybe applied (unanswered), release()
+  // looks; not applied, nothing is held.
+  NodeFold take_fold();
+  enum class WriteOutcome { kApplied, kMaybeApplied, kNotApplied };
+  void first_write_done(WriteOutcome outcome);
   // Stops renewing and removes the annotation if it is still ours, with `also_remove` (other annotations
   // of the run that end with it) in the same patch. Idempotent.
   Status release(const std::vector<std::string>& also_remove = {});
+  // The release as a part of a node write that carries other changes too (NodeOps::write_folded): stops
+  // renewing; the part removes the annotation if it is still ours, with `also_remove`. Then
+  // folded_release_done(): applied, the lease is released; not, renewing goes on and release() is left.
+  NodeFold release_fold(std::vector<std::string> also_remove);
+  void folded_release_done(bool applied);
   // The renewals so far all succeeded (a lost lease is logged as an error when it happens).
   [[nodiscard]] bool held() const;
   [[nodiscard]] const std::string& holder() const { return holder_; }
@@ -72,7 +88,10 @@ class NodeLease {
     nlohmann::json node;
     bool conflict = false;  // the node changed between the GET and the PATCH (a heartbeat): look again now
   };
-  Result<Attempt> try_take(const nlohmann::json* seen);
+  enum class Take { kWrite, kLook };  // kLook: decide only
+  Result<Attempt> try_take(const nlohmann::json* seen, Take take);
+  Result<nlohmann::json> wait(const CancelToken& cancel, const nlohmann::json* seen, Take take);
+  void started();             // held: start renewing
   Result<bool> renew_once();  // false: someone else holds it now
   void renew_loop();
   void stop_renewing();

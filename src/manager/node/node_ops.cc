@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 #include <random>
+#include <set>
 #include <utility>
 
 #include "kube/objects.h"
@@ -127,28 +128,137 @@ Result<CordonOutcome> NodeOps::cordon() {
   return last.wrap("failed to cordon node " + node_);
 }
 
+namespace {
+
+// What uncordoning `node` takes: the merge-patch body (empty: nothing) and the line that says it.
+struct UncordonPlan {
+  Json body = Json::object();
+  std::string line;
+};
+
+UncordonPlan plan_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
+  UncordonPlan plan;
+  const bool ours = cordoned_by_us(node);
+  const bool cordoned = kube::node_unschedulable(node);
+  if (!ours && !(whose == NodeOps::Whose::kAnyone && cordoned)) {
+    if (cordoned) plan.line = "Node " + name + " was not cordoned by driver-manager; leaving it cordoned";
+    return plan;
+  }
+  if (ours) plan.body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
+  if (cordoned) {
+    plan.line = "Uncordoning node " + name;
+    plan.body["spec"] = {{"unschedulable", nullptr}};
+  } else {
+    plan.line = "Node " + name + " is already schedulable; removing the " + std::string(kCordonedAnnotation) +
+                " annotation";
+  }
+  return plan;
+}
+
+// `part` into `body`: objects key by key, anything else replaced.
+void merge_into(Json& body, const Json& part) {
+  for (const auto& [key, value] : part.items()) {
+    if (value.is_object() && body.contains(key) && body[key].is_object()) {
+      merge_into(body[key], value);
+    } else {
+      body[key] = value;
+    }
+  }
+}
+
+}  // namespace
+
 Status NodeOps::uncordon(Whose whose) {
   auto node = get();
   if (!node) return node.error();
-  const bool ours = cordoned_by_us(*node);
-  const bool cordoned = kube::node_unschedulable(*node);
-  if (!ours && !(whose == Whose::kAnyone && cordoned)) {
-    if (cordoned) {
-      spdlog::info("Node {} was not cordoned by driver-manager; leaving it cordoned", node_);
-    }
-    return ok_status();
-  }
-  Json body = Json::object();
-  if (ours) body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
-  if (cordoned) {
-    spdlog::info("Uncordoning node {}", node_);
-    body["spec"] = {{"unschedulable", nullptr}};
-  } else {
-    spdlog::info("Node {} is already schedulable; removing the {} annotation", node_, kCordonedAnnotation);
-  }
-  auto r = patch_with_retry(body, "cordon state");
+  const UncordonPlan plan = plan_uncordon(*node, whose, node_);
+  if (!plan.line.empty()) spdlog::info("{}", plan.line);
+  if (plan.body.empty()) return ok_status();
+  auto r = patch_with_retry(plan.body, "cordon state");
   if (!r) return r.error().wrap("failed to uncordon node " + node_);
   return ok_status();
+}
+
+NodeFold NodeOps::uncordon_fold(Whose whose) const {
+  return [whose, name = node_](const Json& node, FoldedPatch& patch) {
+    UncordonPlan plan = plan_uncordon(node, whose, name);
+    merge_into(patch.body, plan.body);
+    if (!plan.line.empty()) patch.lines.push_back({.text = plan.line});
+  };
+}
+
+namespace {
+
+// Every part of `folds` decided from `node`, in one patch.
+FoldedPatch fold_all(const std::vector<NodeFold>& folds, const Json& node) {
+  FoldedPatch all;
+  for (const auto& fold : folds) {
+    FoldedPatch part;
+    fold(node, part);
+    merge_into(all.body, part.body);
+    if (part.refusal && !all.refusal) all.refusal = std::move(part.refusal);
+    for (auto& line : part.lines) all.lines.push_back(std::move(line));
+    for (auto& a : part.applied) all.applied.push_back(std::move(a));
+  }
+  return all;
+}
+
+// The lines not logged yet for this write.
+void say(const std::vector<FoldedPatch::Line>& lines, std::set<std::string>& said) {
+  for (const auto& line : lines) {
+    if (!said.insert(line.text).second) continue;
+    if (line.level == FoldedPatch::Level::kWarn) {
+      spdlog::warn("{}", line.text);
+    } else {
+      spdlog::info("{}", line.text);
+    }
+  }
+}
+
+}  // namespace
+
+Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::string& what, const Json* first,
+                             bool* maybe_applied) {
+  constexpr int kConflicts = 5;
+  std::mt19937 rng{std::random_device{}()};
+  std::uniform_real_distribution<double> jitter(0.0, retry_.jitter);
+  Duration delay = retry_.initial;
+  int conflicts = 0;
+  int failures = 0;
+  std::set<std::string> said;
+  for (;;) {
+    const bool from_copy = first != nullptr;
+    auto node = from_copy ? Result<Json>(*first) : get();
+    first = nullptr;
+    if (!node) return node.error().wrap("failed to update " + what + " on node " + node_);
+    FoldedPatch all = fold_all(folds, *node);
+    if (all.refusal && from_copy) continue;  // decided on a fresh read only
+    if (all.refusal) return *all.refusal;
+    say(all.lines, said);
+    if (!all.body.empty()) {
+      all.body["metadata"]["resourceVersion"] = kube::resource_version(*node);
+      spdlog::debug("Patching node {} ({}): {}", node_, what, all.body.dump());
+      auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, all.body);
+      if (!r) {
+        const Error& e = r.error();
+        if (maybe_applied != nullptr && (e.http_status == 0 || e.http_status >= 500)) *maybe_applied = true;
+        if (e.conflict() && (from_copy || ++conflicts < kConflicts)) continue;
+        if (e.conflict())
+          return e.wrap("failed to update " + what + " on node " + node_ + ": it kept changing");
+        // Upstream's backoff, as for the label patches; the write is decided again from a fresh read.
+        if (permanent(e) || e.unanswered || ++failures >= retry_.attempts)
+          return e.wrap("failed to update " + what + " on node " + node_);
+        spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, e.message);
+        const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
+        if (!clock_.sleep_for(sleep, cancel_)) return e.wrap("cancelled while retrying");
+        delay = std::chrono::duration_cast<Duration>(delay * retry_.factor);
+        continue;
+      }
+      remember(*r);
+    }
+    for (const auto& a : all.applied) a();
+    return ok_status();
+  }
 }
 
 Status NodeOps::drop_cordon_annotation() {
@@ -175,26 +285,6 @@ void NodeOps::event(const std::string& reason, const std::string& message, const
     return;
   }
   if (!s) spdlog::debug("Could not record event {} on node {}: {}", reason, node_, s.error().message);
-}
-
-void NodeOps::event_in_background(const std::string& reason, const std::string& message,
-                                  const std::string& type) {
-  if (events_forbidden_) return;
-  std::lock_guard lk(events_mu_);
-  event_senders_.emplace_back([this, reason, message, type] { event(reason, message, type); });
-}
-
-void NodeOps::flush_events() {
-  std::vector<std::thread> senders;
-  {
-    std::lock_guard lk(events_mu_);
-    senders.swap(event_senders_);
-  }
-  for (auto& t : senders) t.join();
-}
-
-NodeOps::~NodeOps() {
-  flush_events();
 }
 
 }  // namespace dm::manager

@@ -6,13 +6,12 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
-#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
 #include "manager/node/known_node.h"
+#include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
 
 namespace dm::manager {
@@ -72,6 +71,21 @@ class NodeOps {
   // annotation is left alone (logged), unless `whose` is kAnyone.
   Status uncordon(Whose whose);
 
+  // The same as a part of one node write (write_folded()).
+  [[nodiscard]] NodeFold uncordon_fold(Whose whose) const;
+
+  // One JSON merge patch of the node with every part of `folds`, each decided from the node as read just
+  // before: sent under that node's resourceVersion, and after a conflict decided again from a fresh read
+  // (never sent twice as it was). Nothing is sent when no part changes anything. The parts' lines are
+  // logged before the write, each once; their `applied` run once it was applied. `what` names the write.
+  // `first`, the node as last seen, saves the first GET (a stale copy only costs the conflict and a read;
+  // a refusal is decided on a fresh read only). A failure other than a conflict is retried as the label
+  // patches are ("Failed to update <what> on node <n>, retrying: …"), decided again each time. On failure,
+  // `maybe_applied` (if given) tells whether an attempt failed without saying it was not applied (no
+  // answer, a server error): a later attempt's refusal does not undo an earlier one that went through.
+  Status write_folded(const std::vector<NodeFold>& folds, const std::string& what,
+                      const nlohmann::json* first = nullptr, bool* maybe_applied = nullptr);
+
   // Removes our cordon annotation and leaves spec.unschedulable as it is (someone else owns the cordon now).
   Status drop_cordon_annotation();
 
@@ -79,13 +93,7 @@ class NodeOps {
   // outage for at most 30 s. When Events are forbidden (403), says so once at info level with the RBAC rule
   // to add, and stops trying.
   void event(const std::string& reason, const std::string& message, const std::string& type = "Warning");
-  // The same, sent by a thread of its own so that the caller does not wait for the API server (an Event is
-  // a record for people, nothing waits on it). flush_events() and the destructor wait for those in flight.
-  void event_in_background(const std::string& reason, const std::string& message,
-                           const std::string& type = "Warning");
-  void flush_events();
 
-  ~NodeOps();
   NodeOps(const NodeOps&) = delete;
   NodeOps& operator=(const NodeOps&) = delete;
 
@@ -101,8 +109,6 @@ class NodeOps {
   std::string node_;
   RetryPolicy retry_;
   std::atomic<bool> events_forbidden_{false};
-  std::mutex events_mu_;
-  std::vector<std::thread> event_senders_;
   KnownNode* known_ = nullptr;
 };
 

@@ -1,5 +1,6 @@
 #include "manager/node/taint_ops.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <mutex>
@@ -95,6 +96,29 @@ TaintRemoveDecision decide_taint_remove(const Json& node) {
   return plan;
 }
 
+namespace {
+
+std::string removal_line(const TaintRemoveDecision& plan, const std::string& node_name) {
+  if (plan.removed) {
+    return fmt::format("Removing taint {} (added by driver-manager) from node {}", plan.removed->to_string(),
+                       node_name);
+  }
+  return fmt::format("Taint \"{}\" recorded in {} is no longer on node {}; removing the annotation",
+                     plan.owned.value_or(""), kTaintOwnerAnnotation, node_name);
+}
+
+}  // namespace
+
+void fold_taint_remove(const Json& node, const std::string& node_name, FoldedPatch& part,
+                       std::function<void()> on_applied) {
+  TaintRemoveDecision plan = decide_taint_remove(node);
+  if (!plan.owned || !plan.patch) return;
+  part.body = std::move(*plan.patch);
+  part.body["metadata"].erase("resourceVersion");  // the write sets it
+  part.lines.push_back({.text = removal_line(plan, node_name)});
+  if (on_applied) part.applied.push_back(std::move(on_applied));
+}
+
 TaintOps::TaintOps(kube::Api& client, const Clock& clock, std::string node, int max_attempts)
     : client_(client), clock_(clock), node_(std::move(node)), max_attempts_(max_attempts) {}
 
@@ -188,13 +212,7 @@ Result<std::optional<Taint>> TaintOps::remove_ours(const Json* node) {
     TaintRemoveDecision plan = decide_taint_remove(current);
     if (!plan.owned) return std::optional<Taint>{};
     owned_text = *plan.owned;
-    if (plan.removed) {
-      spdlog::info("Removing taint {} (added by driver-manager) from node {}", plan.removed->to_string(),
-                   node_);
-    } else {
-      spdlog::info("Taint \"{}\" recorded in {} is no longer on node {}; removing the annotation",
-                   *plan.owned, kTaintOwnerAnnotation, node_);
-    }
+    spdlog::info("{}", removal_line(plan, node_));
     auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, *plan.patch);
     if (r) return plan.removed;
     last = r.error();

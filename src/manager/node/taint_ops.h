@@ -4,6 +4,7 @@
 // (also by the next run after a crash).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "common/result.h"
 #include "kube/api.h"
 #include "manager/node/known_node.h"
+#include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
 #include "manager/rules/taints.h"
 
@@ -55,6 +57,11 @@ struct TaintRemoveDecision {
 // Removes exactly the taint our annotation names (key, value and effect) and the annotation; an
 // annotation that does not parse is removed alone. Nothing to do without the annotation.
 TaintRemoveDecision decide_taint_remove(const nlohmann::json& node);
+
+// The removal as a part of one node write (NodeOps::write_folded), decided from `node`: nothing without our
+// annotation; `on_applied` runs once the write was applied.
+void fold_taint_remove(const nlohmann::json& node, const std::string& node_name, FoldedPatch& part,
+                       std::function<void()> on_applied);
 
 // --- The writes -----------------------------------------------------------------------------------
 

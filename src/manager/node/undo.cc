@@ -17,6 +17,11 @@ bool UndoList::empty() const {
   return actions_.empty();
 }
 
+void UndoList::clear() {
+  std::lock_guard lk(mu_);
+  actions_.clear();
+}
+
 bool UndoList::contains(const std::string& key) const {
   std::lock_guard lk(mu_);
   return contains_locked(key);
@@ -72,6 +77,28 @@ Status UndoList::run_all(const CancelToken& cancel) {
     for (auto it = failed.rbegin(); it != failed.rend(); ++it) put_back(std::move(*it));
   }
   return result;
+}
+
+Result<bool> UndoList::run_folded(const std::function<Status(const std::vector<NodeFold>&)>& write) {
+  std::vector<UndoAction> taken;  // oldest first
+  {
+    std::lock_guard lk(mu_);
+    const bool all =
+        std::all_of(actions_.begin(), actions_.end(), [](const UndoAction& a) { return a.fold; });
+    if (!all) return false;
+    taken.swap(actions_);
+  }
+  std::vector<NodeFold> folds;
+  for (auto it = taken.rbegin(); it != taken.rend(); ++it) folds.push_back(it->fold);
+  if (auto s = write(folds); !s) {
+    std::lock_guard lk(mu_);
+    // Registered meanwhile (nothing runs beside the success path's undo, but the list allows it): newer.
+    taken.insert(taken.end(), std::make_move_iterator(actions_.begin()),
+                 std::make_move_iterator(actions_.end()));
+    actions_.swap(taken);
+    return s.error();
+  }
+  return true;
 }
 
 std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Deadline& deadline) {

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,24 @@ namespace dm::manager {
 // On the success path: a failing kRequired undo fails the run; a failing kOptional one is only a warning.
 enum class UndoNeed { kRequired, kOptional };
 
+// One part of a node write that carries several changes at once (NodeOps::write_folded): `body`, a JSON
+// merge patch of the node; the lines that say what it does, logged before the write (a line already
+// logged for an earlier attempt of the same write, decided again after a conflict, is not logged again);
+// and what to do once the write was applied.
+struct FoldedPatch {
+  enum class Level { kInfo, kWarn };
+  struct Line {
+    Level level = Level::kInfo;
+    std::string text;
+  };
+  nlohmann::json body = nlohmann::json::object();
+  std::optional<Error> refusal;  // the write must not be sent (decided again from a fresh read first)
+  std::vector<Line> lines;
+  std::vector<std::function<void()>> applied;
+};
+// Adds its part to `patch`, decided from `node` as read just before the write.
+using NodeFold = std::function<void(const nlohmann::json& node, FoldedPatch& patch)>;
+
 struct UndoAction {
   // Which change it undoes, "gpu-client-taint": the list holds one action per key, so a change registered
   // twice (before a write that may time out, and again after it) is undone once. Never shown: rewording
@@ -28,6 +47,8 @@ struct UndoAction {
   // Upstream's name for the step in its failure warning ("uncordon node"): a failure is then logged as
   // "Failed to <it>: <err>" (" during cleanup" added after a failure), its text; "" = "Failed to <name>".
   std::string upstream_name{};
+  // The same change as a part of one node write (run_folded()); nullptr: it only runs on its own.
+  NodeFold fold{};
 };
 
 // Thread-safe: steps that run side by side (the gpu-client taint and the cordon) register from their own
@@ -41,6 +62,8 @@ class UndoList {
   // already registered is not added again: each change is undone once.
   void add(UndoAction action);
   [[nodiscard]] bool empty() const;
+  // Forgets every action: the changes they undo were never made after all (a first write refused).
+  void clear();
   [[nodiscard]] bool contains(const std::string& key) const;
   [[nodiscard]] std::vector<std::string> names() const;  // newest first
 
@@ -51,6 +74,11 @@ class UndoList {
   // and is returned), the failed optional ones stay registered too, so the cleanup tries them again.
   // An action added while the list runs is the newest, so it runs next.
   Status run_all(const CancelToken& cancel = CancelToken());
+
+  // The success path in one node write: when every action has a fold, they are taken off the list and
+  // `write` gets their folds, newest first; when it fails they go back as they were (for run_all() or the
+  // cleanup) and its error is returned. False: some action only runs on its own; nothing was taken.
+  Result<bool> run_folded(const std::function<Status(const std::vector<NodeFold>&)>& write);
 
   // Cleanup after a failure or SIGTERM: runs every action newest first, logging a failure as a warning and
   // going on; stops starting actions once `deadline` has passed. Returns the names of the actions that

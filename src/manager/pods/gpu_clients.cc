@@ -115,7 +115,15 @@ void GpuClientReset::register_undo() {
                                        settings_.node_name);
                }
                return ok_status();
-             }});
+             },
+             .fold =
+                 [this](const Json& node, FoldedPatch& part) {
+                   if (!owned_) return;
+                   fold_taint_remove(node, settings_.node_name, part, [this] {
+                     owned_ = false;
+                     effective_taint_.reset();
+                   });
+                 }});
 }
 
 PodPipeline GpuClientReset::pipeline(GpuClientPhase phase, const std::optional<Taint>& taint) const {

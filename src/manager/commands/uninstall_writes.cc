@@ -1,0 +1,89 @@
+// The run's node writes that carry several changes at once (NodeOps::write_folded): the first one, which
+// takes the lease with the label pause and the cordon, and the last one, which undoes the run's changes
+// and releases the lease (docs/behaviour.md, One run per node and The undo list).
+#include <spdlog/spdlog.h>
+
+#include "kube/objects.h"
+#include "manager/commands/uninstall_flow.h"
+
+namespace dm::manager {
+
+// The first write of a path that pauses labels takes the lease with them, with their record and the
+// state, and with the cordon when this run cordons (docs/behaviour.md, One run per node). Until it is
+// applied, nothing of this run is on the node: a refused or failed first write leaves nothing to undo.
+Status Uninstall::first_write(const nlohmann::json& labels) {
+  lease_pending_ = false;
+  std::vector<NodeFold> folds{lease_->take_fold()};
+  nlohmann::json annotations = nlohmann::json::object();
+  if (!labels.empty())
+    annotations[std::string(kPausedLabelsAnnotation)] = paused_record_value(paused_record_);
+  if (auto state = reporter_.ride_along_state()) annotations[std::string(kStateAnnotation)] = *state;
+  folds.emplace_back([&labels, &annotations](const nlohmann::json&, FoldedPatch& part) {
+    if (!labels.empty()) part.body["metadata"]["labels"] = labels;
+    if (!annotations.empty()) part.body["metadata"]["annotations"] = annotations;
+  });
+  if (flow_.evict_workloads && !snapshot_.policy_enabled()) {
+    folds.emplace_back([this](const nlohmann::json& node, FoldedPatch& part) {
+      if (kube::node_unschedulable(node)) return;  // the cordon step decides, on a fresh read
+      register_uncordon();                         // before the write: it may be applied without an answer
+      part.lines.push_back({.text = "Cordoning node " + settings_.node_name});
+      part.body["spec"]["unschedulable"] = true;
+      part.body["metadata"]["annotations"][std::string(kCordonedAnnotation)] = "true";
+      part.applied.emplace_back([this] { cordoned_first_ = true; });
+    });
+  }
+  const auto seen = known_node_.copy();
+  bool maybe_applied = false;
+  auto s = node_.write_folded(folds, "labels and lease", seen ? &*seen : nullptr, &maybe_applied);
+  const bool maybe = !s && (maybe_applied || s.error().cancelled());
+  lease_->first_write_done(s       ? NodeLease::WriteOutcome::kApplied
+                           : maybe ? NodeLease::WriteOutcome::kMaybeApplied
+                                   : NodeLease::WriteOutcome::kNotApplied);
+  if (!s && !maybe) undo_.clear();  // nothing was changed: the registrations made for it go
+  first_write_unsure_ = maybe;
+  if (!s) return s;
+  if (!labels.empty()) reporter_.progress().add_paused_labels(labels.size());
+  reporter_.carried();
+  return s;
+}
+
+void Uninstall::forget_changes_not_made() {
+  if (lease_pending_) {
+    // No write yet: leftovers of an earlier run adopted meanwhile stay for the next run, as after a crash.
+    undo_.clear();
+    return;
+  }
+  if (!first_write_unsure_) return;
+  auto node = node_.get();
+  if (!node) return;  // unknown: the undo list runs (each action touches only what carries our marks)
+  const auto lease = lease_of(*node);
+  if (lease && lease->holder == lease_->holder()) return;
+  spdlog::info("The first write of this run did not reach node {}: nothing to restore", settings_.node_name);
+  undo_.clear();
+}
+
+// The lease on its own, before a step other than the label pause writes or acts on the node.
+Status Uninstall::take_lease_if_pending() {
+  if (!lease_pending_) return ok_status();
+  return first_write(nlohmann::json::object());
+}
+
+// One write ends a successful run: every undo and the lease release, with the state annotation (no state
+// write may land after it). When a change can only be undone on its own, or that write fails, each change
+// is undone on its own, and the lease released after them.
+Status Uninstall::undo_changes() {
+  reporter_.stop();
+  std::optional<NodeFold> release;
+  if (lease_) release = lease_->release_fold({std::string(kStateAnnotation)});
+  auto folded = undo_.run_folded([&](std::vector<NodeFold> folds) {
+    if (release) folds.push_back(*release);
+    return node_.write_folded(folds, "labels, cordon, taint and lease");
+  });
+  if (lease_) lease_->folded_release_done(folded && *folded);
+  if (folded && *folded) return ok_status();
+  if (!folded && cancel_.cancelled()) return folded.error();
+  if (!folded) spdlog::warn("{}; undoing each change on its own", folded.error().message);
+  return undo_.run_all(cancel_);
+}
+
+}  // namespace dm::manager
