@@ -381,7 +381,10 @@ Status Uninstall::main_path() {
   facts.auto_drain = auto_drain_enabled_;
   facts.gpu_direct_rdma = settings_.gpu_direct_rdma_enabled;
   flow_ = plan_flow(facts);
-  return execute();
+  Status s = execute();
+  // A SIGTERM during the write that ends the run did not stop it (the node is restored): still a SIGTERM.
+  if (s && cancel_.cancelled()) return Error("terminated by SIGTERM");
+  return s;
 }
 
 // One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
