@@ -91,6 +91,25 @@ void expect_restored(const MemoryScenario& s) {
   EXPECT_THAT(st.annotations, IsEmpty()) << "cordon, lease, paused labels and state all gone";
 }
 
+// With an annotated GPU client the run also taints the node (a write of its own, made by the client reset
+// beside the first write's waits); the taint's removal rides along with the write that ends the run.
+TEST(UninstallWrites, AnAnnotatedClientAddsOnlyTheTaintWrite) {
+  MemoryScenario s;
+  s.deploy({.operands = default_mem_operands(),
+            .pods = {{.name = "agent", .gpu_client = "true"}, {.name = "trainer", .request_gpu = true}}});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  const auto requests = s.cluster().requests();
+  const Writes w = writes_of(requests);
+  EXPECT_EQ(w.node_patches, 3U) << listing(requests);
+  EXPECT_EQ(w.evictions, 2U) << listing(requests);
+  EXPECT_EQ(w.events, 1U) << listing(requests);
+  EXPECT_THAT(r.log, HasSubstr("Removing taint"));
+  expect_restored(s);
+}
+
 // The write that ends the run is built from the node as read just before it; a conflict reads the node
 // again and builds it again, and says each thing it did once.
 TEST(UninstallWrites, AConflictOnTheEndingWriteIsDecidedAgainFromAFreshRead) {

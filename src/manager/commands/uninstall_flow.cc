@@ -83,13 +83,7 @@ int Uninstall::run(const kube::Config& config) {
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
-  lease_.emplace(client_, clock_, settings_.node_name,
-                 lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
-  // The lease is taken by the first write, with what is due then (uninstall_writes.cc), on the paths that
-  // pause labels first; the others, and a leftover that takes a write of its own, take it now.
-  const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(*node) && snapshot_.policy_enabled());
-  auto leased = defer ? lease_->wait_until_free(cancel_, &*node) : lease_->acquire(cancel_, &*node);
-  lease_pending_ = defer && leased;
+  auto leased = wait_for_lease(*node);
   if (!leased) {
     spdlog::critical("{}", leased.error().message);
     if (!cancel_.cancelled()) return kExitFailed;
@@ -355,7 +349,10 @@ Status Uninstall::main_path() {
     return log_dra_in_use(settings_.node_name, evidence);
   });
   flow_ = plan_flow(facts);
-  return execute();
+  Status s = execute();
+  // A SIGTERM during the write that ends the run did not stop it (the node is restored): still a SIGTERM.
+  if (s && cancel_.cancelled()) return Error("terminated by SIGTERM");
+  return s;
 }
 
 int Uninstall::pre_installed_path(const std::string& version) {

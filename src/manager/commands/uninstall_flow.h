@@ -107,7 +107,9 @@ class Uninstall {
   // The success path's undo list and the lease release, in one node write when every change can be
   // undone in it (each one alone otherwise, or when that write fails).
   Status undo_changes();
-  // The run's first write when the lease is still to be taken (uninstall_writes.cc).
+  // Once no other run holds the lease: the node as read then (uninstall_writes.cc).
+  Result<nlohmann::json> wait_for_lease(const nlohmann::json& node);
+  // The run's first write when the lease is still to be taken.
   Status first_write(const nlohmann::json& labels);
   Status take_lease_if_pending();
   // Before the cleanup: with no first write yet, or one that may or may not have been applied and a node

@@ -8,6 +8,17 @@
 
 namespace dm::manager {
 
+// The lease is taken by the first write, with what is due then, on the paths that pause labels first; the
+// others, and a leftover that takes a write of its own, take it now. Returns the node as read then.
+Result<nlohmann::json> Uninstall::wait_for_lease(const nlohmann::json& node) {
+  lease_.emplace(client_, clock_, settings_.node_name,
+                 lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
+  const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(node) && snapshot_.policy_enabled());
+  auto leased = defer ? lease_->wait_until_free(cancel_, &node) : lease_->acquire(cancel_, &node);
+  lease_pending_ = defer && leased;
+  return leased;
+}
+
 // The first write of a path that pauses labels takes the lease with them, with their record and the
 // state, and with the cordon when this run cordons (docs/behaviour.md, One run per node). Until it is
 // applied, nothing of this run is on the node: a refused or failed first write leaves nothing to undo.
