@@ -246,7 +246,19 @@ bool wait_line(const BackgroundProcess& p, const std::string& text, double timeo
 // so any rise is before the unload). After an API server restart the scheduler places pods from lagging
 // caches for a few seconds, on the cordoned, tainted node too; such a pod starts and holds the GPU until the
 // run's look for late arrivals evicts it. That one is named in `run_log` as "<ns>/<name> (GPU workload)" or
-// "(GPU client)": the run doing its job, not a holder let back in.
+// "(GPU client)"; one bound after that look is found by the look at the host's holders before the unload,
+// "<ns>/<name> (pid N (...)): found holding the GPU on the host, ...", and evicted: the run doing its job
+// either way, not a holder let back in.
+bool reported_late(const std::string& holder, const std::string& run_log) {
+  if (run_log.find(holder + " (GPU ") != std::string::npos) return true;
+  for (size_t at = run_log.find(holder + " (pid "); at != std::string::npos;
+       at = run_log.find(holder + " (pid ", at + 1)) {
+    const std::string line = run_log.substr(at, run_log.find('\n', at) - at);
+    if (line.find("found holding the GPU on the host") != std::string::npos) return true;
+  }
+  return false;
+}
+
 std::string holder_came_back(const std::string& sim_log, size_t from, const std::string& run_log) {
   static const std::regex kLine(R"(refcnt (\d+) -> (\d+) \(holders: ([^)]*)\))");
   std::set<std::string> before;
@@ -256,7 +268,7 @@ std::string holder_came_back(const std::string& sim_log, size_t from, const std:
     for (std::string h; std::getline(keys >> std::ws, h, ',');) now.insert(h);
     if (static_cast<size_t>(it->position(0)) >= from && std::stoi((*it)[2]) > std::stoi((*it)[1])) {
       for (const auto& h : now) {
-        if (!before.contains(h) && run_log.find(h + " (GPU ") == std::string::npos)
+        if (!before.contains(h) && !reported_late(h, run_log))
           return (*it)[0].str() + ": " + h + " was not reported as arrived late";
       }
     }
