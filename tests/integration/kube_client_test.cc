@@ -1045,23 +1045,24 @@ TEST_F(KubeClientTest, WatchResumesAfterTheServerClosesTheStream) {
   EXPECT_EQ(syncs, 1) << "a closed stream resumes the watch, it does not re-list";
   EXPECT_THAT(seen, ElementsAre("ADDED r0", "ADDED r1", "ADDED r2"));
 
-  // The server saw several watch requests, later ones resuming from newer resourceVersions.
-  std::vector<Json> watches;
-  ASSERT_TRUE(test::eventually([&] {
-    watches = audit("watch", "/api/v1/namespaces/" + ns + "/configmaps");
-    return watches.size() >= 3;
-  }));
-  std::set<std::string> versions;
-  for (const auto& w : watches) {
-    const std::string uri = w["requestURI"];
-    EXPECT_THAT(uri, HasSubstr("timeoutSeconds=1"));
-    EXPECT_THAT(uri, HasSubstr("allowWatchBookmarks=true"));
-    EXPECT_EQ(w.value("userAgent", ""), "driver-manager");
-    const auto p = uri.find("resourceVersion=");
-    ASSERT_NE(p, std::string::npos) << uri;
-    versions.insert(uri.substr(p, uri.find('&', p) - p));
-  }
-  EXPECT_GE(versions.size(), 3U);
+  // The server saw several watch requests, later ones resuming from newer resourceVersions. A watch is
+  // audited when it ends, and the last one ends when the client closes it, so its entry may come a moment
+  // after the others: wait for the versions, not for a count of entries.
+  const auto versions_seen = [&] {
+    std::set<std::string> versions;
+    for (const auto& w : audit("watch", "/api/v1/namespaces/" + ns + "/configmaps")) {
+      const std::string uri = w["requestURI"];
+      EXPECT_THAT(uri, HasSubstr("timeoutSeconds=1"));
+      EXPECT_THAT(uri, HasSubstr("allowWatchBookmarks=true"));
+      EXPECT_EQ(w.value("userAgent", ""), "driver-manager");
+      const auto p = uri.find("resourceVersion=");
+      EXPECT_NE(p, std::string::npos) << uri;
+      if (p != std::string::npos) versions.insert(uri.substr(p, uri.find('&', p) - p));
+    }
+    return versions;
+  };
+  EXPECT_TRUE(test::eventually([&] { return versions_seen().size() >= 3; }))
+      << "watch requests resumed from " << versions_seen().size() << " distinct resourceVersions, want 3";
   EXPECT_EQ(audit("list", "/api/v1/namespaces/" + ns + "/configmaps").size(), 1U);
 }
 
