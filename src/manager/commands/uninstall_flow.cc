@@ -84,16 +84,7 @@ int Uninstall::run(const kube::Config& config) {
   }
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
   auto leased = wait_for_lease(*node);
-  if (!leased) {
-    spdlog::critical("{}", leased.error().message);
-    if (!cancel_.cancelled()) return kExitFailed;
-    // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
-    const CancelToken budget;
-    const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
-    client_.set_cancel(budget);
-    release_lease();
-    return kExitTerminated;
-  }
+  if (!leased) return lease_not_taken(leased.error());
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
   start_from_leased_node(*node);
@@ -107,6 +98,18 @@ int Uninstall::run(const kube::Config& config) {
   client_.set_cancel(CancelToken());
   release_lease();
   return kExitOk;
+}
+
+// The lease was not taken (another run holds it, or a write failed): the run ends before it changed anything.
+int Uninstall::lease_not_taken(const Error& error) {
+  spdlog::critical("{}", error.message);
+  if (!cancel_.cancelled()) return kExitFailed;
+  // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
+  const CancelToken budget;
+  const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
+  client_.set_cancel(budget);
+  release_lease();
+  return kExitTerminated;
 }
 
 // From the node as the lease found it: the snapshot again (the DaemonSet templates read before stay), the

@@ -109,6 +109,7 @@ class Uninstall {
   Status undo_changes();
   // Once no other run holds the lease: the node as read then (uninstall_writes.cc).
   Result<nlohmann::json> wait_for_lease(const nlohmann::json& node);
+  int lease_not_taken(const Error& error);  // the exit code when wait_for_lease() failed
   // The run's first write when the lease is still to be taken.
   Status first_write(const nlohmann::json& labels);
   Status take_lease_if_pending();
