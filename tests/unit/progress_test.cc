@@ -182,17 +182,19 @@ TEST(PhaseTally, CountsWhatLeftEachPhaseAsWhatItIs) {
   test::FakeClock clock;
   RunProgress p(clock);
   PhaseTally tally;
+  EvictedPods evicted;
   const auto pod = [](const std::string& uid, bool client) {
     nlohmann::json j = {{"metadata", {{"uid", uid}, {"name", uid}, {"namespace", "ns"}}}};
     if (client) j["metadata"]["annotations"]["nvidia.com/gpu.client"] = "true";
     return std::make_shared<const nlohmann::json>(std::move(j));
   };
-  tally.count(p, {pod("op", false), pod("agent", true), pod("train", false), pod("stays", false)}, 5);
+  tally.count(p, {pod("op", false), pod("agent", true), pod("train", false), pod("stays", false)}, 5,
+              evicted);
   p.begin(Phase::kPauseOperands);
-  tally.add_workloads(std::vector<std::string>{"train"});
-  tally.count(p, {pod("stays", false)}, 5);
+  evicted.workloads.insert("train");
+  tally.count(p, {pod("stays", false)}, 5, evicted);
   p.begin(Phase::kUnloadDriver);
-  tally.count(p, {pod("stays", false)}, 0);
+  tally.count(p, {pod("stays", false)}, 0, evicted);
   p.begin(Phase::kRestore);
   EXPECT_THAT(p.summary("done"),
               ::testing::HasSubstr("stopped 1 operand pod, reset 1 GPU client, evicted 1 GPU "

@@ -4,7 +4,8 @@
 
 namespace dm::manager {
 
-void PhaseTally::count(RunProgress& progress, const PodSnapshot& pods, size_t modules) {
+void PhaseTally::count(RunProgress& progress, const PodSnapshot& pods, size_t modules,
+                       const EvictedPods& evicted) {
   const auto phase = progress.current();
   std::map<std::string, bool> now;  // UID -> an annotated GPU client
   for (const auto& p : pods) {
@@ -19,9 +20,9 @@ void PhaseTally::count(RunProgress& progress, const PodSnapshot& pods, size_t mo
       // During pause-operands the clients are reset, and the GPU workloads evicted, side by side with the
       // operand wait: each is counted as what it is.
       const bool beside = *phase == Phase::kPauseOperands;
-      if ((beside && client) || late_clients_.contains(uid)) {
+      if ((beside && client) || evicted.late_clients.contains(uid)) {
         ++clients;
-      } else if (workloads_.contains(uid)) {
+      } else if (evicted.workloads.contains(uid)) {
         ++workloads;
       } else {
         ++gone;

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstddef>
-#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,29 +14,23 @@
 
 namespace dm::manager {
 
+// The pods a run evicted, by UID, whichever step evicted them: each is counted as what it is, whatever phase
+// it leaves in.
+struct EvictedPods {
+  std::set<std::string> workloads;     // GPU workloads (beside the operand wait, late, holding the driver)
+  std::set<std::string> late_clients;  // annotated GPU clients evicted late
+};
+
 class PhaseTally {
  public:
-  // UIDs of the GPU workloads evicted (beside the operand wait, or late) and of the annotated GPU clients
-  // evicted late: each is counted as what it is, whatever phase it leaves in.
-  template <class Uids>
-  void add_workloads(const Uids& uids) {
-    workloads_.insert(std::begin(uids), std::end(uids));
-  }
-  template <class Uids>
-  void add_late_clients(const Uids& uids) {
-    late_clients_.insert(std::begin(uids), std::end(uids));
-  }
-
   // A phase boundary: what left since the last one is added to `progress` under its current phase (nothing
-  // before the first phase); `pods` and `modules` (loaded NVIDIA and nouveau modules) are where the next
-  // phase starts.
-  void count(RunProgress& progress, const PodSnapshot& pods, size_t modules);
+  // before the first phase), `evicted` as what it is; `pods` and `modules` (loaded NVIDIA and nouveau
+  // modules) are where the next phase starts.
+  void count(RunProgress& progress, const PodSnapshot& pods, size_t modules, const EvictedPods& evicted);
 
  private:
   std::map<std::string, bool> phase_pods_;  // UIDs on the node when the current phase began -> GPU client
   size_t phase_modules_ = 0;                // modules loaded then
-  std::set<std::string> workloads_;
-  std::set<std::string> late_clients_;
 };
 
 }  // namespace dm::manager

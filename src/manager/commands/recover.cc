@@ -31,47 +31,28 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
-}  // namespace
-
-Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const std::string& node_name,
-                                   LiveLease live_lease) {
-  RecoverReport report;
-  NodeOps node_ops(client, clock, CancelToken{}, node_name);
-  auto node = node_ops.get();
-  if (!node) return node.error();
-
-  // A run in progress owns its taint, cordon and paused labels: undoing them under it would let GPU clients
-  // back onto a node whose driver is being unloaded.
+// A run in progress owns its taint, cordon and paused labels: undoing them under it would let GPU clients
+// back onto a node whose driver is being unloaded. With --force it is only a warning.
+Status check_live_lease(const Json& node, const Clock& clock, const std::string& node_name,
+                        LiveLease live_lease) {
   const auto now = clock.wall_now();
-  if (auto lease = lease_of(*node); lease && !lease->expired(now)) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now);
-    if (live_lease == LiveLease::kRefuse) {
-      return Error("node " + node_name + " is held by a run of driver-manager in progress (" + lease->holder +
-                   ", lease valid for " + std::to_string(left.count()) +
-                   " s more): let it finish, or if that run is gone (e.g. its pod was deleted), wait for the "
-                   "lease to lapse or pass --force");
-    }
-    spdlog::warn("Node {} is held by {} (lease valid for {} s more): --force, recovering anyway", node_name,
-                 lease->holder, left.count());
+  auto lease = lease_of(node);
+  if (!lease || lease->expired(now)) return ok_status();
+  const auto left = std::chrono::duration_cast<std::chrono::seconds>(lease->renewed + lease->duration - now);
+  if (live_lease == LiveLease::kRefuse) {
+    return Error("node " + node_name + " is held by a run of driver-manager in progress (" + lease->holder +
+                 ", lease valid for " + std::to_string(left.count()) +
+                 " s more): let it finish, or if that run is gone (e.g. its pod was deleted), wait for the "
+                 "lease to lapse or pass --force");
   }
+  spdlog::warn("Node {} is held by {} (lease valid for {} s more): --force, recovering anyway", node_name,
+               lease->holder, left.count());
+  return ok_status();
+}
 
-  // The taint our annotation names, and only that one.
-  TaintOps taints(client, clock, node_name);
-  auto removed = taints.remove_ours(&*node);
-  if (!removed) return removed.error();
-  if (*removed) report.done.push_back("removed taint " + (*removed)->to_string());
-
-  // The cordon, if ours.
-  {
-    const bool ours = cordoned_by_us(*node);
-    const bool cordoned = node->contains("spec") && (*node)["spec"].value("unschedulable", false);
-    if (auto u = node_ops.uncordon(NodeOps::Whose::kOurs); !u) return u.error();
-    if (ours && cordoned) report.done.emplace_back("uncordoned");
-    if (!ours && cordoned) report.left.emplace_back("cordon (not made by driver-manager)");
-  }
-
-  // The labels recorded as paused, in one patch with the removal of the record.
+// The labels recorded as paused, in one patch with the removal of the record (and of the run's state and
+// lease), read afresh.
+Status restore_paused_labels(NodeOps& node_ops, const std::string& node_name, RecoverReport& report) {
   auto fresh = node_ops.get();
   if (!fresh) return fresh.error();
   bool malformed = false;
@@ -96,9 +77,40 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
     report.done.push_back(fmt::format("restored label {}={}", key, value.get<std::string>()));
   }
   if (!annotations.empty() || !decision.labels.empty()) {
-    if (auto s = node_ops.update_labels(decision.labels, annotations); !s) return s.error();
+    if (auto s = node_ops.update_labels(decision.labels, annotations); !s) return s;
   }
   if (annotations.contains(std::string(kLeaseAnnotation))) report.done.emplace_back("removed the lease");
+  return ok_status();
+}
+
+}  // namespace
+
+Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const std::string& node_name,
+                                   LiveLease live_lease) {
+  RecoverReport report;
+  NodeOps node_ops(client, clock, CancelToken{}, node_name);
+  auto node = node_ops.get();
+  if (!node) return node.error();
+
+  // Not under a run in progress.
+  if (auto l = check_live_lease(*node, clock, node_name, live_lease); !l) return l.error();
+
+  // The taint our annotation names, and only that one.
+  TaintOps taints(client, clock, node_name);
+  auto removed = taints.remove_ours(&*node);
+  if (!removed) return removed.error();
+  if (*removed) report.done.push_back("removed taint " + (*removed)->to_string());
+
+  // The cordon, if ours.
+  {
+    const bool ours = cordoned_by_us(*node);
+    const bool cordoned = node->contains("spec") && (*node)["spec"].value("unschedulable", false);
+    if (auto u = node_ops.uncordon(NodeOps::Whose::kOurs); !u) return u.error();
+    if (ours && cordoned) report.done.emplace_back("uncordoned");
+    if (!ours && cordoned) report.left.emplace_back("cordon (not made by driver-manager)");
+  }
+
+  if (auto r = restore_paused_labels(node_ops, node_name, report); !r) return r.error();
   return report;
 }
 

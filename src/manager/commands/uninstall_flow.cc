@@ -84,16 +84,7 @@ int Uninstall::run(const kube::Config& config) {
   }
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
   auto leased = wait_for_lease(*node);
-  if (!leased) {
-    spdlog::critical("{}", leased.error().message);
-    if (!cancel_.cancelled()) return kExitFailed;
-    // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
-    const CancelToken budget;
-    const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
-    client_.set_cancel(budget);
-    release_lease();
-    return kExitTerminated;
-  }
+  if (!leased) return lease_not_taken(leased.error());
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
   node = std::move(*leased);
   start_from_leased_node(*node);
@@ -107,6 +98,18 @@ int Uninstall::run(const kube::Config& config) {
   client_.set_cancel(CancelToken());
   release_lease();
   return kExitOk;
+}
+
+// The lease was not taken (another run holds it, or a write failed): the run ends before it changed anything.
+int Uninstall::lease_not_taken(const Error& error) {
+  spdlog::critical("{}", error.message);
+  if (!cancel_.cancelled()) return kExitFailed;
+  // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
+  const CancelToken budget;
+  const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
+  client_.set_cancel(budget);
+  release_lease();
+  return kExitTerminated;
 }
 
 // From the node as the lease found it: the snapshot again (the DaemonSet templates read before stay), the
@@ -232,7 +235,7 @@ size_t loaded_modules(const host::Host& host) {
 }  // namespace
 
 void Uninstall::count_phase() {
-  tally_.count(reporter_.progress(), pods_.snapshot(), loaded_modules(host_));
+  tally_.count(reporter_.progress(), pods_.snapshot(), loaded_modules(host_), run_.evicted);
 }
 
 void Uninstall::enter(Phase phase, StateWrite write) {
@@ -371,12 +374,14 @@ int Uninstall::pre_installed_path(const std::string& version) {
 }
 
 // One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
-// cancellation check before each step, its phase opened when it is not the current one).
+// cancellation check before each step, its phase opened when it is not the current one). A step gets the
+// run's context: what the steps before it handed on, and where it hands on what it found.
 struct Uninstall::StepRun {
   Step step;
-  Status (*run)(Uninstall& u);
-  // Whether it has anything to do at run time; false: passed over. nullptr: it always has.
-  bool (*needed)(const Uninstall& u) = nullptr;
+  Status (*run)(Uninstall& u, RunContext& run);
+  // Whether it has anything to do, from what the steps before it found; false: passed over. nullptr: it
+  // always has.
+  bool (*needed)(const RunContext& run) = nullptr;
   // Whether it opens its phase; nullptr: it does.
   bool (*opens_phase)(const Uninstall& u) = nullptr;
   // What it does before the cancellation check that precedes it (a registration made before a write must
@@ -391,17 +396,17 @@ Status Uninstall::execute() {
     spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
   for (const auto& [step, phase] : flow_.steps) {
     const StepRun& r = step_run(step);
-    if (r.needed != nullptr && !r.needed(*this)) continue;
+    if (r.needed != nullptr && !r.needed(run_)) continue;
     if (!step_is_report(step)) {
       const bool opens = r.opens_phase == nullptr || r.opens_phase(*this);
       if (phase && phase != reporter_.progress().current() && opens) enter(*phase, state_write_for(*phase));
       if (r.before_check != nullptr) r.before_check(*this);
       if (auto c = check_cancelled(); !c) return c;
       if (step != Step::kPauseOperands) {
-        if (auto l = take_lease_if_pending(); !l) return l;
+        if (auto l = take_lease_if_pending(run_.first_write); !l) return l;
       }
     }
-    if (auto s = r.run(*this); !s) return s;
+    if (auto s = r.run(*this, run_); !s) return s;
   }
   switch (flow_.path) {
     case RunPath::kFull:
@@ -421,45 +426,52 @@ Status Uninstall::execute() {
 
 const Uninstall::StepRun& Uninstall::step_run(Step step) {
   static constexpr std::array<StepRun, kStepCount> kRows{{
-      {.step = Step::kLabelPreInstalled, .run = [](Uninstall& u) { return u.label_pre_installed(); }},
-      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u) { return u.await_removal(); }},
-      {.step = Step::kPauseOperands, .run = [](Uninstall& u) { return u.pause_operands(); }},
+      {.step = Step::kLabelPreInstalled,
+       .run = [](Uninstall& u, RunContext&) { return u.label_pre_installed(); }},
+      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u, RunContext&) { return u.await_removal(); }},
+      {.step = Step::kPauseOperands,
+       .run = [](Uninstall& u, RunContext& run) { return u.pause_operands(run); }},
       // operands, annotated gpu clients and GPU workloads go side by side
-      {.step = Step::kTakeGpuUsersOff, .run = [](Uninstall& u) { return u.take_gpu_users_off(); }},
+      {.step = Step::kTakeGpuUsersOff,
+       .run = [](Uninstall& u, RunContext& run) { return u.take_gpu_users_off(run); }},
       {.step = Step::kReportSkipDecision,
        .run =
-           [](Uninstall& u) {
+           [](Uninstall& u, RunContext&) {
              u.report_skip_decision();
              return ok_status();
            }},
       // Only after a failed GPU-workload eviction.
       {.step = Step::kDrainAfterFailedEviction,
-       .run = [](Uninstall& u) { return u.drain_after_failed_eviction(); },
-       .needed = [](const Uninstall& u) { return u.drain_pending_; }},
+       .run = [](Uninstall& u, RunContext&) { return u.drain_after_failed_eviction(); },
+       .needed =
+           [](const RunContext& run) { return run.workload_eviction == WorkloadEviction::kDrainPending; }},
       // It opens the phase of what is left before the unload itself, when something arrived.
       {.step = Step::kEvictLateArrivals,
-       .run = [](Uninstall& u) { return u.evict_late_arrivals(); },
+       .run = [](Uninstall& u, RunContext& run) { return u.evict_late_arrivals(run); },
        .opens_phase = [](const Uninstall&) { return false; }},
-      {.step = Step::kCheckDraClaims, .run = [](Uninstall& u) { return check_dra_claim_holders(u.ctx_); }},
+      {.step = Step::kCheckDraClaims,
+       .run = [](Uninstall& u, RunContext&) { return check_dra_claim_holders(u.ctx_); }},
       // It opens the phase of what is left before the unload only when there are some.
       {.step = Step::kResetDraPluginClients,
-       .run = [](Uninstall& u) { return u.gpu_clients_->reset_dra_plugin_clients(); },
+       .run = [](Uninstall& u, RunContext&) { return u.gpu_clients_->reset_dra_plugin_clients(); },
        .opens_phase = [](const Uninstall& u) { return u.gpu_clients_->dra_plugin_clients_present(); }},
-      {.step = Step::kPauseDraPlugin, .run = [](Uninstall& u) { return u.pause_dra_plugin(); }},
-      {.step = Step::kUnloadDriver, .run = [](Uninstall& u) { return u.uninstall_driver_components(); }},
+      {.step = Step::kPauseDraPlugin,
+       .run = [](Uninstall& u, RunContext& run) { return u.pause_dra_plugin(run); }},
+      {.step = Step::kUnloadDriver,
+       .run = [](Uninstall& u, RunContext& run) { return u.uninstall_driver_components(run); }},
       {.step = Step::kRemoveStaleDriverRoot,
-       .run = [](Uninstall& u) { return u.remove_stale_driver_root(); }},
+       .run = [](Uninstall& u, RunContext&) { return u.remove_stale_driver_root(); }},
       {.step = Step::kCleanStaleMounts,
-       .run = [](Uninstall& u) { return u.remove_stale_driver_root(); },
+       .run = [](Uninstall& u, RunContext&) { return u.remove_stale_driver_root(); },
        .before_check = [](Uninstall&) { spdlog::info("Cleaning up stale mounts and state files..."); }},
-      {.step = Step::kUnloadNouveau, .run = [](Uninstall& u) { return u.unload_nouveau(); }},
-      {.step = Step::kUnbindVfio, .run = [](Uninstall& u) { return u.unbind_vfio(); }},
-      {.step = Step::kWaitMofed, .run = [](Uninstall& u) { return u.wait_for_mofed(); }},
+      {.step = Step::kUnloadNouveau, .run = [](Uninstall& u, RunContext&) { return u.unload_nouveau(); }},
+      {.step = Step::kUnbindVfio, .run = [](Uninstall& u, RunContext&) { return u.unbind_vfio(); }},
+      {.step = Step::kWaitMofed, .run = [](Uninstall& u, RunContext&) { return u.wait_for_mofed(); }},
       {.step = Step::kRestoreLabels,
-       .run = [](Uninstall& u) { return u.restore_labels(); },
+       .run = [](Uninstall& u, RunContext&) { return u.restore_labels(); },
        .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},
       // taint, cordon and labels come back, newest change first
-      {.step = Step::kUndoChanges, .run = [](Uninstall& u) { return u.undo_changes(); }},
+      {.step = Step::kUndoChanges, .run = [](Uninstall& u, RunContext&) { return u.undo_changes(); }},
   }};
   static_assert(one_row_per_step(kRows), "one row per Step, in Step order");
   return kRows[static_cast<size_t>(step)];

@@ -21,6 +21,7 @@
 #include "manager/commands/own_pod.h"
 #include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
+#include "manager/commands/run_context.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
@@ -80,24 +81,25 @@ class Uninstall {
   Status label_pre_installed();
   Status await_removal();  // by the DaemonSet controller
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
-  Status pause_operands();
-  Status take_gpu_users_off();  // the workloads too when flow_.evict_workloads
+  Status pause_operands(RunContext& run);
+  Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
   void report_skip_decision() const;
-  Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside);
+  Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside, RunContext& run);
   Status drain_after_failed_eviction();
-  Status evict_late_arrivals();
-  LateArrivals& late_arrivals();
-  Status evict_late_holders_and_unload(Status& unloaded);
-  Status evict_host_holders();
-  Status pause_dra_plugin();  // its label paused, its pods waited for: the DRA kubelet plugin goes last
-  Status uninstall_driver_components();
+  Status evict_late_arrivals(RunContext& run);
+  LateArrivals& late_arrivals(RunContext& run);  // made by the first step that asks
+  Status evict_late_holders_and_unload(Status& unloaded, RunContext& run);
+  Status evict_host_holders(RunContext& run);
+  // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
+  Status pause_dra_plugin(RunContext& run);
+  Status uninstall_driver_components(RunContext& run);
   Status unload_modules();  // the NVIDIA kernel modules, then the stale driver root
   Status unbind_vfio();
   Status wait_for_mofed();
   Status unload_nouveau();
   Status remove_stale_driver_root();
 
-  Status cordon();
+  Status cordon(const FirstWrite& first);
   void register_uncordon();
   void register_legacy_uncordon();
   void register_label_restore();
@@ -109,13 +111,14 @@ class Uninstall {
   Status undo_changes();
   // Once no other run holds the lease: the node as read then (uninstall_writes.cc).
   Result<nlohmann::json> wait_for_lease(const nlohmann::json& node);
+  int lease_not_taken(const Error& error);  // the exit code when wait_for_lease() failed
   // The run's first write when the lease is still to be taken.
-  Status first_write(const nlohmann::json& labels);
-  Status take_lease_if_pending();
+  Status first_write(const nlohmann::json& labels, FirstWrite& first);
+  Status take_lease_if_pending(FirstWrite& first);
   // Before the cleanup: with no first write yet, or one that may or may not have been applied and a node
   // that does not carry this run's lease, nothing of the run is on the node: the undo list is emptied.
   void forget_changes_not_made();
-  Status pause_labels(const nlohmann::json& labels);
+  Status pause_labels(const nlohmann::json& labels, FirstWrite& first);
   NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
   Status check_cancelled() const;
   Deadline operand_deadline() const;
@@ -155,19 +158,19 @@ class Uninstall {
   // The restore after a failure without SIGTERM: no undo action starts after it, and its requests are tried
   // through an API server outage until then.
   static constexpr Duration kRestoreBudget = std::chrono::minutes(10);
-  std::optional<GpuClientReset> gpu_clients_;  // annotated third-party GPU clients and their taint
-  std::optional<OwnPod> own_pod_;              // the pod this program runs in, when found
+  // Annotated third-party GPU clients and their taint: made by start_from_leased_node(), before
+  // adopt_leftovers() and the main path's steps, which use it; the pre-installed path, which runs before
+  // it, has no step that does.
+  std::optional<GpuClientReset> gpu_clients_;
+  std::optional<OwnPod> own_pod_;       // the pod this program runs in, when found (preflight)
   std::optional<Error> taint_refusal_;  // the own pod does not tolerate the taint that no client needed yet
-  std::optional<NodeLease> lease_;      // held from the first write to the end of the run
-  bool lease_pending_ = false;          // the lease is taken by the first write, not yet made
-  bool cordoned_first_ = false;         // the first write cordoned the node
-  bool first_write_unsure_ = false;     // the first write failed without saying whether it was applied
-  std::optional<LateArrivals> late_;    // GPU users bound after the cordon or the taint
+  // Held from the first write to the end of the run: made by wait_for_lease(), before any step.
+  std::optional<NodeLease> lease_;
+  RunContext run_;  // what the steps hand on to each other (execute() gives it to each)
 
   ProgressReporter reporter_;
   std::optional<Phase> failed_in_;  // the phase a failure or SIGTERM ended
   PhaseTally tally_;                // what left the node during each phase
-  bool drain_pending_ = false;      // the GPU-workload eviction failed: the full drain follows
 };
 
 }  // namespace dm::manager

@@ -28,6 +28,10 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
   };
 }
 
+void add_uids(std::set<std::string>& to, const std::vector<std::string>& uids) {
+  to.insert(uids.begin(), uids.end());
+}
+
 constexpr const char* kLabelRestoreLine =
     "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
     "labels";
@@ -56,7 +60,7 @@ bool Uninstall::read_daemonset_templates() {
 }
 
 // See docs/behaviour.md, Pausing and restoring operand labels. The operand waits run with the client reset.
-Status Uninstall::pause_operands() {
+Status Uninstall::pause_operands(RunContext& run) {
   spdlog::info(
       "Shutting down all GPU clients on the current node by disabling their component-specific "
       "nodeSelector labels");
@@ -72,7 +76,7 @@ Status Uninstall::pause_operands() {
   if (patch_has_labels(body)) {
     register_legacy_uncordon();
     register_label_restore();  // before the write: a request that timed out may still have been applied
-    if (auto s = pause_labels(body["metadata"]["labels"]); !s) {
+    if (auto s = pause_labels(body["metadata"]["labels"], run.first_write); !s) {
       spdlog::error("Failed to evict GPU operator components, attempting cleanup");
       return s.error();
     }
@@ -89,7 +93,7 @@ Status Uninstall::pause_operands() {
 // the operand wait (it only reads the pod watch) and the workload eviction on their own. A failed eviction
 // that falls back to the full drain is no failure here: the drain runs once the others are done, so it
 // never evicts a client or an operand that they are still taking off the node.
-Status Uninstall::take_gpu_users_off() {
+Status Uninstall::take_gpu_users_off(RunContext& run) {
   const auto waits = pause_waits(snapshot_, table_);
   const auto& ns = settings_.operator_namespace;
   log_operand_waits_start(pods_, waits, ns);
@@ -114,7 +118,7 @@ Status Uninstall::take_gpu_users_off() {
   std::thread evictor;
   if (flow_.evict_workloads) {
     evictor = std::thread([&] {
-      evicted = evict_workloads(stop_workloads, waits);
+      evicted = evict_workloads(stop_workloads, waits, run);
       if (!evicted) failed(kWorkloads);
     });
   }
@@ -225,8 +229,8 @@ void Uninstall::report_skip_decision() const {
       "uninstallation of the driver in an attempt to not disrupt running workloads");
 }
 
-Status Uninstall::cordon() {
-  if (cordoned_first_) return ok_status();  // by the run's first write
+Status Uninstall::cordon(const FirstWrite& first) {
+  if (first.cordoned) return ok_status();  // by the run's first write
   auto c = node_.cordon();
   if (!c) {
     // A write cut short (SIGTERM, a lost connection) may still have been applied; the uncordon only acts
@@ -241,8 +245,9 @@ Status Uninstall::cordon() {
 // See docs/behaviour.md, GPU workload eviction. Runs beside the operand wait and the client reset: the pods
 // those take off the node are not this step's, and `stop` fires when one of them fails (its error is then
 // the run's, so a stopped eviction logs no failure of its own).
-Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside) {
-  if (auto c = cordon(); !c) return c;
+Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside,
+                                  RunContext& run) {
+  if (auto c = cordon(run.first_write); !c) return c;
   if (stop.cancelled())
     return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
   const DrainContext ctx{settings_, client_, clock_, stop, node_, pods_};
@@ -255,7 +260,7 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   };
   std::vector<std::string> uids;
   auto s = evict_gpu_workloads(ctx, taken, &uids);
-  tally_.add_workloads(uids);
+  add_uids(run.evicted.workloads, uids);
   if (s) return s;
   if (stop.cancelled() && !cancel_.cancelled()) return s;
   spdlog::info("Failed to drain node of GPU pods");
@@ -263,7 +268,7 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   if (cancel_.cancelled()) return s;
   if (!flow_.facts.auto_drain)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
-  drain_pending_ = true;  // once the steps beside are done
+  run.workload_eviction = WorkloadEviction::kDrainPending;  // once the steps beside are done
   return ok_status();
 }
 
@@ -273,36 +278,36 @@ Status Uninstall::drain_after_failed_eviction() {
   return drain_node(ctx_);
 }
 
-LateArrivals& Uninstall::late_arrivals() {
-  if (!late_) {
-    late_.emplace(ctx_, *gpu_clients_, flow_.evict_workloads,
-                  operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
+LateArrivals& Uninstall::late_arrivals(RunContext& run) {
+  if (!run.late) {
+    run.late.emplace(ctx_, *gpu_clients_, flow_.evict_workloads,
+                     operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
   }
-  return *late_;
+  return *run.late;
 }
 
 // See docs/behaviour.md, Late arrivals. The evict-workloads phase opens only when something did arrive.
-Status Uninstall::evict_late_arrivals() {
-  auto& late = late_arrivals();
+Status Uninstall::evict_late_arrivals(RunContext& run) {
+  auto& late = late_arrivals(run);
   late.on_first_eviction([this] {
     if (reporter_.progress().current() != Phase::kEvictWorkloads) enter(Phase::kEvictWorkloads);
   });
   auto s = late.evict_until_none();
-  tally_.add_workloads(late.workload_uids());
-  tally_.add_late_clients(late.client_uids());
+  add_uids(run.evicted.workloads, late.workload_uids());
+  add_uids(run.evicted.late_clients, late.client_uids());
   return s;
 }
 
 // A refused unload whose holders are all pods this run may evict (bound after the last look): they are
 // evicted and the unload tried once more; `unloaded` becomes that attempt's outcome. Otherwise the
 // refusal stands.
-Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
+Status Uninstall::evict_late_holders_and_unload(Status& unloaded, RunContext& run) {
   std::set<std::string> uids;
   for (const auto& h : host_.nvidia_holder_processes()) uids.insert(h.pod_uid);
-  auto& late = late_arrivals();
+  auto& late = late_arrivals(run);
   auto evicted = late.evict_holders(uids);
-  tally_.add_workloads(late.workload_uids());
-  tally_.add_late_clients(late.client_uids());
+  add_uids(run.evicted.workloads, late.workload_uids());
+  add_uids(run.evicted.late_clients, late.client_uids());
   if (!evicted) return evicted.error();
   if (!*evicted) return ok_status();
   if (auto k = check_cancelled(); !k) return k;
@@ -312,25 +317,25 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded) {
 
 // The host's evidence before the unload (docs/behaviour.md, Late arrivals): pods holding the driver that
 // no step took off are evicted as GPU workloads; a holder outside any pod fails the run here.
-Status Uninstall::evict_host_holders() {
-  auto& late = late_arrivals();
+Status Uninstall::evict_host_holders(RunContext& run) {
+  auto& late = late_arrivals(run);
   late.on_first_eviction(nullptr);  // in the unload's phase
   std::set<std::string> own;
   if (own_pod_) own.insert(own_pod_->uid);
   auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
-  tally_.add_workloads(late.workload_uids());
+  add_uids(run.evicted.workloads, late.workload_uids());
   if (!n) return n.error();
   reporter_.progress().add_host_holders_evicted(*n);
   return check_cancelled();
 }
 
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
-Status Uninstall::pause_dra_plugin() {
+Status Uninstall::pause_dra_plugin(RunContext& run) {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
   const auto body = plugin_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
     register_label_restore();
-    if (auto s = pause_labels(body["metadata"]["labels"]); !s) return s.error();
+    if (auto s = pause_labels(body["metadata"]["labels"], run.first_write); !s) return s.error();
   }
   return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
                            operand_deadline(), cancel_);
@@ -348,16 +353,16 @@ Status Uninstall::unload_modules() {
 
 // With the full-drain fallback (`kubectl drain` semantics: cordon first; docs/behaviour.md, Full-drain
 // fallback).
-Status Uninstall::uninstall_driver_components() {
+Status Uninstall::uninstall_driver_components(RunContext& run) {
   if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
-  if (auto h = evict_host_holders(); !h) return h;
+  if (auto h = evict_host_holders(run); !h) return h;
   auto s = unload_modules();
   if (!s && !cancel_.cancelled()) {
-    if (auto e = evict_late_holders_and_unload(s); !e) return e;
+    if (auto e = evict_late_holders_and_unload(s, run); !e) return e;
   }
   if (!s && flow_.facts.auto_drain && !cancel_.cancelled()) {
     spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
-    if (auto c = cordon(); !c) return c;
+    if (auto c = cordon(run.first_write); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
     if (auto k = check_cancelled(); !k) return k;
     s = unload_modules();
@@ -412,9 +417,9 @@ Status Uninstall::wait_for_mofed() {
 
 // Pauses `labels` and records, in the same patch, what they were before (see paused_record.h); the
 // run's first write when the lease is still to be taken (first_write()).
-Status Uninstall::pause_labels(const nlohmann::json& labels) {
+Status Uninstall::pause_labels(const nlohmann::json& labels, FirstWrite& first) {
   paused_record_ = merge_paused_record(paused_record_, labels, snapshot_.labels);
-  if (lease_pending_) return first_write(labels);
+  if (first.lease_pending) return first_write(labels, first);
   nlohmann::json annotations = {{std::string(kPausedLabelsAnnotation), paused_record_value(paused_record_)}};
   if (auto state = reporter_.ride_along_state()) annotations[std::string(kStateAnnotation)] = *state;
   auto s = node_.update_labels(labels, annotations);

@@ -15,15 +15,15 @@ Result<nlohmann::json> Uninstall::wait_for_lease(const nlohmann::json& node) {
                  lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
   const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(node) && snapshot_.policy_enabled());
   auto leased = defer ? lease_->wait_until_free(cancel_, &node) : lease_->acquire(cancel_, &node);
-  lease_pending_ = defer && leased;
+  run_.first_write.lease_pending = defer && leased;
   return leased;
 }
 
 // The first write of a path that pauses labels takes the lease with them, with their record and the
 // state, and with the cordon when this run cordons (docs/behaviour.md, One run per node). Until it is
 // applied, nothing of this run is on the node: a refused or failed first write leaves nothing to undo.
-Status Uninstall::first_write(const nlohmann::json& labels) {
-  lease_pending_ = false;
+Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
+  first.lease_pending = false;
   std::vector<NodeFold> folds{lease_->take_fold()};
   nlohmann::json annotations = nlohmann::json::object();
   if (!labels.empty())
@@ -34,13 +34,13 @@ Status Uninstall::first_write(const nlohmann::json& labels) {
     if (!annotations.empty()) part.body["metadata"]["annotations"] = annotations;
   });
   if (flow_.evict_workloads && !snapshot_.policy_enabled()) {
-    folds.emplace_back([this](const nlohmann::json& node, FoldedPatch& part) {
+    folds.emplace_back([this, &first](const nlohmann::json& node, FoldedPatch& part) {
       if (kube::node_unschedulable(node)) return;  // the cordon step decides, on a fresh read
       register_uncordon();                         // before the write: it may be applied without an answer
       part.lines.push_back({.text = "Cordoning node " + settings_.node_name});
       part.body["spec"]["unschedulable"] = true;
       part.body["metadata"]["annotations"][std::string(kCordonedAnnotation)] = "true";
-      part.applied.emplace_back([this] { cordoned_first_ = true; });
+      part.applied.emplace_back([&first] { first.cordoned = true; });
     });
   }
   const auto seen = known_node_.copy();
@@ -51,7 +51,7 @@ Status Uninstall::first_write(const nlohmann::json& labels) {
                            : maybe ? NodeLease::WriteOutcome::kMaybeApplied
                                    : NodeLease::WriteOutcome::kNotApplied);
   if (!s && !maybe) undo_.clear();  // nothing was changed: the registrations made for it go
-  first_write_unsure_ = maybe;
+  first.unsure = maybe;
   if (!s) return s;
   if (!labels.empty()) reporter_.progress().add_paused_labels(labels.size());
   reporter_.carried();
@@ -59,12 +59,12 @@ Status Uninstall::first_write(const nlohmann::json& labels) {
 }
 
 void Uninstall::forget_changes_not_made() {
-  if (lease_pending_) {
+  if (run_.first_write.lease_pending) {
     // No write yet: leftovers of an earlier run adopted meanwhile stay for the next run, as after a crash.
     undo_.clear();
     return;
   }
-  if (!first_write_unsure_) return;
+  if (!run_.first_write.unsure) return;
   auto node = node_.get();
   if (!node) return;  // unknown: the undo list runs (each action touches only what carries our marks)
   const auto lease = lease_of(*node);
@@ -74,9 +74,9 @@ void Uninstall::forget_changes_not_made() {
 }
 
 // The lease on its own, before a step other than the label pause writes or acts on the node.
-Status Uninstall::take_lease_if_pending() {
-  if (!lease_pending_) return ok_status();
-  return first_write(nlohmann::json::object());
+Status Uninstall::take_lease_if_pending(FirstWrite& first) {
+  if (!first.lease_pending) return ok_status();
+  return first_write(nlohmann::json::object(), first);
 }
 
 // One write ends a successful run: every undo and the lease release, with the state annotation (no state

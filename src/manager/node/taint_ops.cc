@@ -135,6 +135,12 @@ Result<Json> TaintOps::get() {
   return r;
 }
 
+std::optional<Json> TaintOps::copy_to_change(const Taint& taint) const {
+  std::optional<Json> copy = known_->copy();
+  if (copy && !decide_taint_add(*copy, taint).patch) return std::nullopt;
+  return copy;
+}
+
 Result<TaintAddDecision> TaintOps::add(const Taint& taint) {
   Error last;
   // The first look may be the known copy (no GET): a stale one meets a conflict like any other change, and
@@ -143,9 +149,8 @@ Result<TaintAddDecision> TaintOps::add(const Taint& taint) {
   bool announced = false;  // "Tainting node" was said for a stale copy: not again for the fresh read
   for (int attempt = 1; attempt <= max_attempts_;) {
     std::unique_lock lock(node_update_lock());
-    std::optional<Json> copy = copy_allowed ? known_->copy() : std::nullopt;
+    std::optional<Json> copy = copy_allowed ? copy_to_change(taint) : std::nullopt;
     copy_allowed = false;
-    if (copy && !decide_taint_add(*copy, taint).patch) copy.reset();
     const bool from_copy = copy.has_value();
     auto node = from_copy ? Result<Json>(std::move(*copy)) : get();
     if (!node) return node.error();

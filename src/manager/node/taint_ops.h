@@ -89,6 +89,9 @@ class TaintOps {
 
  private:
   Result<nlohmann::json> get();
+  // The known copy when the decision taken on it writes something (a decision to write nothing is taken on
+  // a fresh read only); nullopt: read the node.
+  [[nodiscard]] std::optional<nlohmann::json> copy_to_change(const kube::Taint& taint) const;
   void conflict_pause(int attempt) const;  // before re-reading the node after a conflicting write
 
   kube::Api& client_;

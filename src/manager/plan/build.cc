@@ -75,6 +75,9 @@ class PlanBuilder {
   void leave_gpu_workloads();
   void reset_dra_plugin_clients();
   void pause_dra_plugin();
+  void label_pre_installed();
+  void unload_driver();
+  void wait_for_mofed();
   void plan_taint();
   void plan_cordon();
 
@@ -282,16 +285,37 @@ void PlanBuilder::plan_cordon() {
   }
 }
 
+void PlanBuilder::label_pre_installed() {
+  plan_.labels.push_back({std::string(kDriverLabel), kube::label(in_.node, kDriverLabel).value_or(""),
+                          std::string(kPreInstalledValue), "pre-installed"});
+  line("label the node " + std::string(kDriverLabel) + "=" + std::string(kPreInstalledValue) +
+       " (the driver DaemonSet leaves the node)");
+}
+
+// The unload with what precedes it on the host, and the full-drain fallback when auto drain is on.
+void PlanBuilder::unload_driver() {
+  line("unload the NVIDIA kernel modules (all or nothing), unmount " + std::string(host::kDriverRoot) +
+       ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
+       "fails the run" +
+       (plan_.flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
+       "; if pods that arrived late hold them: evict those, try once more");
+  if (plan_.auto_drain)
+    line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
+}
+
+void PlanBuilder::wait_for_mofed() {
+  line(in_.mellanox_device ? "wait for MOFED (Mellanox device " + *in_.mellanox_device + ", " +
+                                 (in_.mofed_ready ? "ready now" : "not ready now") + ")"
+                           : "MOFED: no Mellanox device, no wait");
+}
+
 // One step of the run, as the plan shows it (a step with nothing to show renders no line).
 void PlanBuilder::render(Step step) {
   const RunPath path = plan_.flow.path;
   const std::string root(host::kDriverRoot);
   switch (step) {
     case Step::kLabelPreInstalled:
-      plan_.labels.push_back({std::string(kDriverLabel), kube::label(in_.node, kDriverLabel).value_or(""),
-                              std::string(kPreInstalledValue), "pre-installed"});
-      line("label the node " + std::string(kDriverLabel) + "=" + std::string(kPreInstalledValue) +
-           " (the driver DaemonSet leaves the node)");
+      label_pre_installed();
       return;
     case Step::kAwaitRemoval:
       line("wait " + format_duration(settings_.pre_installed_sleep, DurationStyle::kWholeSeconds) +
@@ -323,13 +347,7 @@ void PlanBuilder::render(Step step) {
       line(late_arrivals_line(plan_.flow.evict_workloads));
       return;
     case Step::kUnloadDriver:
-      line("unload the NVIDIA kernel modules (all or nothing), unmount " + root +
-           ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
-           "fails the run" +
-           (plan_.flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
-           "; if pods that arrived late hold them: evict those, try once more");
-      if (plan_.auto_drain)
-        line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
+      unload_driver();
       return;
     case Step::kRemoveStaleDriverRoot:
     case Step::kCleanStaleMounts:
@@ -342,10 +360,7 @@ void PlanBuilder::render(Step step) {
       line("unbind vfio-pci from all devices (vfio-manage unbind --all)");
       return;
     case Step::kWaitMofed:
-      if (!settings_.gpu_direct_rdma_enabled) return;
-      line(in_.mellanox_device ? "wait for MOFED (Mellanox device " + *in_.mellanox_device + ", " +
-                                     (in_.mofed_ready ? "ready now" : "not ready now") + ")"
-                               : "MOFED: no Mellanox device, no wait");
+      if (settings_.gpu_direct_rdma_enabled) wait_for_mofed();
       return;
     case Step::kRestoreLabels:
       line("restore labels left paused by an earlier run, undo its cordon");

@@ -193,6 +193,29 @@ std::string render_plan_text(const Plan& p) {
   return out;
 }
 
+namespace {
+
+// What the plan found on the host (or inferred of it off the node).
+Json host_to_json(const Plan& p) {
+  Json host;
+  host["onNode"] = p.host_on_node;
+  host["inferredFrom"] = p.host_note;
+  host["hostDriverVersion"] = p.host_driver_version;
+  host["nvidiaLoaded"] = p.nvidia_loaded;
+  host["unload"] = p.unload;
+  host["modules"] = Json::array();
+  for (const auto& m : p.modules) {
+    host["modules"].push_back(
+        {{"name", m.name}, {"refcount", m.refcount}, {"usedBy", m.holders}, {"openBy", m.users}});
+  }
+  host["holders"] = p.holders;
+  host["mounts"] = p.mounts;
+  host["mountsNote"] = p.mounts_note;
+  return host;
+}
+
+}  // namespace
+
 Json plan_to_json(const Plan& p) {
   Json j;
   j["node"] = p.node;
@@ -239,21 +262,7 @@ Json plan_to_json(const Plan& p) {
                    {"longestGracePeriodSeconds", p.estimate.longest_grace_seconds},
                    {"longestGracePeriodPod", p.estimate.longest_grace_pod},
                    {"overheadSeconds", static_cast<double>(kMeasuredOverhead.count()) / 1000.0}};
-  Json host;
-  host["onNode"] = p.host_on_node;
-  host["inferredFrom"] = p.host_note;
-  host["hostDriverVersion"] = p.host_driver_version;
-  host["nvidiaLoaded"] = p.nvidia_loaded;
-  host["unload"] = p.unload;
-  host["modules"] = Json::array();
-  for (const auto& m : p.modules) {
-    host["modules"].push_back(
-        {{"name", m.name}, {"refcount", m.refcount}, {"usedBy", m.holders}, {"openBy", m.users}});
-  }
-  host["holders"] = p.holders;
-  host["mounts"] = p.mounts;
-  host["mountsNote"] = p.mounts_note;
-  j["host"] = host;
+  j["host"] = host_to_json(p);
   j["leftovers"] = p.leftovers;
   j["notes"] = p.notes;
   return j;

@@ -132,6 +132,38 @@ void eviction_worker(kube::Api& client, const PodWatch& watch, const Clock& cloc
   }
 }
 
+// The targets still on the node, each with how far its eviction got; an error when one failed for good.
+Result<std::vector<std::string>> still_present(const PodSnapshot& pods,
+                                               const std::vector<EvictionTarget>& targets, Shared& shared) {
+  // Views into the snapshot's pods, which outlive the check: no copy per pod on each cache change.
+  std::unordered_set<std::string_view> present;
+  present.reserve(pods.size());
+  for (const auto& p : pods) {
+    if (const std::string* u = kube::find_string(*p, {"metadata", "uid"})) present.insert(*u);
+  }
+  std::vector<std::string> remaining;
+  std::lock_guard lk(shared.mu);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    const auto& pr = shared.pods[i];
+    if (pr.state == State::kFailed) return Error(pr.message);
+    if (present.count(targets[i].uid) == 0) continue;
+    std::string line = targets[i].ns + "/" + targets[i].name;
+    switch (pr.state) {
+      case State::kBlocked:
+        line += " (eviction refused: " + pr.message + ")";
+        break;
+      case State::kAccepted:
+        line += " (terminating)";
+        break;
+      default:
+        line += " (evicting)";
+        break;
+    }
+    remaining.push_back(std::move(line));
+  }
+  return remaining;
+}
+
 }  // namespace
 
 EvictionTarget eviction_target(const Json& pod) {
@@ -191,35 +223,7 @@ Status evict_pods(kube::Api& client, const PodWatch& watch, const Clock& clock,
     });
   }
 
-  WaitCheck check = [&](const PodSnapshot& pods) -> Result<std::vector<std::string>> {
-    // Views into the snapshot's pods, which outlive the check: no copy per pod on each cache change.
-    std::unordered_set<std::string_view> present;
-    present.reserve(pods.size());
-    for (const auto& p : pods) {
-      if (const std::string* u = kube::find_string(*p, {"metadata", "uid"})) present.insert(*u);
-    }
-    std::vector<std::string> remaining;
-    std::lock_guard lk(shared->mu);
-    for (size_t i = 0; i < targets.size(); ++i) {
-      const auto& pr = shared->pods[i];
-      if (pr.state == State::kFailed) return Error(pr.message);
-      if (present.count(targets[i].uid) == 0) continue;
-      std::string line = targets[i].ns + "/" + targets[i].name;
-      switch (pr.state) {
-        case State::kBlocked:
-          line += " (eviction refused: " + pr.message + ")";
-          break;
-        case State::kAccepted:
-          line += " (terminating)";
-          break;
-        default:
-          line += " (evicting)";
-          break;
-      }
-      remaining.push_back(std::move(line));
-    }
-    return remaining;
-  };
+  const WaitCheck check = [&](const PodSnapshot& pods) { return still_present(pods, targets, *shared); };
   auto s = watch.wait_until(options.what + " to be evicted", check, deadline, cancel);
   stop.cancel();
   for (auto& w : workers) w.join();

@@ -116,6 +116,33 @@ void PodWatch::record_failure(const Error& error, bool polling, TimePoint& next_
   }
 }
 
+bool PodWatch::listed() const {
+  std::lock_guard lk(mu_);
+  return synced_;
+}
+
+// Each list replaces the cache, each event changes it. `retried_at`: when the watch was tried again after a
+// refusal (reset by run() when it is refused again): it is said to be back once it lasted kWatchSettles.
+kube::WatchHandlers PodWatch::watch_handlers(std::optional<TimePoint>& retried_at) {
+  kube::WatchHandlers h;
+  h.on_sync = [this, &retried_at](std::vector<Json>& items) {
+    replace_all(items);
+    if (retried_at) retried_at = clock_.now();  // the watch request goes out now
+  };
+  h.on_event = [this](kube::WatchEvent& ev) { apply(ev); };
+  h.done = [this, &retried_at] {
+    if (retried_at && clock_.now() - *retried_at >= kWatchSettles) {
+      spdlog::info(
+          "Watching the pods of node {} again: the watch is allowed now (no more listing every second)",
+          node_);
+      retried_at.reset();
+    }
+    return stop_.load();
+  };
+  h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
+  return h;
+}
+
 // The GPU Operator's stock driver role may list pods but not watch them: once the list worked and the
 // watch was refused, the cache is refreshed by a list every second instead, and the watch is tried again
 // every 30 s (a role fixed meanwhile, or a refusal by an API server still loading its RBAC rules after a
@@ -126,23 +153,7 @@ void PodWatch::run() {
   // Every pod of the node stays in memory for the whole run: only with what the rules read.
   opts.reduce = kube::drop_unread_pod_fields;
   std::optional<TimePoint> retried_at;  // the watch, tried again, is back once it lasted kWatchSettles
-  const auto announce_watch_back = [&] {
-    if (!retried_at || clock_.now() - *retried_at < kWatchSettles) return;
-    spdlog::info(
-        "Watching the pods of node {} again: the watch is allowed now (no more listing every second)", node_);
-    retried_at.reset();
-  };
-  kube::WatchHandlers h;
-  h.on_sync = [&](std::vector<Json>& items) {
-    replace_all(items);
-    if (retried_at) retried_at = clock_.now();  // the watch request goes out now
-  };
-  h.on_event = [this](kube::WatchEvent& ev) { apply(ev); };
-  h.done = [&] {
-    announce_watch_back();
-    return stop_.load();
-  };
-  h.tick = std::chrono::duration_cast<std::chrono::milliseconds>(kSlice);
+  const kube::WatchHandlers h = watch_handlers(retried_at);
 
   bool polling = false;
   TimePoint try_watch_at{};
@@ -165,12 +176,7 @@ void PodWatch::run() {
     } else {
       s = client_.list_watch(kube::paths::pods(), opts, h);
       if (stop_ || s) break;
-      bool listed = false;
-      {
-        std::lock_guard lk(mu_);
-        listed = synced_;
-      }
-      if (listed && s.error().http_status == 403) {
+      if (listed() && s.error().http_status == 403) {
         if (!retried_at) {
           spdlog::info(
               "This service account may list but not watch the pods of node {}: listing them every second "

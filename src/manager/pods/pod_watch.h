@@ -66,6 +66,8 @@ class PodWatch {
   void run();
   void apply(kube::WatchEvent& ev);  // one watch event into the cache
   void record_failure(const Error& error, bool polling, TimePoint& next_warning);
+  kube::WatchHandlers watch_handlers(std::optional<TimePoint>& retried_at);
+  [[nodiscard]] bool listed() const;  // the first list is in the cache
   // Replaces the cache with a full list of the node's pods (moved from).
   void replace_all(std::vector<nlohmann::json>& items);
 

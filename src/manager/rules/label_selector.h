@@ -28,6 +28,7 @@ class LabelSelector {
     Op op;
     std::vector<std::string> values;
   };
+  class Parser;  // label_selector.cc
   std::string text_;
   std::vector<Requirement> requirements_;
 };

@@ -209,39 +209,63 @@ PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector
                      "drained");
 }
 
-PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
+namespace {
+
+// The pods annotated as GPU clients (and the DRA driver's own plugin), with why the others are not.
+PodFilter designation_filter() {
   const std::string ann(kGpuClientAnnotation);
   const std::string dra_ann(kGpuClientDraPluginAnnotation);
+  return {"designation", [ann, dra_ann](const Json& pod) {
+            switch (gpu_client_designation(pod)) {
+              case ClientDesignation::kClient:
+                return keep();
+              case ClientDesignation::kOptOut:
+                return skip("opted out (" + ann + "=false)");
+              case ClientDesignation::kInvalid:
+                return skip("annotation " + ann + "=\"" + kube::annotation(pod, ann).value_or("") +
+                                "\" is not a boolean, so the pod is not reset and may keep the "
+                                "driver busy (accepted: true, false, 1, 0, t, f, TRUE, FALSE, "
+                                "True, False)",
+                            Notice::kWarning);
+              case ClientDesignation::kNone:
+                break;
+            }
+            if (const auto chart = dra_chart_plugin_label(pod)) {
+              // The DRA driver's own chart: a client by what it is, no annotation needed.
+              return FilterResult{.reason =
+                                      "the NVIDIA DRA kubelet plugin of the DRA driver's "
+                                      "chart (" +
+                                      *chart + "), a DRA plugin client by what it is",
+                                  .names_why = true};
+            }
+            if (is_dra_plugin_client(pod)) {
+              return skip("annotated " + dra_ann + " without " + ann + "=\"true\"; add " + ann +
+                          ": \"true\" to have it reset");
+            }
+            return skip("not a designated GPU client", Notice::kQuiet);
+          }};
+}
+
+// A client that tolerates the taint may be placed back at once: kept, with a warning.
+PodFilter toleration_filter(const kube::Taint& taint) {
+  return {"toleration", [taint](const Json& pod) {
+            if (!kube::tolerates(kube::pod_tolerations(pod), taint)) return keep();
+            return warn("tolerates the taint " + taint.to_string() + ", so its controller " +
+                        controller_name(pod) +
+                        " may recreate it on this node at once; for a DaemonSet, select "
+                        "nvidia.com/gpu.deploy.client in its nodeSelector instead, or set "
+                        "GPU_CLIENT_TAINT to a dedicated key that it does not tolerate and "
+                        "add that key to ClusterPolicy daemonsets.tolerations (keeping "
+                        "nvidia.com/gpu there)");
+          }};
+}
+
+}  // namespace
+
+PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
+  const std::string ann(kGpuClientAnnotation);
   std::vector<PodFilter> filters;
-  filters.push_back({"designation", [ann, dra_ann](const Json& pod) {
-                       switch (gpu_client_designation(pod)) {
-                         case ClientDesignation::kClient:
-                           return keep();
-                         case ClientDesignation::kOptOut:
-                           return skip("opted out (" + ann + "=false)");
-                         case ClientDesignation::kInvalid:
-                           return skip("annotation " + ann + "=\"" + kube::annotation(pod, ann).value_or("") +
-                                           "\" is not a boolean, so the pod is not reset and may keep the "
-                                           "driver busy (accepted: true, false, 1, 0, t, f, TRUE, FALSE, "
-                                           "True, False)",
-                                       Notice::kWarning);
-                         case ClientDesignation::kNone:
-                           break;
-                       }
-                       if (const auto chart = dra_chart_plugin_label(pod)) {
-                         // The DRA driver's own chart: a client by what it is, no annotation needed.
-                         return FilterResult{.reason =
-                                                 "the NVIDIA DRA kubelet plugin of the DRA driver's "
-                                                 "chart (" +
-                                                 *chart + "), a DRA plugin client by what it is",
-                                             .names_why = true};
-                       }
-                       if (is_dra_plugin_client(pod)) {
-                         return skip("annotated " + dra_ann + " without " + ann + "=\"true\"; add " + ann +
-                                     ": \"true\" to have it reset");
-                       }
-                       return skip("not a designated GPU client", Notice::kQuiet);
-                     }});
+  filters.push_back(designation_filter());
   filters.push_back({"phase", [phase = options.phase](const Json& pod) {
                        const bool plugin = is_dra_plugin_client(pod);
                        if (phase == GpuClientPhase::kWithOperands && plugin) {
@@ -275,18 +299,7 @@ PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
                            "DRAIN_USE_FORCE=true to allow that, or remove its " +
                            ann + " annotation");
                      }});
-  if (options.taint) {
-    filters.push_back({"toleration", [taint = *options.taint](const Json& pod) {
-                         if (!kube::tolerates(kube::pod_tolerations(pod), taint)) return keep();
-                         return warn("tolerates the taint " + taint.to_string() + ", so its controller " +
-                                     controller_name(pod) +
-                                     " may recreate it on this node at once; for a DaemonSet, select "
-                                     "nvidia.com/gpu.deploy.client in its nodeSelector instead, or set "
-                                     "GPU_CLIENT_TAINT to a dedicated key that it does not tolerate and "
-                                     "add that key to ClusterPolicy daemonsets.tolerations (keeping "
-                                     "nvidia.com/gpu there)");
-                       }});
-  }
+  if (options.taint) filters.push_back(toleration_filter(*options.taint));
   return PodPipeline("gpu-clients", std::move(filters), "designated GPU client");
 }
 

@@ -1,0 +1,43 @@
+// What the steps of one run hand on to the steps after them (docs/ARCHITECTURE.md, The uninstall flow and
+// its undo list). A run has one RunContext; the table that runs the steps (Uninstall::step_run) gives it to
+// each step, which fills what it found out and reads what an earlier step left. The order of the steps in
+// each path (manager/commands/flow_plan.cc) is what makes a field filled before it is read; a field a step
+// may find unfilled (its filler is not on every path that reads it) says what it holds then.
+#pragma once
+
+#include <optional>
+
+#include "manager/commands/phase_tally.h"
+#include "manager/pods/late_arrivals.h"
+
+namespace dm::manager {
+
+// What the GPU-workload eviction (take-gpu-users-off) leaves to the steps after it.
+enum class WorkloadEviction {
+  kDone,          // evicted, nothing to evict, or not this path's to evict
+  kDrainPending,  // it failed with auto drain on: the full drain follows once the steps beside it are done
+};
+
+// The run's first node write, which takes the lease with what is due then (Uninstall::first_write).
+struct FirstWrite {
+  // The lease waits for the first write: set before the steps (Uninstall::wait_for_lease), cleared by the
+  // step that makes it (pause-operands, or the first other step that writes: take_lease_if_pending).
+  bool lease_pending = false;
+  bool cordoned = false;  // it cordoned the node: the cordon of take-gpu-users-off is made already
+  bool unsure = false;    // it failed without saying whether it was applied (read by the cleanup)
+};
+
+struct RunContext {
+  FirstWrite first_write;
+  // Filled by take-gpu-users-off; drain-after-failed-eviction runs only when it is kDrainPending.
+  WorkloadEviction workload_eviction = WorkloadEviction::kDone;
+  // Filled by each step that evicts (take-gpu-users-off, evict-late-arrivals, unload-driver); read at each
+  // phase boundary and at the end, for the summary (PhaseTally).
+  EvictedPods evicted;
+  // GPU users bound after the cordon or the taint: made by the first step that looks for them
+  // (evict-late-arrivals, or unload-driver on a path without it; Uninstall::late_arrivals()) and kept, so
+  // that the unload goes on from what the look before it found. Empty until then.
+  std::optional<LateArrivals> late;
+};
+
+}  // namespace dm::manager
