@@ -63,5 +63,9 @@ class TestCluster {
 // Polls `pred` every `poll` until it returns true or `timeout_s` passes; returns its last value.
 bool eventually(const std::function<bool()>& pred, double timeout_s = 30,
                 std::chrono::milliseconds poll = std::chrono::milliseconds(100));
+// For a thread that acts at a moment of a run (a SIGTERM once the run got somewhere): long enough for a
+// machine loaded many times over, so that it never acts at another moment; a run that never gets there
+// fails its checks after this long.
+inline constexpr double kPatientSeconds = 300;
 
 }  // namespace dm::test

@@ -157,7 +157,8 @@ TEST(UninstallMemory, SigtermWhileThePreInstalledPathWaitsExits143) {
   ASSERT_EQ(::chmod(smi.c_str(), 0755), 0);
   CancelToken sigterm;
   std::thread killer([&] {
-    eventually([&] { return s.label(kPrefix + "driver") == "pre-installed"; });
+    // However long a loaded machine takes to get there (a SIGTERM sent earlier would test another moment).
+    eventually([&] { return s.label(kPrefix + "driver") == "pre-installed"; }, kPatientSeconds);
     sigterm.cancel();
   });
   auto settings = s.settings();
@@ -963,11 +964,13 @@ TEST(UninstallMemory, SigtermDuringTheOperandWaitRestoresTheNodeAndExits143) {
   CancelToken sigterm;
   std::thread killer([&] {
     // Once all three sides have changed the node: the labels paused, the taint and the cordon on.
-    eventually([&] {
-      const auto st = s.state();
-      return st.unschedulable && st.annotations.count("nvidia.com/gpu-driver-manager.tainted") > 0 &&
-             s.label(kPrefix + "dcgm") == kMemPausedValue;
-    });
+    eventually(
+        [&] {
+          const auto st = s.state();
+          return st.unschedulable && st.annotations.count("nvidia.com/gpu-driver-manager.tainted") > 0 &&
+                 s.label(kPrefix + "dcgm") == kMemPausedValue;
+        },
+        kPatientSeconds);
     sigterm.cancel();
   });
   auto settings = s.settings();

@@ -211,7 +211,7 @@ TEST(UninstallWrites, AFirstWriteWithoutAnAnswerIsUndoneOnlyWhenItWasApplied) {
     CancelToken sigterm;
     std::thread killer([&] {
       // The second attempt has failed: the run waits before the third. The cleanup's writes go through.
-      eventually([&] { return s.requests_with("PATCH /api/v1/nodes/") >= 2; });
+      eventually([&] { return s.requests_with("PATCH /api/v1/nodes/") >= 2; }, kPatientSeconds);
       s.cluster().clear_faults();
       sigterm.cancel();
     });
