@@ -61,7 +61,8 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
 std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt, double jitter,
                                         std::optional<std::chrono::milliseconds> retry_after) {
   const std::chrono::milliseconds cap = std::max(policy.max, std::chrono::milliseconds(0));
-  if (retry_after) return std::min(*retry_after, cap);
+  // Never at once: a Retry-After of 0 (a proxy's) would have every attempt follow the last without a pause.
+  if (retry_after) return std::clamp(*retry_after, std::min(policy.base, cap), cap);
   int64_t d = std::max<int64_t>(policy.base.count(), 1);
   for (int i = 0; i < attempt && d < cap.count(); ++i) d *= 2;
   d = std::min<int64_t>(d, cap.count());

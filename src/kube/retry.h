@@ -80,7 +80,7 @@ std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view valu
 
 // The wait before retry number `attempt` (0 for the first retry): base * 2^attempt capped at max, then
 // scaled into [50%, 100%] by `jitter` in [0, 1) so that clients do not retry in lockstep. A Retry-After
-// from the server wins (capped at max).
+// from the server (a 429 of API Priority and Fairness) wins, between base and max.
 std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt, double jitter,
                                         std::optional<std::chrono::milliseconds> retry_after = std::nullopt);
 

@@ -21,6 +21,7 @@
 #include "kube/client.h"
 #include "kube/outage_log.h"
 #include "kube/retry.h"
+#include "manager/node/node_ops.h"
 #include "support/doubles.h"
 
 namespace dm::kube {
@@ -40,8 +41,14 @@ TEST(OutageWindowTest, A403IsTheRestartOnlyWithinTheWindowAfterMeetingTheOutage)
   EXPECT_TRUE(w.forbidden_is_restart(t0 + 60s));
 }
 
-// Answers each request with the next scripted reply: a status code, or 0 to read the request and close the
-// connection without an answer (the server went away). One request per connection.
+// One scripted answer: a status code, or 0 to read the request and close the connection without an answer
+// (the server went away); a 429 carries `retry_after` as its Retry-After header ("" = none).
+struct Reply {
+  int status = 200;
+  std::string retry_after = "7";
+};
+
+// Answers each request with the next scripted reply. One request per connection.
 class ScriptedServer {
  public:
   ScriptedServer() {
@@ -64,9 +71,20 @@ class ScriptedServer {
   ScriptedServer(const ScriptedServer&) = delete;
   ScriptedServer& operator=(const ScriptedServer&) = delete;
 
-  void script(std::vector<int> replies) {
+  void script(const std::vector<int>& replies) {
+    std::vector<Reply> r;
+    r.reserve(replies.size());
+    for (int status : replies) r.push_back({.status = status});
+    script(r);
+  }
+  void script(const std::vector<Reply>& replies) {
     const std::lock_guard l(mu_);
     replies_.assign(replies.begin(), replies.end());
+  }
+  // "<METHOD> <path>" of each request, in order.
+  [[nodiscard]] std::vector<std::string> lines() const {
+    const std::lock_guard l(mu_);
+    return lines_;
   }
   [[nodiscard]] int requests() const { return requests_.load(); }
   [[nodiscard]] std::string url() const { return "http://127.0.0.1:" + std::to_string(port_); }
@@ -85,25 +103,34 @@ class ScriptedServer {
         if (n <= 0) break;
         in.append(buf, static_cast<size_t>(n));
       }
-      int reply = 500;
+      Reply next{.status = 500};
       {
         const std::lock_guard l(mu_);
         if (!replies_.empty()) {
-          reply = replies_.front();
+          next = replies_.front();
           replies_.pop_front();
         }
+        const auto line_end = in.find(" HTTP/");
+        lines_.push_back(in.substr(0, line_end == std::string::npos ? 0 : line_end));
       }
+      const int reply = next.status;
       ++requests_;
       if (reply != 0) {
         const std::string body = reply == 200
                                      ? "{}"
-                                     : R"({"kind":"Status","status":"Failure","message":"forbidden",)"
-                                       R"("reason":"Forbidden","code":)" +
+                                     : std::string(reply == 429 ? R"({"kind":"Status","status":"Failure",)"
+                                                                  R"("message":"too many requests, please )"
+                                                                  R"(try again later",)"
+                                                                  R"("reason":"TooManyRequests","code":)"
+                                                                : R"({"kind":"Status","status":"Failure",)"
+                                                                  R"("message":"forbidden",)"
+                                                                  R"("reason":"Forbidden","code":)") +
                                            std::to_string(reply) + "}";
-        const std::string out = "HTTP/1.1 " + std::to_string(reply) + " X\r\n" +
-                                (reply == 429 ? "Retry-After: 7\r\n" : "") +
-                                "Content-Type: application/json\r\nConnection: close\r\nContent-Length: " +
-                                std::to_string(body.size()) + "\r\n\r\n" + body;
+        const std::string out =
+            "HTTP/1.1 " + std::to_string(reply) + " X\r\n" +
+            (reply == 429 && !next.retry_after.empty() ? "Retry-After: " + next.retry_after + "\r\n" : "") +
+            "Content-Type: application/json\r\nConnection: close\r\nContent-Length: " +
+            std::to_string(body.size()) + "\r\n\r\n" + body;
         (void)::send(c, out.data(), out.size(), MSG_NOSIGNAL);
       }
       ::close(c);
@@ -114,8 +141,9 @@ class ScriptedServer {
   int port_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<int> requests_{0};
-  std::mutex mu_;
-  std::deque<int> replies_;
+  mutable std::mutex mu_;
+  std::deque<Reply> replies_;
+  std::vector<std::string> lines_;
   std::thread thread_;
 };
 
@@ -269,6 +297,66 @@ TEST(RetryUntilDeadlineTest, AWriteThatMayHaveArrivedIsNotSentAgainWhateverTheDe
   ASSERT_FALSE(dropped);
   EXPECT_EQ(server.requests(), 2);
   EXPECT_FALSE(dropped.error().unanswered) << "given up at once, not at the deadline";
+}
+
+// API Priority and Fairness turns a request away with 429 before looking at it: a read or a write is sent
+// again after the server's Retry-After (between the backoff's base and its 10 s cap), or with the backoff
+// when it names none, until the server takes it. A write that a second attempt could repeat by accident (a
+// patch without resourceVersion) is sent again all the same: the server did not process the first one.
+TEST(TooManyRequestsTest, ReadsAndWritesWaitAsTheServerSaysAndGoThrough) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+
+  server.script(std::vector<Reply>{{429, "2"}, {429, "2"}, {429, "2"}, {200}});
+  TimePoint start = clock.now();
+  auto read = client->get("/api/v1/nodes/a");
+  EXPECT_TRUE(read) << read.error().message;
+  EXPECT_EQ(clock.now() - start, 6s);
+
+  server.script(std::vector<Reply>{{429, ""}, {429, ""}, {429, ""}, {429, ""}, {200}});
+  start = clock.now();
+  const nlohmann::json labels = {{"metadata", {{"labels", {{"a", "b"}}}}}};
+  auto write = client->patch("/api/v1/nodes/a", PatchType::kStrategicMerge, labels);
+  EXPECT_TRUE(write) << write.error().message;
+  // 200, 400, 800 and 1600 ms, each with its jitter (50 to 100 %).
+  EXPECT_GE(clock.now() - start, 1500ms);
+  EXPECT_LE(clock.now() - start, 3000ms);
+
+  server.script(std::vector<Reply>{{429, "60"}, {429, "60"}, {200}});
+  start = clock.now();
+  EXPECT_TRUE(client->get("/api/v1/nodes/a"));
+  EXPECT_EQ(clock.now() - start, 20s) << "a Retry-After beyond the cap waits the cap";
+
+  server.script(std::vector<Reply>{{429, "0"}, {429, "0"}, {429, "0"}, {200}});
+  start = clock.now();
+  EXPECT_TRUE(client->get("/api/v1/nodes/a"));
+  EXPECT_EQ(clock.now() - start, 600ms) << "a Retry-After of 0 waits the backoff's base";
+  EXPECT_EQ(server.requests(), 16);
+}
+
+// The run's node writes meet the same burst through the client: the first write's GET and PATCH are turned
+// away a few times each and the write goes through, without a retry of the write's own ("Failed to update
+// ..., retrying" is for answers that are not an overload) and with the PATCH applied once.
+TEST(TooManyRequestsTest, ANodeWriteRidesOutABurstOf429s) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  const test::LogCapture log;
+  manager::NodeOps node(*client, clock, CancelToken(), "a");
+  server.script(std::vector<Reply>{{429, "1"}, {429, "1"}, {200}, {429, ""}, {429, "3"}, {429, ""}, {200}});
+  const manager::NodeFold pause = [](const nlohmann::json&, manager::FoldedPatch& part) {
+    part.body["metadata"]["labels"]["nvidia.com/gpu.deploy.device-plugin"] = "paused-for-driver-upgrade";
+  };
+
+  const Status s = node.write_folded({pause}, "labels and lease");
+
+  EXPECT_TRUE(s) << s.error().message;
+  EXPECT_THAT(server.lines(),
+              ::testing::ElementsAre("GET /api/v1/nodes/a", "GET /api/v1/nodes/a", "GET /api/v1/nodes/a",
+                                     "PATCH /api/v1/nodes/a", "PATCH /api/v1/nodes/a",
+                                     "PATCH /api/v1/nodes/a", "PATCH /api/v1/nodes/a"));
+  EXPECT_THAT(log.text(), ::testing::Not(::testing::HasSubstr("Failed to update")));
 }
 
 size_t occurrences(const std::string& text, const std::string& what) {

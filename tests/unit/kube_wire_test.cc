@@ -97,11 +97,14 @@ TEST(RetryTest, BackoffDoublesAndIsCapped) {
   EXPECT_EQ(mid, milliseconds(300));
 }
 
-TEST(RetryTest, RetryAfterWinsButIsCapped) {
+// The server's Retry-After is the wait, between the backoff's base (never at once: a Retry-After of 0 would
+// send every attempt right after the last) and its cap.
+TEST(RetryTest, RetryAfterWinsBetweenTheBaseAndTheCap) {
   const RetryPolicy p{milliseconds(200), milliseconds(5000)};
   EXPECT_EQ(backoff_delay(p, 0, 0.3, milliseconds(2000)), milliseconds(2000));
   EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(60000)), milliseconds(5000));
-  EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(0)), milliseconds(0));
+  EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(0)), milliseconds(200));
+  EXPECT_EQ(backoff_delay({milliseconds(0), milliseconds(5000)}, 4, 0.3, milliseconds(0)), milliseconds(0));
 }
 
 TEST(ApiErrorTest, StatusBody) {

@@ -91,23 +91,139 @@ void expect_restored(const MemoryScenario& s) {
   EXPECT_THAT(st.annotations, IsEmpty()) << "cordon, lease, paused labels and state all gone";
 }
 
-// With an annotated GPU client the run also taints the node (a write of its own, made by the client reset
-// beside the first write's waits); the taint's removal rides along with the write that ends the run.
-TEST(UninstallWrites, AnAnnotatedClientAddsOnlyTheTaintWrite) {
-  MemoryScenario s;
+size_t first_index(const std::vector<std::string>& requests, const std::string& start,
+                   const std::string& end) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i].starts_with(start) && requests[i].ends_with(end)) return i;
+  }
+  return requests.size();
+}
+
+void deploy_with_client(MemoryScenario& s) {
   s.deploy({.operands = default_mem_operands(),
             .pods = {{.name = "agent", .gpu_client = "true"}, {.name = "trainer", .request_gpu = true}}});
+}
+
+// With an annotated GPU client found before the first write, that write taints the node too (with the
+// annotation that says the run added it); the taint's removal rides along with the write that ends the run.
+// No write of the node comes between them: the taint was on before the first eviction.
+TEST(UninstallWrites, AClientFoundBeforeTheFirstWriteIsKeptOffByThatWrite) {
+  MemoryScenario s;
+  deploy_with_client(s);
 
   const auto r = s.run(s.settings());
 
   ASSERT_EQ(r.exit_code, 0) << r.log;
   const auto requests = s.cluster().requests();
   const Writes w = writes_of(requests);
-  EXPECT_EQ(w.node_patches, 3U) << listing(requests);
+  EXPECT_EQ(w.node_patches, 2U) << listing(requests);
   EXPECT_EQ(w.evictions, 2U) << listing(requests);
   EXPECT_EQ(w.events, 1U) << listing(requests);
-  EXPECT_THAT(r.log, HasSubstr("Removing taint"));
+  EXPECT_LT(first_index(requests, "PATCH /api/v1/nodes/", ""), first_index(requests, "POST ", "/eviction"))
+      << listing(requests);
+  EXPECT_EQ(count(r.log, "Tainting node node-a with nvidia.com/gpu:NoSchedule"), 1U) << r.log;
+  EXPECT_LT(r.log.find("Tainting node node-a"), r.log.find("evicting pod workloads/agent")) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Removing taint nvidia.com/gpu:NoSchedule (added by driver-manager)"));
   expect_restored(s);
+  EXPECT_THAT(s.state().taints, IsEmpty());
+}
+
+// A conflict on the first write decides it again from a fresh read, the taint with the rest: written once,
+// said once.
+TEST(UninstallWrites, AConflictOnTheFirstWriteDecidesTheTaintAgain) {
+  MemoryScenario s;
+  deploy_with_client(s);
+  s.cluster().fail({.verb = "patch", .body_part = "gpu-driver-manager.tainted\":\"", .status = 409});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 3U) << listing(s.cluster().requests());
+  EXPECT_EQ(count(r.log, "Tainting node node-a"), 1U) << r.log;
+  EXPECT_EQ(count(r.log, "Cordoning node node-a"), 1U) << r.log;
+  expect_restored(s);
+  EXPECT_THAT(s.state().taints, IsEmpty());
+}
+
+// A first write that went through with the taint but whose answer was lost is sent again, decided from a
+// fresh read: the taint found there is the one it added, said once, and the reset writes no taint of its own.
+TEST(UninstallWrites, ATaintAddedByAnUnansweredFirstWriteIsTakenAsAdded) {
+  MemoryScenario s;
+  deploy_with_client(s);
+  s.cluster().fail(
+      {.verb = "patch", .body_part = "gpu-driver-manager.tainted\":\"", .status = 0, .applied = true});
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 3U) << listing(s.cluster().requests());
+  EXPECT_EQ(count(r.log, "Tainting node node-a"), 1U) << r.log;
+  EXPECT_THAT(r.log, Not(HasSubstr("already carries taint")));
+  expect_restored(s);
+  EXPECT_THAT(s.state().taints, IsEmpty());
+}
+
+// A taint with the key and effect of GPU_CLIENT_TAINT that someone else put on the node keeps the clients
+// off: the first write adds none, and the end leaves it as it was.
+TEST(UninstallWrites, SomeoneElsesTaintIsNotAddedByTheFirstWrite) {
+  MemoryScenario s;
+  deploy_with_client(s);
+  auto node = s.node_json();
+  const auto pool = nlohmann::json::array({{{"key", "nvidia.com/gpu"}, {"effect", "NoSchedule"}}});
+  node["spec"]["taints"] = pool;
+  s.cluster().apply(node);
+
+  const auto r = s.run(s.settings());
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  EXPECT_EQ(writes_of(s.cluster().requests()).node_patches, 2U) << listing(s.cluster().requests());
+  EXPECT_THAT(r.log, Not(HasSubstr("Tainting node")));
+  EXPECT_THAT(r.log, HasSubstr("not adding a second one"));
+  expect_restored(s);
+  EXPECT_EQ(s.state().taints, pool);
+}
+
+// A client bound after the first write (the workloads' eviction under way) is found by the look for late
+// arrivals: the taint it needs is a write of its own, made before the client is evicted.
+TEST(UninstallWrites, ATaintNeededOnlyAfterTheFirstWriteIsAWriteOfItsOwn) {
+  MemoryScenario s;
+  s.deploy({.operands = default_mem_operands(),
+            .pods = {{.name = "trainer", .request_gpu = true, .terminate_after = "0.5"}}});
+  std::thread late([&s] {
+    if (eventually([&] { return s.requests_with("/pods/trainer/eviction") > 0; }, 30,
+                   std::chrono::milliseconds(2))) {
+      s.deploy_pod({.name = "agent", .gpu_client = "true"});
+    }
+  });
+
+  const auto r = s.run(s.settings());
+  late.join();
+
+  ASSERT_EQ(r.exit_code, 0) << r.log;
+  const auto requests = s.cluster().requests();
+  // The first write, the state of the phase the late arrival opens, the taint, the end.
+  EXPECT_EQ(writes_of(requests).node_patches, 4U) << listing(requests);
+  ASSERT_THAT(r.log, HasSubstr("Tainting node node-a"));
+  EXPECT_LT(r.log.find("Tainting node node-a"), r.log.find("evicting pod workloads/agent")) << r.log;
+  expect_restored(s);
+  EXPECT_THAT(s.state().taints, IsEmpty());
+}
+
+// A failure after the first write takes off the taint it added, with everything else it changed.
+TEST(UninstallWrites, AFailureAfterTheFirstWriteRemovesTheTaintItAdded) {
+  MemoryScenario s;
+  deploy_with_client(s);
+  s.cluster().fail({.verb = "evict", .path_part = "trainer", .status = 403, .times = -1});
+  auto settings = s.settings();
+  settings.enable_auto_drain = false;
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 1) << r.log;
+  EXPECT_THAT(r.log, HasSubstr("Tainting node node-a"));
+  EXPECT_THAT(r.log, HasSubstr("Removing taint nvidia.com/gpu:NoSchedule (added by driver-manager)"));
+  expect_restored(s);
+  EXPECT_THAT(s.state().taints, IsEmpty());
 }
 
 // The write that ends the run is built from the node as read just before it; a conflict reads the node
@@ -204,7 +320,7 @@ TEST(UninstallWrites, ARefusedFirstWriteLeavesNothingToUndo) {
 TEST(UninstallWrites, AFirstWriteWithoutAnAnswerIsUndoneOnlyWhenItWasApplied) {
   for (const bool applied : {true, false}) {
     MemoryScenario s;
-    deploy_light(s);
+    deploy_with_client(s);  // the first write carries the taint too
     const std::string first = "gpu-driver-manager.paused-labels";
     s.cluster().fail({.verb = "patch", .body_part = first, .status = 0, .times = 1, .applied = applied});
     s.cluster().fail({.verb = "patch", .body_part = first, .status = 500, .times = -1});
@@ -221,6 +337,7 @@ TEST(UninstallWrites, AFirstWriteWithoutAnAnswerIsUndoneOnlyWhenItWasApplied) {
 
     EXPECT_EQ(r.exit_code, 143) << r.log;
     expect_restored(s);
+    EXPECT_THAT(s.state().taints, IsEmpty());
     if (HasFailure()) std::cerr << r.log;
     EXPECT_EQ(r.log.find("did not reach node node-a: nothing to restore") != std::string::npos, !applied)
         << r.log;

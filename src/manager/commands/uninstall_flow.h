@@ -115,6 +115,8 @@ class Uninstall {
   // The run's first write when the lease is still to be taken.
   Status first_write(const nlohmann::json& labels, FirstWrite& first);
   Status take_lease_if_pending(FirstWrite& first);
+  // The first write carries the GPU client taint too (uninstall_writes.cc).
+  [[nodiscard]] bool taints_with_first_write() const;
   // Before the cleanup: with no first write yet, or one that may or may not have been applied and a node
   // that does not carry this run's lease, nothing of the run is on the node: the undo list is emptied.
   void forget_changes_not_made();

@@ -1,7 +1,9 @@
 // The run's node writes that carry several changes at once (NodeOps::write_folded): the first one, which
-// takes the lease with the label pause and the cordon, and the last one, which undoes the run's changes
-// and releases the lease (docs/behaviour.md, One run per node and The undo list).
+// takes the lease with the label pause, the cordon and the GPU client taint, and the last one, which undoes
+// the run's changes and releases the lease (docs/behaviour.md, One run per node and The undo list).
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "kube/objects.h"
 #include "manager/commands/uninstall_flow.h"
@@ -20,7 +22,8 @@ Result<nlohmann::json> Uninstall::wait_for_lease(const nlohmann::json& node) {
 }
 
 // The first write of a path that pauses labels takes the lease with them, with their record and the
-// state, and with the cordon when this run cordons (docs/behaviour.md, One run per node). Until it is
+// state, with the cordon when this run cordons, and with the GPU client taint when the client reset that
+// follows would add it (docs/behaviour.md, One run per node). Until it is
 // applied, nothing of this run is on the node: a refused or failed first write leaves nothing to undo.
 Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
   first.lease_pending = false;
@@ -43,6 +46,7 @@ Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
       part.applied.emplace_back([&first] { first.cordoned = true; });
     });
   }
+  if (taints_with_first_write()) folds.push_back(gpu_clients_->taint_fold());
   const auto seen = known_node_.copy();
   bool maybe_applied = false;
   auto s = node_.write_folded(folds, "labels and lease", seen ? &*seen : nullptr, &maybe_applied);
@@ -56,6 +60,17 @@ Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
   if (!labels.empty()) reporter_.progress().add_paused_labels(labels.size());
   reporter_.carried();
   return s;
+}
+
+// The client reset that follows the first write would taint the node at once (its first look, taken now
+// over the pod watch): the taint goes with that write, one write fewer. A taint the own pod does not
+// tolerate is left to the reset, which refuses it; one needed only later (a client bound after this look,
+// a DRA plugin client) is a write of its own, as before.
+bool Uninstall::taints_with_first_write() const {
+  if (!gpu_clients_ || taint_refusal_) return false;
+  const bool resets = std::any_of(flow_.steps.begin(), flow_.steps.end(),
+                                  [](const auto& planned) { return planned.step == Step::kTakeGpuUsersOff; });
+  return resets && gpu_clients_->reset_will_taint();
 }
 
 void Uninstall::forget_changes_not_made() {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/duration_text.h"
+#include "kube/objects.h"
 #include "manager/pods/eviction.h"
 
 namespace dm::manager {
@@ -147,6 +148,43 @@ bool GpuClientReset::dra_plugin_clients_present() const {
   const PodListDecision decision =
       decide_pods(pipeline(GpuClientPhase::kDraPlugin, effective_taint_.value_or(*taint_)), pods_.snapshot());
   return !decision.ok() || client_reset_needs_taint(decision);
+}
+
+bool GpuClientReset::reset_will_taint() const {
+  if (!taint_ || effective_taint_) return false;
+  return client_reset_needs_taint(
+      decide_pods(pipeline(GpuClientPhase::kWithOperands, *taint_), pods_.snapshot()));
+}
+
+void GpuClientReset::say_tainting() const {
+  spdlog::info("Tainting node {} with {} so that evicted GPU client pods are not scheduled back",
+               settings_.node_name, taint_->to_string());
+}
+
+NodeFold GpuClientReset::taint_fold() {
+  return [this](const Json& node, FoldedPatch& part) {
+    if (!taint_ || effective_taint_) return;
+    TaintAddDecision plan = decide_taint_add(node, *taint_);
+    // An earlier attempt of this write that went through unanswered: the taint on the node is that one.
+    const bool added_unanswered = plan.outcome == TaintOutcome::kAlreadyOurs && taint_folded_;
+    if (!added_unanswered) {
+      if (plan.outcome != TaintOutcome::kAdded || !plan.patch) return;  // the reset decides, on a fresh read
+      owned_ = true;  // before the write, as ensure_taint() does
+      taint_folded_ = true;
+      register_undo();
+      part.body = std::move(*plan.patch);
+      part.body["metadata"].erase("resourceVersion");  // the write sets it
+    }
+    part.applied.emplace_back([this] {
+      effective_taint_ = *taint_;
+      // The write's answer is the known node now (or a newer one): a list not older than it has every pod
+      // bound before the taint.
+      if (known_ != nullptr) {
+        if (auto seen = known_->copy()) taint_in_place_at_ = kube::resource_version(*seen);
+      }
+      say_tainting();
+    });
+  };
 }
 
 Status GpuClientReset::ensure_taint() {

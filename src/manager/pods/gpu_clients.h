@@ -48,7 +48,10 @@ class GpuClientReset {
   // run's pod does not tolerate the taint, and the check before the first write found nothing to taint for.
   void refuse_to_taint(Error why) { taint_ops_.refuse_to_add(std::move(why)); }
   // The taint starts from `known`'s copy of the node instead of a GET (TaintOps::use_known_node).
-  void use_known_node(KnownNode* known) { taint_ops_.use_known_node(known); }
+  void use_known_node(KnownNode* known) {
+    known_ = known;
+    taint_ops_.use_known_node(known);
+  }
   // The label pause as the run reads it right before pausing (with the DaemonSets' templates); called before
   // the reset starts.
   void use_label_pause(std::shared_ptr<const LabelPause> pause) { label_pause_ = std::move(pause); }
@@ -59,6 +62,16 @@ class GpuClientReset {
   // On a path that will unload the driver: keeps such a taint on (its clients stay away) and registers its
   // removal, which runs after the unload like that of a taint added by this run.
   void adopt_leftover_taint(const nlohmann::json& node);
+  // The first look of reset_clients() over the pod watch, taken now: it would taint the node (no client
+  // refused, some to evict or wait for, no taint in place yet).
+  [[nodiscard]] bool reset_will_taint() const;
+  // The taint as a part of the run's first node write (NodeOps::write_folded), for a run that knows before
+  // that write that its reset will taint the node: decided from the node read for the write, it adds the
+  // taint with our ownership annotation (its removal registered before the write, which may be applied
+  // without an answer) and says "Tainting node ..." once the write was applied; the reset then finds the
+  // taint in place and writes nothing. Nothing when the node has a taint with its key and effect already
+  // (ours or not): the reset decides that one on its own, as without this part.
+  [[nodiscard]] NodeFold taint_fold();
   // Resets the annotated clients that are not DRA plugins (while the operands are waited for). `stop`
   // stops its evictions and waits like SIGTERM (the flow fires it when the operand wait fails).
   Status reset_clients();
@@ -85,6 +98,7 @@ class GpuClientReset {
   Status evict(const std::vector<EvictionTarget>& targets, const std::string& what,
                const CancelToken& cancel);
   Status ensure_taint();
+  void say_tainting() const;
   void register_undo();
   [[nodiscard]] PodPipeline pipeline(GpuClientPhase phase, const std::optional<kube::Taint>& taint) const;
   // The pods on the node right after tainting: a consistent LIST (the watch may lag by a few events) whose
@@ -100,6 +114,8 @@ class GpuClientReset {
   UndoList& undo_;
   std::shared_ptr<const LabelPause> label_pause_;
   TaintOps taint_ops_;
+  KnownNode* known_ = nullptr;  // the node as last seen (the folded taint's re-list floor)
+  bool taint_folded_ = false;   // taint_fold() put the taint into an attempt of the first write
   Result<kube::Taint> taint_;
   std::optional<kube::Taint> effective_taint_;  // the taint keeping clients off (ours, or one already there)
   bool owned_ = false;
