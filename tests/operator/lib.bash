@@ -8,10 +8,13 @@
 #   host root at /run/nvidia, the bridge as the pods' gateway, kube-proxy for the `kubernetes` Service);
 # * the stand-in images (tests/operator/standin-images.sh) under the operator's image names;
 # * the operator's CRDs, its namespace, the NFD labels it reads on the node;
-# * the operator binary (unpacked from $DM_SHARED/peers/gpu-operator) run out of cluster in a private mount
-#   namespace whose /opt is a tmpfs with the operator's assets and manifests at /opt/gpu-operator;
-# * a ClusterPolicy made from the chart's values (the peers' clusterpolicy-from-values.py) with the changes
-#   op_policy lists.
+# * the operator installed as users install it: the chart (peers/gpu-operator/chart) by Helm, with the test's
+#   choices in tests/operator/helm-values.yaml (op_helm_install); the operator runs in the cluster as the
+#   chart's Deployment, from an image holding its binary and assets (unpacked from $DM_SHARED/peers/
+#   gpu-operator) under its own name;
+# * bench/operator-upgrade still runs the operator out of cluster (op_start_operator, op_policy): a private
+#   mount namespace whose /opt is a tmpfs with the operator's assets and manifests at /opt/gpu-operator, and a
+#   ClusterPolicy made from the chart's values (the peers' clusterpolicy-from-values.py).
 
 OP_NS=gpu-operator
 OP_NODE=gpu-node-1
@@ -33,7 +36,7 @@ op_check_peers() {
   OP_SHARED=$(realpath -m "${DM_SHARED:-$SRC/../shared}")
   OP_PEERS="$OP_SHARED/peers/gpu-operator"
   local f
-  for f in gpu-operator.xz clusterpolicy-from-values.py values.yaml crds assets manifests; do
+  for f in gpu-operator.xz clusterpolicy-from-values.py values.yaml crds assets manifests chart/Chart.yaml; do
     if [[ ! -e "$OP_PEERS/$f" ]]; then
       echo "SKIP: no stock GPU Operator at $OP_PEERS ($f missing; set DM_SHARED to the folder holding peers/)"
       exit 77
@@ -66,11 +69,12 @@ op_unpack() {
 
 k() { kubectl --kubeconfig "$OP_KC" "$@"; }
 
-# Images of the operator's names: the driver at every version the scenarios use, and the validator.
+# Images of the operator's names: the driver at every version the scenarios use, and the operator's own
+# (its binary and assets, and the validator's stand-in: both run from that image).
 op_image_names() {
   local v
   for v in "${OP_VERSIONS[@]}"; do printf 'nvcr.io/nvidia/driver:%s-%s\n' "$v" "$OP_OS_TAG"; done
-  printf '%s\n' nvcr.io/nvidia/gpu-operator:v26.7.0
+  printf '%s\n' operator=nvcr.io/nvidia/gpu-operator:v26.7.0
 }
 
 OP_CLEANUP=()
@@ -86,7 +90,7 @@ op_up() {
   OP_WORK=$(mktemp -d /tmp/dm-operator.XXXXXX)
   OP_CLEANUP+=("rm -rf '$OP_WORK'")
   local images
-  images=$("$SRC/tests/operator/standin-images.sh" /var/cache/driver-manager-operator-standins \
+  images=$(STANDIN_OPERATOR=$OP_CACHE "$SRC/tests/operator/standin-images.sh" /var/cache/driver-manager-operator-standins \
     $(op_image_names) | tr '\n' ' ') || op_die "cannot build the stand-in images"
   images+=" ${OP_EXTRA_IMAGES:-}"
   # The API server also listens on the node's bridge address, where kube-proxy sends the `kubernetes`
@@ -120,6 +124,36 @@ EOF
     "feature.node.kubernetes.io/kernel-version.full=$kernel" >/dev/null
   op_wait 60 "the default ServiceAccount of $OP_NS" \
     '[[ -n $(k -n "$OP_NS" get sa default -o jsonpath="{.metadata.name}" 2>/dev/null) ]]'
+}
+
+# helm with its own configuration and caches in $OP_WORK, on the test cluster. The binary comes from
+# `scripts/cluster build helm` (ctest's build.helm fixture; a no-op once built).
+op_helm() {
+  local bin; bin=$(command -v helm 2>/dev/null) || bin=${K8S_CACHE:-/var/cache/driver-manager-test-cluster}/bin/helm
+  [[ -x $bin ]] || op_die "no helm (scripts/cluster build helm)"
+  HELM_CONFIG_HOME="$OP_WORK/helm/config" HELM_CACHE_HOME="$OP_WORK/helm/cache" \
+    HELM_DATA_HOME="$OP_WORK/helm/data" "$bin" --kubeconfig "$OP_KC" "$@"
+}
+
+# op_helm_install VERSION: the chart installed as a user installs it (`helm install`), with the test's values
+# and the driver at VERSION; the operator's Deployment Ready. The ClusterPolicy it rendered is kept in
+# $OP_WORK/clusterpolicy.yaml.
+op_helm_install() {
+  op_helm install gpu-operator "$OP_PEERS/chart" -n "$OP_NS" -f "$SRC/tests/operator/helm-values.yaml" \
+    --set "driver.version=$1" >"$OP_WORK/helm-install.log" 2>&1 ||
+    { cat "$OP_WORK/helm-install.log" >&2; op_die "helm install failed"; }
+  OP_IN_CLUSTER=1
+  op_wait 180 "the operator's Deployment to be available" \
+    '[[ $(k -n "$OP_NS" get deploy gpu-operator -o jsonpath="{.status.availableReplicas}" 2>/dev/null) == 1 ]]' ||
+    { op_debug; op_die "the operator did not start"; }
+  k get clusterpolicy cluster-policy -o yaml >"$OP_WORK/clusterpolicy.yaml" ||
+    op_die "the chart made no ClusterPolicy"
+}
+
+# The operator's log so far, into $OP_WORK/operator.log (in the cluster: from its pod).
+op_operator_log() {
+  [[ -n ${OP_IN_CLUSTER:-} ]] || return 0
+  k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 >"$OP_WORK/operator.log" 2>&1 || true
 }
 
 # The operator, out of cluster, in a private mount namespace with its assets at /opt/gpu-operator.
@@ -274,6 +308,7 @@ op_debug() {
     | "\(.type) \(.reason // "") \(.message // "")"] | join("; "))"'
   echo "--- events (last 30)"
   k get events -A --sort-by=.lastTimestamp 2>&1 | tail -n 30
+  op_operator_log
   echo "--- the upgrade controller's log (last 25 lines)"
   grep -E '"(upgrade|logger)":"?[^,]*upgrade|Upgrade|upgrade state' "$OP_WORK/operator.log" 2>/dev/null | tail -n 25
   echo "--- operator log (last 40 lines)"

@@ -3,11 +3,13 @@
 # ClusterPolicy (and NVIDIADriver) controller renders the driver DaemonSet, its upgrade controller walks the
 # node through its upgrade states, and our init container does its part, on a real node (containerd, kubelet,
 # kube-proxy) of a real control plane. One control plane, node and operator for all scenarios, in order:
-#   install   ClusterPolicy created: the no-driver path, the driver and the validator up, upgrade-done
-#   upgrade   annotated GPU clients and a GPU workload; a new driver version: clients reset, driver unloaded,
-#             everything back, nothing of ours left
-#   blocked   a client held by a PodDisruptionBudget: each attempt fails naming it and restores the node;
-#             the budget relaxed: the next attempt completes
+#   install   the chart installed by Helm (the operator in the cluster, its ClusterPolicy): the no-driver
+#             path, the driver and the validator up, upgrade-done
+#   upgrade   annotated GPU clients and a GPU workload; the README's Helm upgrade with the project's values
+#             file and a new driver version: clients reset, driver unloaded, everything back, nothing of
+#             ours left
+#   blocked   the documented ClusterPolicy patch; a client held by a PodDisruptionBudget: each attempt fails
+#             naming it and restores the node; the budget relaxed: the next attempt completes
 #   crd       the NVIDIADriver CRD path: the same init container, one install and one upgrade
 # Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
 # saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
@@ -25,8 +27,7 @@ trap 'op_watch_stop; op_down' EXIT
 t_all=$(date +%s)
 op_unpack
 op_up
-op_start_operator
-printf '[ operator ] control plane, node and operator up in %d s\n' $(($(date +%s) - t_all))
+printf '[ operator ] control plane and node up in %d s\n' $(($(date +%s) - t_all))
 
 # A scenario's end: its wall time and the label sequence.
 scenario_end() {
@@ -66,7 +67,8 @@ fail_debug() { fail "$@"; op_debug; [[ -z ${OP_WATCH_PID:-} ]] || echo "--- $OP_
 t0=$(date +%s)
 op_watch_start install
 v=${OP_VERSIONS[0]}
-op_policy "$v"
+op_helm_install "$v"
+pass "install: helm installed the chart and the operator runs in the cluster as its Deployment"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
   check_eq "install: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
@@ -89,15 +91,22 @@ for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do befo
 t0=$(date +%s)
 op_watch_start upgrade
 v=${OP_VERSIONS[1]}
-# A new driver version, and the manager image swapped the way docs/gpu-operator.md gives it for a
-# ClusterPolicy without Helm (the same image under another tag).
-k patch clusterpolicy cluster-policy --type merge --patch-file "$(doc_patch clusterpolicy-patch.yaml swap)" \
-  >/dev/null || fail "upgrade: the documented ClusterPolicy patch applies"
-k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\"}}}" >/dev/null
+# The README's Helm upgrade, with deploy/gpu-operator/values.yaml as it is: the image it names is this
+# build's, under that name in the node's containerd; and a new driver version.
+values_image=$(python3 -c 'import sys, yaml
+m = yaml.safe_load(open(sys.argv[1]))["driver"]["manager"]
+print("%s/%s:%s" % (m["repository"], m["image"], m["version"]))' "$SRC/deploy/gpu-operator/values.yaml")
+"$SRC/scripts/node" ctr "$OP_NODE_STATE" images tag --force localhost/driver-manager:dev "$values_image" >/dev/null ||
+  op_die "cannot tag the image as $values_image"
+op_helm upgrade gpu-operator "$OP_PEERS/chart" -n "$OP_NS" --reuse-values -f "$SRC/deploy/gpu-operator/values.yaml" \
+  --set "driver.version=$v" >"$OP_WORK/helm-upgrade.log" 2>&1 ||
+  fail "upgrade: helm upgrade --reuse-values with the project's values file" "$(cat "$OP_WORK/helm-upgrade.log")"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
-  check_eq "upgrade: the documented ClusterPolicy patch set the init container's image" \
-    localhost/driver-manager:swap "$(init_image "$pod")"
+  check_eq "upgrade: the values file set the init container's image" "$values_image" "$(init_image "$pod")"
+  check_eq "upgrade: ... and --reuse-values kept the init container's environment" /run/nvidia \
+    "$(k -n "$OP_NS" get pod "$pod" -o json | jq -r '.spec.initContainers[] | select(.name == "k8s-driver-manager")
+      | .env[]? | select(.name == "DRIVER_MANAGER_SIM_ROOT") | .value')"
   check_eq "upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
   check_has "upgrade: it saw the operator's upgrade policy" "Auto upgrade policy of the GPU driver on the node is enabled" "$log"
@@ -166,6 +175,10 @@ op_wait 60 "the budget to allow no disruption" \
 t0=$(date +%s)
 op_watch_start blocked
 v=${OP_VERSIONS[2]}
+# The manager image swapped the way docs/gpu-operator.md gives it for a ClusterPolicy without Helm (the same
+# image under another tag; on a Helm install the patch holds until the next helm upgrade renders the policy).
+k patch clusterpolicy cluster-policy --type merge --patch-file "$(doc_patch clusterpolicy-patch.yaml swap)" \
+  >/dev/null || fail "blocked: the documented ClusterPolicy patch applies"
 # With the new version, a 20 s client deadline (GPU_CLIENT_EVICTION_TIMEOUT, default 5 min), so that an
 # attempt held by the budget fails in seconds; it stays for the rest of the run.
 k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\",
@@ -210,6 +223,8 @@ check_eq "blocked: the controller waits in pod-restart-required" pod-restart-req
 k -n gpu-apps patch pdb gpu-metrics-budget --type merge -p '{"spec":{"minAvailable":0}}' >/dev/null
 if op_wait_upgrade_done 480 "$v"; then
   check_eq "blocked: the same pod's next attempt completed" "$first_pod" "$(op_driver_pod)"
+  check_eq "blocked: the documented ClusterPolicy patch set the init container's image" \
+    localhost/driver-manager:swap "$(init_image "$first_pod")"
   read -r _ s e <<<"$(init_phase "$first_pod")"
   check_eq "blocked: ... exit 0 after the failed attempts" "terminated 0" "$s $e"
   check_no_takeover "blocked: the completing attempt found nothing of the failed ones left" \

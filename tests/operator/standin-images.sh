@@ -17,7 +17,14 @@ src="$here/../fixtures/operator/standin"
 mkdir -p "$out"
 exec 9>"$out/.lock"
 flock 9
-stamp=$( (cat "$src"/* "${BASH_SOURCE[0]}" /bin/busybox; printf '%s\n' "$@") | sha256sum | cut -d' ' -f1)
+operator=${STANDIN_OPERATOR:-}
+if [[ " $* " == *" operator="* ]]; then
+  [[ -x $operator/gpu-operator && -d $operator/opt ]] ||
+    { echo "standin-images: operator=NAME needs STANDIN_OPERATOR, a directory with gpu-operator and opt/" >&2; exit 1; }
+fi
+stamp=$( (cat "$src"/* "${BASH_SOURCE[0]}" /bin/busybox; printf '%s\n' "$@"
+  if [[ -n $operator ]]; then cat "$operator/gpu-operator"; find "$operator/opt" -type f | sort | xargs cat; fi) |
+  sha256sum | cut -d' ' -f1)
 if [[ "$(cat "$out/.stamp" 2>/dev/null)" == "$stamp" ]]; then
   for i in $(seq 1 $#); do printf '%s\n' "$out/$i.tar"; done
   exit 0
@@ -37,9 +44,18 @@ bah config --env PATH=/usr/bin:/bin --cmd /usr/bin/sleep-forever "$ctr"
 base="localhost/operator-standin:build-$$"
 bah commit --quiet "$ctr" "$base" >/dev/null
 i=0
-for name in "$@"; do
+for arg in "$@"; do
   i=$((i + 1))
-  bah tag "$base" "$name"
+  name=${arg#operator=}
+  if [[ $arg == operator=* ]]; then
+    octr=$(bah from "$base")
+    bah copy "$octr" "$operator/gpu-operator" /usr/bin/gpu-operator >/dev/null
+    bah copy "$octr" "$operator/opt" /opt/gpu-operator >/dev/null
+    bah commit --quiet "$octr" "$name" >/dev/null
+    bah rm "$octr" >/dev/null
+  else
+    bah tag "$base" "$name"
+  fi
   bah push --quiet "$name" "oci-archive:$out/$i.tar:$name" >/dev/null
   bah rmi "$name" >/dev/null
   printf '%s\n' "$out/$i.tar"

@@ -1,0 +1,4 @@
+//go:build tools
+
+// Package tools only anchors the module: scripts/cluster builds the Helm command from here.
+package tools
