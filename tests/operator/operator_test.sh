@@ -92,14 +92,16 @@ t0=$(date +%s)
 op_watch_start upgrade
 v=${OP_VERSIONS[1]}
 # The README's Helm upgrade, with deploy/gpu-operator/values.yaml as it is: the image it names is this
-# build's, under that name in the node's containerd; and a new driver version.
+# build's, under that name in the node's containerd; and a new driver version. Helm 4 applies a release it
+# installed server-side, and the test's nudges have changed the ClusterPolicy with kubectl since: as
+# docs/gpu-operator.md says for that case, --force-conflicts (the chart's values win).
 values_image=$(python3 -c 'import sys, yaml
 m = yaml.safe_load(open(sys.argv[1]))["driver"]["manager"]
 print("%s/%s:%s" % (m["repository"], m["image"], m["version"]))' "$SRC/deploy/gpu-operator/values.yaml")
 "$SRC/scripts/node" ctr "$OP_NODE_STATE" images tag --force localhost/driver-manager:dev "$values_image" >/dev/null ||
   op_die "cannot tag the image as $values_image"
 op_helm upgrade gpu-operator "$OP_PEERS/chart" -n "$OP_NS" --reuse-values -f "$SRC/deploy/gpu-operator/values.yaml" \
-  --set "driver.version=$v" >"$OP_WORK/helm-upgrade.log" 2>&1 ||
+  --force-conflicts --set "driver.version=$v" >"$OP_WORK/helm-upgrade.log" 2>&1 ||
   fail "upgrade: helm upgrade --reuse-values with the project's values file" "$(cat "$OP_WORK/helm-upgrade.log")"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
