@@ -126,7 +126,7 @@ peers_setup() {  # peers_setup <scenario> <node>: operands, pods, node-sim; wait
       for o in "${OPERANDS[@]:0:2}"; do labels+=("nvidia.com/gpu.deploy.${o#*:}=true"); done
       k label node "$node" --overwrite "${labels[@]}" >/dev/null
       k create namespace "$ns" >/dev/null
-      wait_for 60 secret_of "$ns" default || die "no default service account token in $ns"
+      wait_for 60 sa_exists "$ns" default || die "no default service account in $ns"
       {
         POD_TERM=2 deployment_yaml "$ns" workloads 2 "$node" '' gpu
         if [[ $1 == clients ]]; then
