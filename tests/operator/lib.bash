@@ -129,8 +129,8 @@ EOF
 # helm with its own configuration and caches in $OP_WORK, on the test cluster. The binary comes from
 # `scripts/cluster build helm` (ctest's build.helm fixture; a no-op once built).
 op_helm() {
-  local bin; bin=$(command -v helm 2>/dev/null) || bin=${K8S_CACHE:-/var/cache/driver-manager-test-cluster}/bin/helm
-  [[ -x $bin ]] || op_die "no helm (scripts/cluster build helm)"
+  local bin=${K8S_CACHE:-/var/cache/driver-manager-test-cluster}/bin/helm
+  [[ -x $bin ]] || op_die "no pinned helm at $bin (scripts/cluster build helm)"
   HELM_CONFIG_HOME="$OP_WORK/helm/config" HELM_CACHE_HOME="$OP_WORK/helm/cache" \
     HELM_DATA_HOME="$OP_WORK/helm/data" "$bin" --kubeconfig "$OP_KC" "$@"
 }
