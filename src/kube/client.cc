@@ -240,7 +240,8 @@ Result<Json> Client::Impl::send(const Call& call) {
     if (spent >= budget) return attempt == 0 && budget == Duration::zero() ? err : gave_up(err, spent);
     const auto delay = std::min<Duration>(
         backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after)), budget - spent);
-    outage_log.unanswered(clock->now(), err.message, budget - spent);
+    outage_log.unanswered(clock->now(), err.message, budget - spent,
+                          resp.status == 429 ? Unanswered::kTooManyRequests : Unanswered::kNoAnswer);
     spdlog::debug("{}; retrying in {}", err.message, format_duration(delay, DurationStyle::kWholeSeconds));
     if (!clock->sleep_for(delay, cancel)) return Error::cancellation(what + ": cancelled");
   }

@@ -262,7 +262,8 @@ class ListWatch {
     }
     std::optional<Duration> left;
     if (!deadline_.unlimited()) left = deadline_.remaining(clock_);
-    im_.outage_log.unanswered(clock_.now(), err.message, left);
+    im_.outage_log.unanswered(clock_.now(), err.message, left,
+                              err.http_status == 429 ? Unanswered::kTooManyRequests : Unanswered::kNoAnswer);
     spdlog::debug("{}; {}", err.message, next);
   }
 

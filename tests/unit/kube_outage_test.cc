@@ -265,6 +265,12 @@ TEST(RetryUntilDeadlineTest, WithoutADeadlineTheClientsBudgetApplies) {
   EXPECT_EQ(server.requests() - before, 1);
 }
 
+size_t occurrences(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 TEST(RetryUntilDeadlineTest, A429IsMetWithItsRetryAfterUntilTheServerTakesTheRequest) {
   ScriptedServer server;
   test::FakeClock clock;
@@ -273,12 +279,23 @@ TEST(RetryUntilDeadlineTest, A429IsMetWithItsRetryAfterUntilTheServerTakesTheReq
   replies.push_back(200);
   server.script(replies);
   const TimePoint start = clock.now();
+  const test::LogCapture log;
   // A create with a generated name: a write a second attempt could repeat, but a 429 says it did not happen.
   auto r = client->create("/api/v1/namespaces/a/events",
                           {{"kind", "Event"}, {"metadata", {{"generateName", "e-"}}}});
   EXPECT_TRUE(r) << r.error().message;
   EXPECT_EQ(server.requests(), 11);
   EXPECT_EQ(clock.now() - start, 70s) << "each wait is the server's Retry-After";
+  // An overloaded server is said to be one: nobody should go looking for a dead API server.
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text,
+                        "warning The API server is overloaded and turning requests away: POST "
+                        "/api/v1/namespaces/a/events: "),
+            1U)
+      << text;
+  EXPECT_EQ(occurrences(text, "not answer"), 0U) << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("The API server has turned requests away for "));
+  EXPECT_EQ(occurrences(text, "info The API server is taking requests again after 1m10s"), 1U) << text;
 }
 
 TEST(RetryUntilDeadlineTest, AWriteThatMayHaveArrivedIsNotSentAgainWhateverTheDeadline) {
@@ -359,12 +376,6 @@ TEST(TooManyRequestsTest, ANodeWriteRidesOutABurstOf429s) {
   EXPECT_THAT(log.text(), ::testing::Not(::testing::HasSubstr("Failed to update")));
 }
 
-size_t occurrences(const std::string& text, const std::string& what) {
-  size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
-  return n;
-}
-
 TEST(OutageLogTest, OneLineWhenItBeginsOneEvery15sWhileItLastsOneWhenItEnds) {
   const test::LogCapture log;
   OutageLog outage;
@@ -387,6 +398,27 @@ TEST(OutageLogTest, OneLineWhenItBeginsOneEvery15sWhileItLastsOneWhenItEnds) {
   EXPECT_THAT(
       text, ::testing::HasSubstr("has not answered for 45s: GET /x: refused; trying again for up to 4m15s"));
   EXPECT_EQ(occurrences(text, "info The API server is answering again after 52s"), 1U) << text;
+}
+
+TEST(OutageLogTest, TooManyRequestsIsAnOverloadNotAnOutage) {
+  const test::LogCapture log;
+  OutageLog outage;
+  const TimePoint t0{std::chrono::hours(1)};
+  for (auto t = 0s; t <= 20s; t += 1s)
+    outage.unanswered(t0 + t, "GET /x: 429", 60s - t, Unanswered::kTooManyRequests);
+  outage.answered(t0 + 21s);
+  outage.unanswered(t0 + 30s, "GET /x: refused", std::nullopt);  // a real outage later: said as one
+  outage.answered(t0 + 31s);
+  const std::string text = log.text();
+  EXPECT_EQ(occurrences(text, "\n"), 5U) << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("warning The API server is overloaded and turning requests away: "
+                                         "GET /x: 429; trying again for up to 1m0s\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("warning The API server has turned requests away for 15s: GET /x: "
+                                         "429; trying again for up to 45s\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("info The API server is taking requests again after 21s\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("warning The API server is not answering: GET /x: refused; trying "
+                                         "again\n"));
+  EXPECT_THAT(text, ::testing::HasSubstr("info The API server is answering again after 1s\n"));
 }
 
 TEST(OutageLogTest, AnOutageAfterTheLastOneEndedBeginsAfresh) {
