@@ -30,6 +30,7 @@
 // the API-server stop at every boundary (plus one freeze, two recovers and four overloads) and the other
 // paths SIGKILL;
 // DM_SWEEP_ALL=1 (bench/sweep) runs every fault on every path; DM_SWEEP_ONLY=a,b only those boundaries.
+// BadNetwork: the node's link to the API server partitioned, slow and reset (a relay per fault).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -53,6 +54,7 @@
 #include "fixtures/uninstall/fixture.h"
 #include "manager/commands/flow_plan.h"
 #include "manager/commands/progress.h"
+#include "support/tcp_relay.h"
 
 namespace dm::test::uninstall {
 namespace {
@@ -167,7 +169,18 @@ std::vector<Boundary> boundaries(const PathSpec& path) {
   return out;
 }
 
-enum class Fault { kSigkill, kSigterm, kApiStop, kApiFreeze, kOverload, kRecover };
+// The link faults (BadNetwork) are not columns of the sweep's tables: they have a test of their own.
+enum class Fault {
+  kSigkill,
+  kSigterm,
+  kApiStop,
+  kApiFreeze,
+  kOverload,
+  kRecover,
+  kPartition,
+  kSlowLink,
+  kReset
+};
 constexpr std::array kAllFaults = {Fault::kSigkill,   Fault::kSigterm,  Fault::kApiStop,
                                    Fault::kApiFreeze, Fault::kOverload, Fault::kRecover};
 
@@ -185,6 +198,12 @@ const char* fault_name(Fault f) {
       return "API 429s 30s";
     case Fault::kRecover:
       return "SIGKILL+recover";
+    case Fault::kPartition:
+      return "link partitioned 45s";
+    case Fault::kSlowLink:
+      return "link 500ms + 10% 1s stalls, 60s";
+    case Fault::kReset:
+      return "connections reset at 2, 6, 12s";
   }
   return "?";
 }
@@ -429,6 +448,7 @@ class FaultSweep : public UninstallSuite {
     Checks c{};
     std::string text{};
     std::string extra_log{};
+    std::string kubeconfig{};  // the run's, when not the service account's own (through a relay)
   };
 
   // The node, the run, and the run stopped (SIGSTOP) the moment it logs the boundary's line: every fault
@@ -436,8 +456,8 @@ class FaultSweep : public UninstallSuite {
   static void reach(Case& k) {
     k.s = prepare(k.path, k.b, k.node);
     k.before = k.s->state();
-    k.dm =
-        k.s->start(sa_kubeconfig(), cluster().state_dir() + "/" + k.node + ".log", run_env(*k.s, k.b.fails));
+    k.dm = k.s->start(k.kubeconfig.empty() ? sa_kubeconfig() : k.kubeconfig,
+                      cluster().state_dir() + "/" + k.node + ".log", run_env(*k.s, k.b.fails));
     std::string line = k.b.line;
     if (const auto at = line.find("{node}"); at != std::string::npos) line.replace(at, 6, k.node);
     if (!wait_line(*k.dm, line, 180)) {
@@ -548,11 +568,7 @@ class FaultSweep : public UninstallSuite {
     } else {
       overload(true);
     }
-    for (auto& k : cases) {
-      if (!k->reached) continue;
-      k->dm->signal(SIGCONT);
-      if (k->b.hold == Hold::kMofed) release_mofed(*k->s);
-    }
+    let_go(cases);
     std::this_thread::sleep_for(lasting);
     if (f == Fault::kApiStop) {
       cluster().start_apiserver();
@@ -617,6 +633,32 @@ class FaultSweep : public UninstallSuite {
   }
 
   static constexpr size_t kThreads = 4;
+
+  // Every reached run let go (at the beginning of a fault).
+  static void let_go(std::vector<std::unique_ptr<Case>>& cases) {
+    for (auto& k : cases) {
+      if (!k->reached) continue;
+      k->dm->signal(SIGCONT);
+      if (k->b.hold == Hold::kMofed) release_mofed(*k->s);
+    }
+  }
+
+  // The service account's kubeconfig with a relay in place of the API server (its port).
+  static std::string kubeconfig_via(const TcpRelay& relay, const std::string& name) {
+    static const std::regex kServer(R"(server: https://127\.0\.0\.1:\d+)");
+    const std::string path = cluster().state_dir() + "/sa-via-" + name + ".kubeconfig";
+    write_file(path, std::regex_replace(read_file(sa_kubeconfig()), kServer,
+                                        "server: https://127.0.0.1:" + std::to_string(relay.port())));
+    return path;
+  }
+
+  static int api_server_port() {
+    static const std::regex kPort(R"(server: https://127\.0\.0\.1:(\d+))");
+    std::smatch m;
+    const std::string text = read_file(sa_kubeconfig());
+    if (!std::regex_search(text, m, kPort)) throw std::runtime_error("no 127.0.0.1 server in the kubeconfig");
+    return std::stoi(m[1].str());
+  }
 
   // Runs `jobs` on `threads` threads; an exception fails the test.
   static void run_parallel(const std::vector<std::function<void()>>& jobs, size_t threads) {
@@ -745,6 +787,70 @@ TEST_F(FaultSweep, NinetySecondOutage) {
   out << "\nAPI server stopped for 90 s, path full\n| boundary | outcome |\n|---|---|\n";
   for (const auto& k : cases) out << "| " << k->b.name << " | " << k->text << " |\n";
   std::cout << out.str() << std::flush;
+}
+
+// The link between the node and the API server misbehaving, each fault through a relay of its own between
+// its runs and the API server (every other client of the server is untouched), all three at once: a
+// partition of 45 s (nothing passes, nothing is closed: every connection half-open, the requests in flight
+// delivered late once it heals, as TCP would), 60 s of 500 ms latency each way with one chunk in ten held
+// a second longer, and every connection reset 2, 6 and 12 s after the runs were let go (the watches of the
+// operand wait and the eviction waits cut in the middle of their streams). The runs complete and every node
+// ends as it was. DM_SWEEP_ALL=1: every boundary of the full path for each.
+TEST_F(FaultSweep, BadNetwork) {
+  const auto paths = sweep_paths();
+  const PathSpec& path = paths[0];
+  const std::map<Fault, std::set<std::string>> at = {{Fault::kPartition, {"first-write", "pause-operands"}},
+                                                     {Fault::kSlowLink, {"pause-operands", "cordon"}},
+                                                     {Fault::kReset, {"pause-operands", "cordon"}}};
+  std::map<Fault, std::unique_ptr<TcpRelay>> relay;
+  std::vector<std::unique_ptr<Case>> cases;
+  for (const auto& [f, names] : at) {
+    relay[f] = std::make_unique<TcpRelay>(api_server_port());
+    const std::string slug = std::to_string(static_cast<int>(f));
+    const std::string kubeconfig = kubeconfig_via(*relay[f], slug);
+    for (const auto& b : boundaries(path)) {
+      if ((!sweep_all() && !names.contains(b.name)) || !selected(b.name)) continue;
+      cases.push_back(std::make_unique<Case>(Case{.path = path,
+                                                  .b = b,
+                                                  .f = f,
+                                                  .node = "net-" + slug + "-" + std::to_string(cases.size()),
+                                                  .kubeconfig = kubeconfig}));
+    }
+  }
+  std::vector<std::function<void()>> jobs;
+  for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
+  run_parallel(jobs, kThreads);
+
+  relay[Fault::kPartition]->set_partitioned(true);
+  relay[Fault::kSlowLink]->set_latency(std::chrono::milliseconds(500));
+  relay[Fault::kSlowLink]->set_stalls(0.1, std::chrono::seconds(1));
+  let_go(cases);
+  const auto t0 = std::chrono::steady_clock::now();
+  size_t cut = 0;
+  for (const int s : {2, 6, 12}) {
+    std::this_thread::sleep_until(t0 + std::chrono::seconds(s));
+    cut += relay[Fault::kReset]->reset_all();
+  }
+  std::this_thread::sleep_until(t0 + std::chrono::seconds(45));
+  relay[Fault::kPartition]->set_partitioned(false);
+  std::this_thread::sleep_until(t0 + std::chrono::seconds(60));
+  relay[Fault::kSlowLink]->set_latency(std::chrono::milliseconds(0));
+  relay[Fault::kSlowLink]->set_stalls(0, std::chrono::milliseconds(0));
+
+  jobs.clear();
+  for (auto& k : cases) {
+    jobs.emplace_back([&k] {
+      if (k->reached) after_outage(*k);
+    });
+  }
+  run_parallel(jobs, cases.size());
+  std::ostringstream out;
+  out << "\nThe node's link to the API server, path full (" << cut << " connections reset)\n"
+      << "| boundary | fault | outcome |\n|---|---|---|\n";
+  for (auto& k : cases)
+    out << "| " << k->b.name << " | " << fault_name(k->f) << " | " << conclude(*k).text << " |\n";
+  std::cout << out.str() << std::flush;
+  EXPECT_GT(cut, 0U) << "no connection was open to reset: the fault did not happen";
 }
 
 // The plan the sweep generates its boundaries from is the one each path's scenario makes the run take.
