@@ -179,7 +179,8 @@ enum class Fault {
   kRecover,
   kPartition,
   kSlowLink,
-  kReset
+  kReset,
+  kRollingRestart
 };
 constexpr std::array kAllFaults = {Fault::kSigkill,   Fault::kSigterm,  Fault::kApiStop,
                                    Fault::kApiFreeze, Fault::kOverload, Fault::kRecover};
@@ -204,6 +205,8 @@ const char* fault_name(Fault f) {
       return "link 500ms + 10% 1s stalls, 60s";
     case Fault::kReset:
       return "connections reset at 2, 6, 12s";
+    case Fault::kRollingRestart:
+      return "API servers killed in turn, 15s each";
   }
   return "?";
 }
@@ -851,6 +854,51 @@ TEST_F(FaultSweep, BadNetwork) {
     out << "| " << k->b.name << " | " << fault_name(k->f) << " | " << conclude(*k).text << " |\n";
   std::cout << out.str() << std::flush;
   EXPECT_GT(cut, 0U) << "no connection was open to reset: the fault did not happen";
+}
+
+// Two API servers on one etcd behind a load balancer (a relay spreading the runs' connections over both),
+// killed one after the other, 15 s each, as in a rolling restart of a regional control plane: the runs'
+// connections to the killed one break in the middle of whatever they carry while the other one answers;
+// then the first one goes, which the controllers and node-sim (on it alone) meet as an outage. The runs
+// complete and every node ends as it was.
+TEST_F(FaultSweep, RollingRestartOfTwoApiServers) {
+  const auto paths = sweep_paths();
+  const PathSpec& path = paths[0];
+  const int second = cluster().add_apiserver();
+  TcpRelay balancer({api_server_port(), second});
+  const std::string kubeconfig = kubeconfig_via(balancer, "balanced");
+  std::vector<std::unique_ptr<Case>> cases;
+  for (const auto& b : boundaries(path)) {
+    if (!sweep_all() && b.name != "first-write" && b.name != "pause-operands" && b.name != "cordon") continue;
+    if (!selected(b.name)) continue;
+    cases.push_back(std::make_unique<Case>(Case{.path = path,
+                                                .b = b,
+                                                .f = Fault::kRollingRestart,
+                                                .node = "ha-" + std::to_string(cases.size()),
+                                                .kubeconfig = kubeconfig}));
+  }
+  std::vector<std::function<void()>> jobs;
+  for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
+  run_parallel(jobs, kThreads);
+  let_go(cases);
+  for (const int n : {2, 1}) {
+    cluster().stop_apiserver(n);
+    std::this_thread::sleep_for(kOutage);
+    cluster().start_apiserver(n);
+  }
+  jobs.clear();
+  for (auto& k : cases) {
+    jobs.emplace_back([&k] {
+      if (k->reached) after_outage(*k);
+    });
+  }
+  run_parallel(jobs, cases.size());
+  cluster().stop_apiserver(2);  // the suite's other cases have one API server
+  std::ostringstream out;
+  out << "\nTwo API servers killed in turn, path full (" << balancer.accepted()
+      << " connections through the balancer)\n| boundary | outcome |\n|---|---|\n";
+  for (auto& k : cases) out << "| " << k->b.name << " | " << conclude(*k).text << " |\n";
+  std::cout << out.str() << std::flush;
 }
 
 // The plan the sweep generates its boundaries from is the one each path's scenario makes the run take.

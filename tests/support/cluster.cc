@@ -39,14 +39,20 @@ TestCluster::~TestCluster() {
   if (!state_dir_.empty()) run_command({source_path("scripts/cluster"), "down", state_dir_});
 }
 
-void TestCluster::stop_apiserver() const {
-  auto out = run_command({source_path("scripts/cluster"), "apiserver-stop", state_dir_});
+void TestCluster::stop_apiserver(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-stop", state_dir_, std::to_string(n)});
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-stop failed:\n" + out.err);
 }
 
-void TestCluster::start_apiserver() const {
-  auto out = run_command({source_path("scripts/cluster"), "apiserver-start", state_dir_});
+void TestCluster::start_apiserver(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-start", state_dir_, std::to_string(n)});
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-start failed:\n" + out.err);
+}
+
+int TestCluster::add_apiserver() const {
+  auto out = run_command({source_path("scripts/cluster"), "apiserver-add", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-add failed:\n" + out.err);
+  return std::stoi(out.out);
 }
 
 void TestCluster::freeze_apiserver() const {

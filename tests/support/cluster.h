@@ -43,8 +43,12 @@ class TestCluster {
 
   // Kills kube-apiserver / starts it again with its saved arguments (waits until ready); throws on failure.
   // etcd, the controller-manager and the scheduler keep running, as in a control-plane restart.
-  void stop_apiserver() const;
-  void start_apiserver() const;
+  // `n`: which API server (2: the one add_apiserver started).
+  void stop_apiserver(int n = 1) const;
+  void start_apiserver(int n = 1) const;
+  // Starts a second kube-apiserver on the same etcd (certificates, tokens and keys shared, so both answer
+  // every client alike); returns its port on 127.0.0.1. A control plane of two, as behind a load balancer.
+  [[nodiscard]] int add_apiserver() const;
   // SIGSTOP / SIGCONT to kube-apiserver: it keeps its sockets, so requests hang instead of being refused.
   void freeze_apiserver() const;
   void thaw_apiserver() const;

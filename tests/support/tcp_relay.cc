@@ -14,6 +14,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace dm::test {
 
@@ -87,7 +88,7 @@ struct TcpRelay::Link {
   std::atomic<bool> done{false};
 };
 
-TcpRelay::TcpRelay(int target_port) : target_port_(target_port) {
+TcpRelay::TcpRelay(std::vector<int> target_ports) : target_ports_(std::move(target_ports)) {
   listen_fd_ = listen_loopback(port_);
   acceptor_ = std::thread([this] { accept_loop(); });
 }
@@ -122,8 +123,12 @@ void TcpRelay::accept_loop() {
     if (poll(&p, 1, static_cast<int>(kTick.count())) <= 0) continue;
     const int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
     if (client < 0) continue;
-    const int server = connect_loopback(target_port_);
-    if (server < 0) {  // the server is down: the program sees its connection refused, as it would
+    int server = -1;
+    for (size_t tried = 0; tried < target_ports_.size() && server < 0; ++tried) {
+      server = connect_loopback(target_ports_[next_target_]);
+      next_target_ = (next_target_ + 1) % target_ports_.size();
+    }
+    if (server < 0) {  // every server is down: the program sees its connection refused, as it would
       close_with_reset(client);
       continue;
     }

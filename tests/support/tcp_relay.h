@@ -3,7 +3,9 @@
 // like to a TCP reader: the data comes late, after a retransmission), a partition (nothing passes either way
 // and no connection is closed: every one is left half-open until the partition heals), and connections reset
 // in the middle of whatever they carry (a watch, a chunked list). The bytes are relayed untouched (TLS passes
-// through), so the program's kubeconfig only needs the relay's port in place of the server's.
+// through), so the program's kubeconfig only needs the relay's port in place of the server's. Given several
+// servers it is the load balancer in front of them: each new connection goes to the next one that accepts
+// it, as a TCP load balancer in front of API servers does.
 //
 // The machine's kernel has no netem qdisc, so the faults live here, in user space, per connection: one
 // relay serves only the programs pointed at it, every other client of the server is untouched.
@@ -21,7 +23,9 @@ namespace dm::test {
 class TcpRelay {
  public:
   // Listens on 127.0.0.1 (an ephemeral port) and relays every connection to 127.0.0.1:`target_port`.
-  explicit TcpRelay(int target_port);
+  explicit TcpRelay(int target_port) : TcpRelay(std::vector<int>{target_port}) {}
+  // The same, spreading new connections over `target_ports` in turn (a server that refuses is skipped).
+  explicit TcpRelay(std::vector<int> target_ports);
   ~TcpRelay();
   TcpRelay(const TcpRelay&) = delete;
   TcpRelay& operator=(const TcpRelay&) = delete;
@@ -48,7 +52,8 @@ class TcpRelay {
 
   int listen_fd_ = -1;
   int port_ = 0;
-  int target_port_ = 0;
+  std::vector<int> target_ports_;
+  size_t next_target_ = 0;  // the acceptor's only
   std::atomic<bool> stop_{false};
   std::atomic<long> latency_ms_{0};
   std::atomic<bool> partitioned_{false};

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <string>
@@ -36,6 +37,7 @@ class Echo {
       for (;;) {
         const int c = accept(fd_, nullptr, nullptr);
         if (c < 0) return;
+        ++accepted_;
         char buf[4096];
         for (ssize_t n; (n = recv(c, buf, sizeof buf, 0)) > 0;) (void)send(c, buf, static_cast<size_t>(n), 0);
         close(c);
@@ -50,8 +52,10 @@ class Echo {
   Echo(const Echo&) = delete;
   Echo& operator=(const Echo&) = delete;
   [[nodiscard]] int port() const { return port_; }
+  [[nodiscard]] int accepted() const { return accepted_; }
 
  private:
+  std::atomic<int> accepted_{0};
   int fd_ = -1;
   int port_ = 0;
   std::thread thread_;
@@ -120,6 +124,43 @@ TEST(TcpRelayTest, APartitionPassesNothingAndClosesNothingUntilItHeals) {
   relay.set_partitioned(false);
   EXPECT_EQ(read_for(fd, 4, 30s), "held") << "what was sent during the partition arrives once it heals";
   close(fd);
+}
+
+// A port nobody listens on: a connection to it is refused.
+int refusing_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  EXPECT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  EXPECT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+TEST(TcpRelayTest, SpreadsConnectionsOverItsServersInTurnAndSkipsOneThatRefuses) {
+  const Echo a;
+  const Echo b;
+  {
+    TcpRelay relay({a.port(), b.port()});
+    for (const char* msg : {"1", "2", "3", "4"}) {
+      const int fd = dial(relay.port());
+      ASSERT_EQ(send(fd, msg, 1, MSG_NOSIGNAL), 1);
+      EXPECT_EQ(read_for(fd, 1, 30s), msg);
+      close(fd);
+    }
+  }
+  EXPECT_EQ(a.accepted(), 2);
+  EXPECT_EQ(b.accepted(), 2);
+  TcpRelay relay({refusing_port(), a.port()});
+  for (int i = 0; i < 2; ++i) {
+    const int fd = dial(relay.port());
+    ASSERT_EQ(send(fd, "x", 1, MSG_NOSIGNAL), 1);
+    EXPECT_EQ(read_for(fd, 1, 30s), "x") << "the refusing server is skipped";
+    close(fd);
+  }
+  EXPECT_EQ(a.accepted(), 4);
 }
 
 TEST(TcpRelayTest, AResetReachesTheProgramAsConnectionReset) {
