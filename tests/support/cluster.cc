@@ -49,6 +49,22 @@ void TestCluster::start_apiserver(int n) const {
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-start failed:\n" + out.err);
 }
 
+int TestCluster::etcd_leader() const {
+  auto out = run_command({source_path("scripts/cluster"), "etcd-leader", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-leader failed:\n" + out.err);
+  return std::stoi(out.out);
+}
+
+void TestCluster::stop_etcd(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "etcd-stop", state_dir_, std::to_string(n)});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-stop failed:\n" + out.err);
+}
+
+void TestCluster::start_etcd(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "etcd-start", state_dir_, std::to_string(n)});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-start failed:\n" + out.err);
+}
+
 int TestCluster::add_apiserver() const {
   auto out = run_command({source_path("scripts/cluster"), "apiserver-add", state_dir_});
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-add failed:\n" + out.err);

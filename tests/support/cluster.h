@@ -49,6 +49,11 @@ class TestCluster {
   // Starts a second kube-apiserver on the same etcd (certificates, tokens and keys shared, so both answer
   // every client alike); returns its port on 127.0.0.1. A control plane of two, as behind a load balancer.
   [[nodiscard]] int add_apiserver() const;
+  // With K8S_ETCD_MEMBERS=3 in the environment of start(): the member (1-3) leading now, and one member
+  // killed (SIGKILL) / started again with its data. Throw on a cluster of one member.
+  [[nodiscard]] int etcd_leader() const;
+  void stop_etcd(int n) const;
+  void start_etcd(int n) const;
   // SIGSTOP / SIGCONT to kube-apiserver: it keeps its sockets, so requests hang instead of being refused.
   void freeze_apiserver() const;
   void thaw_apiserver() const;
