@@ -265,10 +265,12 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   if (s) return s;
   if (stop.cancelled() && !cancel_.cancelled()) return s;
   spdlog::info("Failed to drain node of GPU pods");
-  spdlog::error("{}", s.error().message);
+  // The error is logged by whoever handles it: the run's end when it fails the run, here when the full
+  // drain takes over.
   if (cancel_.cancelled()) return s;
   if (!flow_.facts.auto_drain)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
+  spdlog::error("{}", s.error().message);
   run.workload_eviction = WorkloadEviction::kDrainPending;  // once the steps beside are done
   return ok_status();
 }
@@ -362,6 +364,7 @@ Status Uninstall::uninstall_driver_components(RunContext& run) {
     if (auto e = evict_late_holders_and_unload(s, run); !e) return e;
   }
   if (!s && flow_.facts.auto_drain && !cancel_.cancelled()) {
+    spdlog::warn("{}", s.error().message);  // handled here: the drain and a second unload follow
     spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
     if (auto c = cordon(run.first_write); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
