@@ -347,7 +347,7 @@ Status Uninstall::main_path() {
                                             api_pod_facts(run_requests_));
     return log_dra_in_use(settings_.node_name, evidence);
   });
-  flow_ = plan_flow(facts);
+  flow_ = decide_steps(facts);
   Status s = execute();
   // A SIGTERM during the write that ends the run did not stop it (the node is restored): still a SIGTERM.
   if (s && cancel_.cancelled()) return Error("terminated by SIGTERM");
@@ -356,7 +356,7 @@ Status Uninstall::main_path() {
 
 int Uninstall::pre_installed_path(const std::string& version) {
   spdlog::info("Host driver detected: {}", version);
-  flow_ = plan_flow(flow_facts(settings_, {.host_driver = true}, nullptr));
+  flow_ = decide_steps(flow_facts(settings_, {.host_driver = true}, nullptr));
   if (auto s = execute(); !s) {
     if (cancel_.cancelled()) {
       spdlog::warn("{}", s.error().message);

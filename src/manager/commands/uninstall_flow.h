@@ -1,8 +1,8 @@
 // The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
-// decided by manager/commands/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used
-// by uninstall.cc only.
+// decided by manager/commands/flow_steps; `execute` runs them, the step bodies are in uninstall_steps.cc.
+// Used by uninstall.cc only.
 #pragma once
 
 #include <future>
@@ -18,7 +18,7 @@
 #include "kube/api.h"
 #include "kube/config.h"
 #include "kube/stopped_by.h"
-#include "manager/commands/flow_plan.h"
+#include "manager/commands/flow_steps.h"
 #include "manager/commands/own_pod.h"
 #include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
@@ -72,7 +72,7 @@ class Uninstall {
   void finish(int exit_code);
 
  private:
-  // The path decided (manager/commands/flow_plan) and its steps run in order (ok = exit 0).
+  // The path decided (manager/commands/flow_steps) and its steps run in order (ok = exit 0).
   Status main_path();
   // The pre-installed path's steps, run by the same loop; the run ends with exit 1 even when they succeed.
   int pre_installed_path(const std::string& version);
@@ -163,7 +163,7 @@ class Uninstall {
   PodWatch pods_;
   DrainContext ctx_;  // the eviction and the drain, stopped by SIGTERM
 
-  FlowPlan flow_;      // the path and its steps
+  FlowSteps flow_;     // the path and its steps
   SkipDecision skip_;  // read when the driver is loaded
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;

@@ -126,13 +126,13 @@ Result<CordonOutcome> NodeOps::cordon() {
 namespace {
 
 // What uncordoning `node` takes: the merge-patch body (empty: nothing) and the line that says it.
-struct UncordonPlan {
+struct UncordonDecision {
   Json body = Json::object();
   std::string line;
 };
 
-UncordonPlan plan_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
-  UncordonPlan plan;
+UncordonDecision decide_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
+  UncordonDecision plan;
   const bool ours = cordoned_by_us(node);
   const bool cordoned = kube::node_unschedulable(node);
   if (!ours && !(whose == NodeOps::Whose::kAnyone && cordoned)) {
@@ -166,7 +166,7 @@ void merge_into(Json& body, const Json& part) {
 Status NodeOps::uncordon(Whose whose) {
   auto node = get();
   if (!node) return node.error();
-  const UncordonPlan plan = plan_uncordon(*node, whose, node_);
+  const UncordonDecision plan = decide_uncordon(*node, whose, node_);
   if (!plan.line.empty()) spdlog::info("{}", plan.line);
   if (plan.body.empty()) return ok_status();
   auto r = patch_with_retry(plan.body, "cordon state");
@@ -176,7 +176,7 @@ Status NodeOps::uncordon(Whose whose) {
 
 NodeFold NodeOps::uncordon_fold(Whose whose) const {
   return [whose, name = node_](const Json& node, FoldedPatch& patch) {
-    UncordonPlan plan = plan_uncordon(node, whose, name);
+    UncordonDecision plan = decide_uncordon(node, whose, name);
     merge_into(patch.body, plan.body);
     if (!plan.line.empty()) patch.lines.push_back({.text = plan.line});
   };
