@@ -1,9 +1,10 @@
 // Time and sleeping go through one Clock so tests can shorten waits; every sleep can be cancelled
-// (SIGTERM) through a CancelToken.
+// (SIGTERM) through a CancelToken, and a token can carry a deadline of its own.
 #pragma once
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -12,31 +13,7 @@ namespace dm {
 using Duration = std::chrono::steady_clock::duration;
 using TimePoint = std::chrono::steady_clock::time_point;
 
-// A flag set once (e.g. by the SIGTERM handler) and read by every wait loop.
-class CancelToken {
- public:
-  CancelToken() : flag_(std::make_shared<std::atomic<bool>>(false)) {}
-  // Wraps an existing flag (e.g. a static one written from a signal handler).
-  explicit CancelToken(std::atomic<bool>* external) : external_(external) {}
-
-  void cancel() const { flag()->store(true); }
-  [[nodiscard]] bool cancelled() const {
-    return flag()->load(std::memory_order_relaxed) || (parent_ && parent_->cancelled());
-  }
-  // A token that fires with this one (SIGTERM) and can also be fired on its own, without firing this one:
-  // stops one of two steps running side by side when the other fails.
-  [[nodiscard]] CancelToken child() const {
-    CancelToken c;
-    c.parent_ = std::make_shared<const CancelToken>(*this);
-    return c;
-  }
-
- private:
-  [[nodiscard]] std::atomic<bool>* flag() const { return external_ != nullptr ? external_ : flag_.get(); }
-  std::shared_ptr<std::atomic<bool>> flag_;
-  std::atomic<bool>* external_ = nullptr;
-  std::shared_ptr<const CancelToken> parent_;
-};
+class CancelToken;
 
 class Clock {
  public:
@@ -45,7 +22,8 @@ class Clock {
   [[nodiscard]] virtual TimePoint now() const = 0;
   // Wall-clock time: only for timestamps that others read (the state annotation, a lease, an Event).
   [[nodiscard]] virtual std::chrono::system_clock::time_point wall_now() const = 0;
-  // Sleeps for d, waking early if `cancel` fires. Returns false if cancelled.
+  // Sleeps for d, waking early if `cancel` fires, and at the latest at `cancel`'s deadline (when it has
+  // one). Returns false if cancelled.
   virtual bool sleep_for(Duration d, const CancelToken& cancel) const = 0;
 };
 
@@ -71,11 +49,57 @@ class Deadline {
     auto now = clock.now();
     return now >= at_ ? Duration::zero() : at_ - now;
   }
+  // The sooner of the two (a limit is sooner than none).
+  [[nodiscard]] Deadline earlier(const Deadline& other) const {
+    if (!set_) return other;
+    if (!other.set_) return *this;
+    return at_ <= other.at_ ? *this : other;
+  }
 
  private:
   explicit Deadline(TimePoint at) : at_(at), set_(true) {}
   TimePoint at_{};
   bool set_ = false;
+};
+
+// A flag set once (e.g. by the SIGTERM handler) and read by every wait loop and request. Copies share it.
+// A token derived from another fires with it; it may also fire on its own (child()) or at a deadline of its
+// own (child_until()): a scope bounded in time needs no thread to watch the time, the token answers from
+// the clock whenever it is asked.
+class CancelToken {
+ public:
+  CancelToken();
+  // Wraps an existing flag (e.g. a static one written from a signal handler).
+  explicit CancelToken(std::atomic<bool>* external);
+
+  void cancel() const;
+  // Cancelled itself, or a token it derives from, or a deadline of theirs has passed on its clock.
+  [[nodiscard]] bool cancelled() const;
+  // A token that fires with this one (SIGTERM) and can also be fired on its own, without firing this one:
+  // stops one of two steps running side by side when the other fails.
+  [[nodiscard]] CancelToken child() const;
+
+  struct Sooner;  // below
+  // A child that also fires once `deadline` passes on `clock` (which must outlive it), or sooner by
+  // `sooner`. A sleep on `clock` with it wakes at that deadline.
+  [[nodiscard]] CancelToken child_until(const Clock& clock, Deadline deadline) const;
+  [[nodiscard]] CancelToken child_until(const Clock& clock, Deadline deadline, Sooner sooner) const;
+  // The soonest deadline of this token and the tokens it derives from (unlimited: none).
+  [[nodiscard]] Deadline deadline() const;
+
+ private:
+  struct State;
+  explicit CancelToken(std::shared_ptr<State> state);
+  std::shared_ptr<State> state_;
+};
+
+// How a token's deadline is brought forward when another token fires: to `within` after `signal` fires,
+// counted from the first look at the token (cancelled(), deadline(), a sleep on it) that finds `signal`
+// fired; `on_cut`, if set, is told once then, with the time that is left.
+struct CancelToken::Sooner {
+  CancelToken signal;
+  Duration within{};
+  std::function<void(Duration left)> on_cut{};
 };
 
 }  // namespace dm

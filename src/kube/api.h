@@ -1,5 +1,6 @@
 // What driver-manager asks of Kubernetes, as one narrow interface: get, list, watch, create, patch, delete,
-// evict, record an Event. The flow (manager/) and node-sim's kubelet see the cluster only through it.
+// evict, record an Event. The flow (manager/) and node-sim's kubelet see the cluster only through it. What
+// stops a request is the view it is sent through (kube::StoppedBy, stopped_by.h).
 // kube::Client (client.h) is the real API server over HTTPS; tests/support/memory_cluster is an in-memory
 // cluster for the fast tier, kept honest by one contract suite that runs against both
 // (tests/unit/api_contract_test.cc, tests/integration/api_contract_real_test.cc). Objects are plain JSON (see
@@ -97,11 +98,6 @@ class Api {
   // Resumes from the last resourceVersion after a dropped connection; re-lists on 410.
   virtual Status list_watch(const std::string& path, const ListOptions& options,
                             const WatchHandlers& handlers, Deadline deadline = {}) = 0;
-
-  // Replaces the cancel token for the requests and watches started from now on; those already running keep
-  // theirs. driver-manager's SIGTERM stops the requests of the run at once, and its cleanup then writes with
-  // a token of its own, bounded by the cleanup's budget.
-  virtual void set_cancel(CancelToken cancel) = 0;
 };
 
 // The Event create_event() posts (to /api/v1/namespaces/<metadata.namespace>/events): about a full object

@@ -476,11 +476,6 @@ Status Client::create_event(const Json& involved_object, const std::string& reas
   return {};
 }
 
-void Client::set_cancel(CancelToken cancel) {
-  std::lock_guard lock(impl_->cancel_mu);
-  impl_->options.cancel = std::move(cancel);
-}
-
 uint64_t Client::request_count() const {
   return impl_->requests.load(std::memory_order_relaxed);
 }

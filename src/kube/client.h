@@ -28,7 +28,8 @@ struct ClientOptions {
   std::chrono::milliseconds retry_max{10000};
   std::string user_agent = "driver-manager";
   const Clock* clock = nullptr;  // nullptr: a SystemClock
-  CancelToken cancel;            // aborts retries and watches
+  // Aborts retries and watches, unless they are sent through a view with a token of its own (StoppedBy).
+  CancelToken cancel;
   // How old a token read from a file (Config::token_file) may get before it is read again; a 401 re-reads
   // it at once and repeats the request when the token changed.
   std::chrono::milliseconds token_refresh{60000};
@@ -66,15 +67,10 @@ class Client final : public Api {
                       const std::string& message, const std::string& type = "Normal") override;
 
   // List then watch `path` (a collection) with the selectors of `options` until handlers.done() returns
-  // true (ok), `deadline` passes (error "timed out ..."), or the client's cancel token fires (error
+  // true (ok), `deadline` passes (error "timed out ..."), or its cancel token fires (error
   // "cancelled"). Resumes from the last resourceVersion after a dropped connection; re-lists on 410.
   Status list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
                     Deadline deadline = {}) override;
-
-  // Replaces the cancel token of ClientOptions for the requests and watches started from now on; those
-  // already running keep theirs. driver-manager's SIGTERM stops the requests of the run at once, and its
-  // cleanup then writes with a token of its own, bounded by the cleanup's budget.
-  void set_cancel(CancelToken cancel) override;
 
   // Number of HTTP requests sent so far (for benchmarks and tests).
   [[nodiscard]] uint64_t request_count() const;

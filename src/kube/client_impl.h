@@ -18,6 +18,7 @@
 #include "kube/http.h"
 #include "kube/outage_log.h"
 #include "kube/retry.h"
+#include "kube/stopped_by.h"
 #include "kube/token_source.h"
 
 namespace dm::kube {
@@ -29,11 +30,11 @@ enum class ListItems { kWhole, kIdentityOnly };
 struct Client::Impl {
   Config config;
   ClientOptions options;
-  // options.cancel as it is now (Client::set_cancel replaces it); read it with current_cancel().
-  mutable std::mutex cancel_mu;
+  // What stops the request the calling thread sends now: the token of the view it goes through
+  // (StoppedBy), else options.cancel.
   [[nodiscard]] CancelToken current_cancel() const {
-    std::lock_guard lock(cancel_mu);
-    return options.cancel;
+    const CancelToken* view = StoppedBy::current();
+    return view != nullptr ? *view : options.cancel;
   }
   SystemClock system_clock;
   const Clock* clock = nullptr;

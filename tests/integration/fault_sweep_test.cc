@@ -1,7 +1,7 @@
 // The fault sweep: uninstall_driver on a real control plane + node-sim, stopped at every boundary it reports,
 // on every path, by every fault, from tables.
 //
-// The boundaries of a path are generated from the program's own plan: `plan_flow(facts).phases()` for the
+// The boundaries of a path are generated from the program's own plan: `decide_steps(facts).phases()` for the
 // facts the path's scenario gives the run (a phase added to the plan is swept without editing this file; the
 // run logs "Phase <name>" at debug level when it enters one), plus the writes named below (the first write,
 // the lease, the taint, the cordon, the label restore, the taint removal), each found by the line the run
@@ -52,7 +52,7 @@
 #include <thread>
 
 #include "fixtures/uninstall/fixture.h"
-#include "manager/commands/flow_plan.h"
+#include "manager/commands/flow_steps.h"
 #include "manager/commands/progress.h"
 #include "support/tcp_relay.h"
 
@@ -149,7 +149,7 @@ std::vector<Boundary> boundaries(const PathSpec& path) {
        .line = "Waiting for the run of driver-manager that holds node {node}",
        .hold = Hold::kForeignLease},
   };
-  const auto phases = manager::plan_flow(path.facts).phases();
+  const auto phases = manager::decide_steps(path.facts).phases();
   for (Phase p : phases) out.push_back(phase_boundary(p));
   if (path.kind != PathKind::kNoDriver) {
     out.push_back({.name = "taint",
@@ -951,8 +951,8 @@ TEST(FaultSweepPlan, EachScenarioTakesItsPath) {
                                                      {PathKind::kSkip, manager::RunPath::kSkip},
                                                      {PathKind::kPolicy, manager::RunPath::kFull}};
   for (const auto& p : sweep_paths()) {
-    EXPECT_EQ(manager::plan_flow(p.facts).path, want.at(p.kind)) << p.name;
-    EXPECT_FALSE(manager::plan_flow(p.facts).phases().empty()) << p.name;
+    EXPECT_EQ(manager::decide_steps(p.facts).path, want.at(p.kind)) << p.name;
+    EXPECT_FALSE(manager::decide_steps(p.facts).phases().empty()) << p.name;
   }
 }
 

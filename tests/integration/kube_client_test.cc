@@ -861,7 +861,7 @@ TEST_F(KubeClientTest, TaintFromKnownNodesFreshStaleAndMisleading) {
   {  // fresh: one PATCH
     create_settled_node("known-taint-fresh");
     manager::KnownNode known;
-    manager::TaintOps ops(*client_, clock, "known-taint-fresh");
+    manager::TaintOps ops(*client_, clock, CancelToken{}, "known-taint-fresh");
     ops.use_known_node(&known);
     auto n = client_->get(paths::node("known-taint-fresh"));
     ASSERT_TRUE(n.ok());
@@ -877,7 +877,7 @@ TEST_F(KubeClientTest, TaintFromKnownNodesFreshStaleAndMisleading) {
   {  // stale: 409, GET, PATCH
     create_settled_node("known-taint-stale");
     manager::KnownNode known;
-    manager::TaintOps ops(*client_, clock, "known-taint-stale");
+    manager::TaintOps ops(*client_, clock, CancelToken{}, "known-taint-stale");
     ops.use_known_node(&known);
     auto n = client_->get(paths::node("known-taint-stale"));
     ASSERT_TRUE(n.ok());
@@ -892,7 +892,7 @@ TEST_F(KubeClientTest, TaintFromKnownNodesFreshStaleAndMisleading) {
   {  // a copy that shows the taint already ours: read before deciding to write nothing
     create_settled_node("known-taint-misleading");
     manager::KnownNode known;
-    manager::TaintOps ops(*client_, clock, "known-taint-misleading");
+    manager::TaintOps ops(*client_, clock, CancelToken{}, "known-taint-misleading");
     ops.use_known_node(&known);
     auto n = client_->get(paths::node("known-taint-misleading"));
     ASSERT_TRUE(n.ok());

@@ -4,6 +4,7 @@
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -24,7 +25,7 @@ class FakeClock final : public Clock {
   }
   bool sleep_for(Duration d, const CancelToken& cancel) const override {
     if (cancel.cancelled()) return false;
-    now_ += d;
+    now_ += std::min(d, cancel.deadline().remaining(*this));  // wakes at the token's deadline
     ++sleeps_;
     if (on_sleep) on_sleep(sleeps_);
     return !cancel.cancelled();

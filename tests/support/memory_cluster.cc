@@ -7,6 +7,7 @@
 
 #include "kube/errors.h"
 #include "kube/objects.h"
+#include "kube/stopped_by.h"
 #include "manager/rules/label_selector.h"
 #include "support/memory_patch.h"
 
@@ -222,11 +223,6 @@ MemoryCluster::~MemoryCluster() {
   if (daemonsets_.joinable()) daemonsets_.join();
 }
 
-void MemoryCluster::set_cancel(CancelToken cancel) {
-  std::lock_guard lk(mu_);
-  cancel_ = std::move(cancel);
-}
-
 void MemoryCluster::fail(Fault fault) {
   std::lock_guard lk(mu_);
   faults_.push_back(std::move(fault));
@@ -258,7 +254,9 @@ Status MemoryCluster::admit(const std::string& verb, const std::string& path, bo
   if (t_controller) return ok_status();  // the stand-in controllers are not clients
   const std::string method = http_method(verb);
   requests_.push_back(method + " " + path);
-  if (cancel_.cancelled()) return Error::cancellation(method + " " + path + ": cancelled");
+  // Stopped by the token of the view it was sent through (kube::StoppedBy); never without one.
+  if (const CancelToken* stop = kube::StoppedBy::current(); stop != nullptr && stop->cancelled())
+    return Error::cancellation(method + " " + path + ": cancelled");
   if (down_) return kube::transport_error(method, path, "memory://cluster", "connection refused");
   for (auto it = faults_.begin(); it != faults_.end(); ++it) {
     if (!it->verb.empty() && it->verb != verb) continue;

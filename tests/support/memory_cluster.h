@@ -83,7 +83,6 @@ class MemoryCluster final : public kube::Api {
                       const std::string& message, const std::string& type = "Normal") override;
   Status list_watch(const std::string& path, const kube::ListOptions& options,
                     const kube::WatchHandlers& handlers, Deadline deadline = {}) override;
-  void set_cancel(CancelToken cancel) override;
 
   // What an admin does with kubectl: never faulted, never cancelled. `apply` creates the object or replaces
   // it whole (kind and apiVersion decide where it goes); returns it as stored.
@@ -105,7 +104,7 @@ class MemoryCluster final : public kube::Api {
   // The DaemonSet stand-in (see above), on a thread of its own until the cluster is destroyed.
   void start_daemonsets();
   // The cluster as a stand-in controller sees it (node-sim's kubelet run in-process): never faulted, not
-  // stopped by set_cancel, not in requests(). Must not outlive the cluster.
+  // stopped by a StoppedBy view's token, not in requests(). Must not outlive the cluster.
   std::unique_ptr<kube::Api> controller_client();
   // Whether this thread makes its requests as a stand-in controller.
   static bool& controller_flag() { return t_controller; }
@@ -158,7 +157,6 @@ class MemoryCluster final : public kube::Api {
   bool down_ = false;
   std::set<std::string> denied_;  // "verb resource"
   std::vector<std::string> requests_;
-  CancelToken cancel_;
   std::atomic<bool> stop_{false};
   std::thread daemonsets_;
 };

@@ -343,7 +343,6 @@ MemRun MemoryScenario::run(const manager::Settings& settings, const CancelToken&
   config.source = "the in-memory cluster";
   const int code = flow.run(config);
   flow.finish(code);
-  cluster_.set_cancel(CancelToken());
   return {code, log_->text().substr(from)};
 }
 

@@ -4,6 +4,7 @@
 #include "kube/errors.h"
 #include "kube/node_affinity.h"
 #include "kube/objects.h"
+#include "kube/stopped_by.h"
 #include "manager/rules/label_selector.h"
 #include "support/memory_cluster.h"
 
@@ -14,11 +15,8 @@ using Json = nlohmann::json;
 Status MemoryCluster::list_watch(const std::string& path, const kube::ListOptions& options,
                                  const kube::WatchHandlers& handlers, Deadline deadline) {
   SystemClock clock;
-  CancelToken cancel;
-  {
-    std::lock_guard lk(mu_);
-    if (!t_controller) cancel = cancel_;
-  }
+  CancelToken cancel;  // the token of the view it was sent through (kube::StoppedBy), else none
+  if (const CancelToken* stop = kube::StoppedBy::current(); stop != nullptr && !t_controller) cancel = *stop;
   const std::string what = "watch " + path;
   // The list and where the watch starts (every change after it) under one lock.
   std::vector<Json> listed;
@@ -125,7 +123,6 @@ class ControllerView final : public kube::Api {
     const AsController as;
     return c_.list_watch(path, o, h, deadline);
   }
-  void set_cancel(CancelToken /*cancel*/) override {}
 
  private:
   MemoryCluster& c_;

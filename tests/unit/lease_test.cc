@@ -121,7 +121,7 @@ TEST(Lease, AnOutageLongerThanTheLeaseIsSaidOnceAndTheLeaseTakenBackAfterIt) {
     EXPECT_TRUE(
         soon([&] { return sink->text().find("Renewed the lease on node n1 again") != std::string::npos; }));
     EXPECT_TRUE(lease.held());
-    EXPECT_TRUE(lease.release());
+    EXPECT_TRUE(lease.release(CancelToken()));
   }
   spdlog::set_default_logger(previous);
   const std::string text = sink->text();
@@ -161,7 +161,7 @@ TEST(Lease, TheFirstWritesPartIsRefusedWhileAnotherLiveRunHoldsIt) {
   EXPECT_FALSE(lease.held());
   lease.first_write_done(NodeLease::WriteOutcome::kNotApplied);
   EXPECT_FALSE(lease.held());
-  EXPECT_TRUE(lease.release());
+  EXPECT_TRUE(lease.release(CancelToken()));
   EXPECT_TRUE(cluster.requests().empty()) << "nothing to release";
 }
 

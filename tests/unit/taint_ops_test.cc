@@ -161,7 +161,7 @@ TEST(TaintOps, ARefusalStopsOnlyAWriteThatWouldAddTheTaint) {
   ASSERT_TRUE(cluster.create(kube::paths::nodes(),
                              {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}}));
   KnownNode known;
-  TaintOps ops(cluster, clock, "n1");
+  TaintOps ops(cluster, clock, CancelToken(), "n1");
   ops.use_known_node(&known);
   ops.refuse_to_add(Error("this pod does not tolerate it"));
   auto refused = ops.add(kOurs);

@@ -10,10 +10,22 @@
 #include <thread>
 #include <vector>
 
+#include "manager/node/node_ops.h"
+#include "manager/node/taint_ops.h"
 #include "support/doubles.h"
+#include "support/memory_cluster.h"
 
 namespace dm::manager {
 namespace {
+
+// The writers the list is run with, handed to each action.
+struct Writers {
+  test::MemoryCluster cluster;
+  test::FakeClock clock;
+  NodeOps node{cluster, clock, CancelToken(), "n1"};
+  TaintOps taint{cluster, clock, CancelToken(), "n1"};
+  NodeWriters with() { return {node, taint}; }
+};
 
 // Actions whose key is their name, unless given one.
 struct Recorder {
@@ -25,7 +37,7 @@ struct Recorder {
                    UndoNeed need = UndoNeed::kRequired) {
     return {.key = key,
             .name = name,
-            .run = [this, name, fail]() -> Status {
+            .run = [this, name, fail](const NodeWriters&) -> Status {
               calls.push_back(name);
               if (fail) return Error(name + " failed");
               return ok_status();
@@ -35,45 +47,49 @@ struct Recorder {
 };
 
 TEST(UndoList, RunsNewestFirstAndEmpties) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
   list.add(r.action("remove taint"));
   list.add(r.action("uncordon"));
   EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
-  ASSERT_TRUE(list.run_all());
+  ASSERT_TRUE(list.run_all(w.with()));
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
   EXPECT_TRUE(list.empty());
 }
 
 TEST(UndoList, SameKeyIsRegisteredOnce) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.keyed("taint", "remove taint"));
   list.add(r.keyed("taint", "remove the taint, worded otherwise"));
   EXPECT_TRUE(list.contains("taint"));
-  ASSERT_TRUE(list.run_all());
+  ASSERT_TRUE(list.run_all(w.with()));
   EXPECT_EQ(r.calls, (std::vector<std::string>{"remove taint"}));  // the first registration's
 }
 
 // The text is for people: two changes described alike are still two changes, each undone.
 TEST(UndoList, SameTextUnderTwoKeysRunsTwice) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.keyed("uncordon-ours", "uncordon node n1"));
   list.add(r.keyed("uncordon-anyones", "uncordon node n1"));
   EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon node n1", "uncordon node n1"}));
-  ASSERT_TRUE(list.run_all());
+  ASSERT_TRUE(list.run_all(w.with()));
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon node n1", "uncordon node n1"}));
 }
 
 TEST(UndoList, RequiredFailureStopsTheSuccessPathAndKeepsTheRest) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
   list.add(r.action("remove taint", /*fail=*/true));
   list.add(r.action("uncordon"));
-  auto s = list.run_all();
+  auto s = list.run_all(w.with());
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message, "remove taint failed");
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint"}));
@@ -82,11 +98,12 @@ TEST(UndoList, RequiredFailureStopsTheSuccessPathAndKeepsTheRest) {
 }
 
 TEST(UndoList, OptionalFailureIsOnlyAWarningOnTheSuccessPath) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
   list.add(r.action("uncordon", /*fail=*/true, UndoNeed::kOptional));
-  ASSERT_TRUE(list.run_all());
+  ASSERT_TRUE(list.run_all(w.with()));
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "restore labels"}));
   EXPECT_TRUE(list.empty());
 }
@@ -94,12 +111,13 @@ TEST(UndoList, OptionalFailureIsOnlyAWarningOnTheSuccessPath) {
 // The uncordon failed (say, the API server was down) and then the label restore failed too: the run fails
 // and its cleanup must try the uncordon again, not leave the node cordoned.
 TEST(UndoList, OptionalFailureStaysForTheCleanupWhenARequiredOneFailsLater) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels", /*fail=*/true));
   list.add(r.action("remove taint"));
   list.add(r.action("uncordon", /*fail=*/true, UndoNeed::kOptional));
-  ASSERT_FALSE(list.run_all());
+  ASSERT_FALSE(list.run_all(w.with()));
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
   EXPECT_EQ(list.names(), (std::vector<std::string>{"uncordon", "restore labels"}));
 }
@@ -107,13 +125,14 @@ TEST(UndoList, OptionalFailureStaysForTheCleanupWhenARequiredOneFailsLater) {
 // SIGTERM during the success path's restore: an optional action that fails then stops it and stays, with
 // everything older, for the cleanup.
 TEST(UndoList, OptionalFailureAfterSigtermStopsTheSuccessPathAndStays) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
   list.add(r.action("uncordon", /*fail=*/true, UndoNeed::kOptional));
   CancelToken cancel;
   cancel.cancel();
-  auto s = list.run_all(cancel);
+  auto s = list.run_all(w.with(), cancel);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message, "uncordon failed");
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon"}));
@@ -121,13 +140,14 @@ TEST(UndoList, OptionalFailureAfterSigtermStopsTheSuccessPathAndStays) {
 }
 
 TEST(UndoList, BestEffortRunsEverythingAndNamesWhatIsLeft) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
   list.add(r.action("remove taint", /*fail=*/true));
   list.add(r.action("uncordon"));
   test::FakeClock clock;
-  auto left = list.run_best_effort(clock, Deadline::none());
+  auto left = list.run_best_effort(w.with(), clock, Deadline::none());
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
   EXPECT_EQ(left, (std::vector<std::string>{"remove taint"}));
   EXPECT_TRUE(list.empty());
@@ -136,10 +156,11 @@ TEST(UndoList, BestEffortRunsEverythingAndNamesWhatIsLeft) {
 // A step upstream also has keeps upstream's failure warning: plain on the success path, "during cleanup"
 // after a failure.
 TEST(UndoList, UpstreamNamedFailuresUseUpstreamsWarnings) {
+  Writers w;
   auto failing = [](const std::string& name) {
     return UndoAction{.key = name,
                       .name = name,
-                      .run = []() -> Status { return Error("boom"); },
+                      .run = [](const NodeWriters&) -> Status { return Error("boom"); },
                       .need = UndoNeed::kOptional,
                       .upstream_name = "uncordon node"};
   };
@@ -147,7 +168,7 @@ TEST(UndoList, UpstreamNamedFailuresUseUpstreamsWarnings) {
     test::LogCapture log;
     UndoList list;
     list.add(failing("uncordon node n1"));
-    ASSERT_TRUE(list.run_all());
+    ASSERT_TRUE(list.run_all(w.with()));
     EXPECT_EQ(log.text(), "warning Failed to uncordon node: boom\n");
   }
   {
@@ -155,26 +176,28 @@ TEST(UndoList, UpstreamNamedFailuresUseUpstreamsWarnings) {
     UndoList list;
     list.add(failing("uncordon node n1"));
     test::FakeClock clock;
-    EXPECT_EQ(list.run_best_effort(clock, Deadline::none()), (std::vector<std::string>{"uncordon node n1"}));
+    EXPECT_EQ(list.run_best_effort(w.with(), clock, Deadline::none()),
+              (std::vector<std::string>{"uncordon node n1"}));
     EXPECT_EQ(log.text(), "warning Failed to uncordon node during cleanup: boom\n");
   }
 }
 
 TEST(UndoList, BestEffortStopsStartingActionsAfterTheDeadline) {
+  Writers w;
   test::FakeClock clock;
   UndoList list;
   std::vector<std::string> calls;
-  list.add({.key = "restore labels", .name = "restore labels", .run = [&]() -> Status {
+  list.add({.key = "restore labels", .name = "restore labels", .run = [&](const NodeWriters&) -> Status {
               calls.emplace_back("restore labels");
               return ok_status();
             }});
-  list.add({.key = "uncordon", .name = "uncordon", .run = [&]() -> Status {
+  list.add({.key = "uncordon", .name = "uncordon", .run = [&](const NodeWriters&) -> Status {
               calls.emplace_back("uncordon");
               clock.advance(std::chrono::seconds(30));  // a slow API server eats the budget
               return ok_status();
             }});
   const auto deadline = Deadline::after(clock, std::chrono::seconds(25));
-  auto left = list.run_best_effort(clock, deadline);
+  auto left = list.run_best_effort(w.with(), clock, deadline);
   EXPECT_EQ(calls, (std::vector<std::string>{"uncordon"}));
   EXPECT_EQ(left, (std::vector<std::string>{"restore labels"}));
 }
@@ -183,12 +206,13 @@ TEST(UndoList, BestEffortStopsStartingActionsAfterTheDeadline) {
 // kept exactly once, a key registered by two threads included, and each thread's own actions run newest
 // first; what was registered before the threads started runs after all of them.
 TEST(UndoList, RegistrationsFromSeveralThreadsAreEachKeptOnceAndRunNewestFirst) {
+  Writers w;
   constexpr int kThreads = 4;
   constexpr int kPerThread = 200;
   std::mutex mu;
   std::vector<std::string> calls;
   auto action = [&](const std::string& name) {
-    return UndoAction{.key = name, .name = name, .run = [&mu, &calls, name]() -> Status {
+    return UndoAction{.key = name, .name = name, .run = [&mu, &calls, name](const NodeWriters&) -> Status {
                         const std::lock_guard lk(mu);
                         calls.push_back(name);
                         return ok_status();
@@ -214,7 +238,7 @@ TEST(UndoList, RegistrationsFromSeveralThreadsAreEachKeptOnceAndRunNewestFirst) 
   for (auto& th : threads) th.join();
   EXPECT_EQ(list.names().size(), static_cast<size_t>(kThreads * kPerThread + 2));
 
-  ASSERT_TRUE(list.run_all());
+  ASSERT_TRUE(list.run_all(w.with()));
   EXPECT_TRUE(list.empty());
   ASSERT_EQ(calls.size(), static_cast<size_t>(kThreads * kPerThread + 2));
   EXPECT_EQ(calls.back(), "restore labels");
@@ -236,17 +260,36 @@ TEST(UndoList, RegistrationsFromSeveralThreadsAreEachKeptOnceAndRunNewestFirst) 
 // A registration while the success path runs (a step still finishing beside it) is the newest: it runs
 // next, not never.
 TEST(UndoList, AnActionAddedWhileTheListRunsIsRunToo) {
+  Writers w;
   Recorder r;
   UndoList list;
   list.add(r.action("restore labels"));
-  list.add({.key = "uncordon", .name = "uncordon", .run = [&]() -> Status {
+  list.add({.key = "uncordon", .name = "uncordon", .run = [&](const NodeWriters&) -> Status {
               r.calls.emplace_back("uncordon");
               list.add(r.action("remove taint"));
               return ok_status();
             }});
-  ASSERT_TRUE(list.run_all());
+  ASSERT_TRUE(list.run_all(w.with()));
   EXPECT_EQ(r.calls, (std::vector<std::string>{"uncordon", "remove taint", "restore labels"}));
   EXPECT_TRUE(list.empty());
+}
+
+// Which writers an action sends through is decided where the list is run: the success path hands it the
+// run's, the cleanup its own.
+TEST(UndoList, EachActionSendsThroughTheWritersTheListIsRunWith) {
+  Writers run;
+  Writers cleanup;
+  std::vector<const NodeOps*> used;
+  UndoList list;
+  const auto record = [&](const NodeWriters& with) -> Status {
+    used.push_back(&with.node);
+    return ok_status();
+  };
+  list.add({.key = "a", .name = "a", .run = record});
+  ASSERT_TRUE(list.run_all(run.with()));
+  list.add({.key = "b", .name = "b", .run = record});
+  EXPECT_TRUE(list.run_best_effort(cleanup.with(), cleanup.clock, Deadline::none()).empty());
+  EXPECT_EQ(used, (std::vector<const NodeOps*>{&run.node, &cleanup.node}));
 }
 
 }  // namespace

@@ -10,7 +10,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "support/cluster.h"
 #include "support/memory_scenario.h"
@@ -794,6 +798,37 @@ void PrintTo(const FailureCase& c, std::ostream* os) {
 
 class UninstallMemoryFailure : public ::testing::TestWithParam<FailureCase> {};
 
+// The messages of a run's log ("<level> <message>" lines) at warning level and above, in order.
+std::vector<std::pair<std::string, std::string>> problems_of(const std::string& log) {
+  std::vector<std::pair<std::string, std::string>> out;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    for (const std::string level : {"warning", "error", "critical"}) {
+      if (line.rfind(level + " ", 0) == 0) out.emplace_back(level, line.substr(level.size() + 1));
+    }
+  }
+  return out;
+}
+
+// A failure is logged once, where it is handled: the run's cause (its last critical line) is not logged
+// again, nor its inner error by a level it passed on its way up.
+void expect_cause_logged_once(const std::string& log) {
+  const auto problems = problems_of(log);
+  const auto last =
+      std::find_if(problems.rbegin(), problems.rend(), [](const auto& p) { return p.first == "critical"; });
+  ASSERT_NE(last, problems.rend()) << log;
+  const std::string& cause = last->second;
+  constexpr size_t kShortest = 12;  // shorter texts ("timed out") are words, not a logged error
+  for (auto it = problems.rbegin(); it != problems.rend(); ++it) {
+    if (it == last) continue;
+    const std::string& other = it->second;
+    EXPECT_EQ(other.find(cause), std::string::npos) << "the cause logged twice: " << other << "\n" << log;
+    EXPECT_FALSE(other.size() >= kShortest && cause.find(other) != std::string::npos)
+        << "logged on its way up to the cause \"" << cause << "\": " << other << "\n"
+        << log;
+  }
+}
+
 TEST_P(UninstallMemoryFailure, RestoresLabelsTaintAndCordon) {
   const auto& c = GetParam();
   MemoryScenario s("node-a", c.driver);
@@ -812,6 +847,22 @@ TEST_P(UninstallMemoryFailure, RestoresLabelsTaintAndCordon) {
   EXPECT_THAT(r.log, HasSubstr("Performing cleanup on failure"));
   EXPECT_EQ(s.state(), before) << r.log;
   EXPECT_EQ(s.driver_loaded(), c.driver && !c.fails_after_unload);
+}
+
+TEST_P(UninstallMemoryFailure, LogsItsCauseOnce) {
+  const auto& c = GetParam();
+  MemoryScenario s("node-a", c.driver);
+  MemSetup setup{.pods = {{.name = "agent", .gpu_client = "true"}, {.name = "trainer", .request_gpu = true}}};
+  if (c.setup) c.setup(setup);
+  s.deploy(setup);
+  auto settings = s.settings();
+  if (c.arrange) c.arrange(s, settings);
+  if (!c.fault.verb.empty() || !c.fault.body_part.empty()) s.cluster().fail(c.fault);
+
+  const auto r = s.run(settings);
+
+  ASSERT_EQ(r.exit_code, 1) << r.log;
+  expect_cause_logged_once(r.log);
 }
 
 // The operator's DRA plugin beside the default operands.

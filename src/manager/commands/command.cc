@@ -4,10 +4,9 @@
 
 namespace dm::manager {
 
-kube::ClientOptions restart_tolerant_options(const Clock& clock, const CancelToken& cancel) {
+kube::ClientOptions restart_tolerant_options(const Clock& clock) {
   kube::ClientOptions options;
   options.clock = &clock;
-  options.cancel = cancel;
   return options;
 }
 

@@ -22,9 +22,9 @@ struct Connection {
 };
 
 // Options of a client whose every request rides out a control-plane outage: tried again until the deadline of
-// what it serves (kube::RequestDeadline), else for ClientOptions::retry_for (5 minutes). `cancel` stops the
-// request in flight (and its retries) at once.
-kube::ClientOptions restart_tolerant_options(const Clock& clock, const CancelToken& cancel = CancelToken());
+// what it serves (kube::RequestDeadline), else for ClientOptions::retry_for (5 minutes). What stops a request
+// is the view it is sent through (kube::StoppedBy).
+kube::ClientOptions restart_tolerant_options(const Clock& clock);
 
 // Loads the configuration of settings.kubeconfig and creates the client; on failure logs the critical line
 // and returns nullopt.

@@ -96,7 +96,7 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
   if (auto l = check_live_lease(*node, clock, node_name, live_lease); !l) return l.error();
 
   // The taint our annotation names, and only that one.
-  TaintOps taints(client, clock, node_name);
+  TaintOps taints(client, clock, CancelToken{}, node_name);
   auto removed = taints.remove_ours(&*node);
   if (!removed) return removed.error();
   if (*removed) report.done.push_back("removed taint " + (*removed)->to_string());

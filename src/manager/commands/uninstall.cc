@@ -47,9 +47,10 @@ int run_uninstall_driver(const Settings& in_settings) {
     return kExitFailed;
   }
   SystemClock clock;
-  // SIGTERM stops the request in flight (and its retries) at once, so the cleanup starts within the grace
+  // The connection has no token of its own: the run sends through views that name theirs (Uninstall). SIGTERM
+  // stops the run's request in flight (and its retries) at once, so the cleanup starts within the grace
   // period even while the API server is away; the cleanup then writes with a token of its own.
-  auto connection = connect(settings, restart_tolerant_options(clock, cancel));
+  auto connection = connect(settings, restart_tolerant_options(clock));
   if (!connection) return kExitFailed;
   auto host = host::make_host(settings.sim_root);
   Uninstall flow(settings, *connection->client, *host, clock, cancel);

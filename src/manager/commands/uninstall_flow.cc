@@ -9,7 +9,6 @@
 #include "common/duration_text.h"
 #include "kube/objects.h"
 #include "kube/retry.h"
-#include "manager/commands/cancel_scope.h"
 #include "manager/commands/cleanup.h"
 #include "manager/commands/command.h"
 #include "manager/commands/preflight.h"
@@ -57,7 +56,7 @@ int Uninstall::run(const kube::Config& config) {
   // The permissions the run needs are asked while the pods are listed; the answer is read in preflight().
   std::future<Status> access =
       std::async(std::launch::async, [this, checks = uninstall_access_checks(settings_, snapshot_.dra_on())] {
-        return check_access(client_, checks);
+        return check_access(run_requests_, checks);
       });
   // Listing pods is the other permission every path needs: check it before anything is written.
   if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
@@ -94,9 +93,8 @@ int Uninstall::run(const kube::Config& config) {
 
   Status s = main_path();
   if (!s) return fail(s.error());
-  // Done: a SIGTERM from here on must not cut the release (and the last Event) short.
-  client_.set_cancel(CancelToken());
-  release_lease();
+  // Done: a SIGTERM from here on must not cut the release (and the last Event, finish()) short.
+  release_lease(CancelToken());
   return kExitOk;
 }
 
@@ -104,11 +102,9 @@ int Uninstall::run(const kube::Config& config) {
 int Uninstall::lease_not_taken(const Error& error) {
   spdlog::critical("{}", error.message);
   if (!cancel_.cancelled()) return kExitFailed;
-  // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours.
-  const CancelToken budget;
-  const CancelAtDeadline watchdog(clock_, Deadline::after(clock_, cleanup_budget_), budget);
-  client_.set_cancel(budget);
-  release_lease();
+  // A write cut short by SIGTERM may still have been applied: let go of the lease if it is ours, within the
+  // cleanup's budget (a token of the release's own: SIGTERM has fired already).
+  release_lease(CancelToken().child_until(clock_, Deadline::after(clock_, cleanup_budget_)));
   return kExitTerminated;
 }
 
@@ -127,7 +123,7 @@ void Uninstall::start_from_leased_node(const nlohmann::json& node) {
                  settings_.node_name);
   }
   log_snapshot();
-  gpu_clients_.emplace(client_, pods_, clock_, cancel_, settings_, undo_,
+  gpu_clients_.emplace(run_requests_, pods_, clock_, cancel_, settings_, undo_, taint_,
                        std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
   gpu_clients_->use_known_node(&known_node_);
   if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
@@ -136,11 +132,11 @@ void Uninstall::start_from_leased_node(const nlohmann::json& node) {
 // Our pod: by POD_NAME or HOSTNAME, else by the UID its own cgroup names (HOSTNAME is the node's name under
 // driver.hostNetwork, and a ClusterPolicy env entry cannot carry the downward API).
 Result<std::optional<OwnPod>> Uninstall::locate_own_pod(const std::optional<OwnPodRef>& ref) {
-  auto own = find_own_pod(client_, ref);
+  auto own = find_own_pod(run_requests_, ref);
   if (!own || own->has_value()) return own;
   const auto uid = host_.own_pod_uid();
   if (!uid) return own;
-  auto by_uid = find_own_pod_by_uid(client_, settings_.node_name, *uid);
+  auto by_uid = find_own_pod_by_uid(run_requests_, settings_.node_name, *uid);
   if (by_uid && by_uid->has_value()) {
     spdlog::info(
         "Own pod {} found by the pod UID {} of this program's cgroup ({} names no pod)", (*by_uid)->ref, *uid,
@@ -218,10 +214,11 @@ std::string Uninstall::own_pod_name() const {
 }
 
 // The run's state annotation ends with the lease, in the same patch, on every way out.
-void Uninstall::release_lease() {
+void Uninstall::release_lease(const CancelToken& stop) {
   reporter_.stop();  // no state write may land after the release removes the annotation
   if (!lease_) return;
-  if (auto r = lease_->release({std::string(kStateAnnotation)}); !r) spdlog::warn("{}", r.error().message);
+  if (auto r = lease_->release(stop, {std::string(kStateAnnotation)}); !r)
+    spdlog::warn("{}", r.error().message);
 }
 
 namespace {
@@ -258,7 +255,9 @@ void Uninstall::finish(int exit_code) {
   }
   const std::string line = reporter_.progress().summary(outcome);
   if (exit_code == kExitOk) {
-    node_.event("NodePreparedForDriver", "driver-manager: " + line, "Normal");
+    // After the run: a SIGTERM from here on does not cut its last word short.
+    NodeOps after_run(connection_, clock_, CancelToken(), settings_.node_name);
+    after_run.event("NodePreparedForDriver", "driver-manager: " + line, "Normal");
     spdlog::info("{}", line);
   } else {
     spdlog::error("{}", line);
@@ -269,18 +268,17 @@ int Uninstall::fail(const Error& error) {
   const bool terminated = cancel_.cancelled();
   failed_in_ = reporter_.progress().current();
   if (terminated) spdlog::warn("Received SIGTERM: restoring the node before exiting");
-  // The run's requests stop with SIGTERM; the cleanup's and the lease release's have a token of their own,
-  // fired when the restore's budget runs out: under SIGTERM the grace period's (the kubelet kills the
-  // container when it ends), else the restore's own, cut down to the grace period's if SIGTERM comes
-  // meanwhile. Until then a request the API server does not answer is tried again (an outage is ridden out).
-  const CancelToken cleanup_cancel;
+  // The run's requests stop with SIGTERM; the cleanup's and the lease release's go through writers of the
+  // cleanup's own, whose token fires when the restore's budget runs out: under SIGTERM the grace period's
+  // (the kubelet kills the container when it ends), else the restore's own, cut down to the grace period's
+  // if SIGTERM comes meanwhile. Until then a request the API server does not answer is tried again (an
+  // outage is ridden out).
   const Deadline deadline = Deadline::after(clock_, terminated ? cleanup_budget_ : kRestoreBudget);
-  std::optional<CancelAtDeadline::Sooner> on_sigterm;
-  if (!terminated) on_sigterm = CancelAtDeadline::Sooner{cancel_, cleanup_budget_};
-  const CancelAtDeadline watchdog(clock_, deadline, cleanup_cancel, on_sigterm);
+  CleanupContext cleanup(connection_, clock_,
+                         cleanup_token(clock_, deadline, cancel_, terminated, cleanup_budget_),
+                         settings_.node_name, known_node_);
   const kube::RequestDeadline restore(deadline);
-  client_.set_cancel(cleanup_cancel);
-  forget_changes_not_made();
+  forget_changes_not_made(cleanup.node());
   if (!undo_.empty()) {
     // The cleanup records its own Warning Event; under SIGTERM its budget is for the undo alone.
     if (terminated) {
@@ -289,14 +287,12 @@ int Uninstall::fail(const Error& error) {
     } else {
       enter(Phase::kCleanupOnFailure, StateWrite::kNow);
     }
-    NodeOps cleanup_node(client_, clock_, cleanup_cancel, settings_.node_name);
-    undo_node_ = &cleanup_node;
-    cleanup_on_failure({settings_, cleanup_node, snapshot_.policy_enabled(), undo_, clock_, deadline}, error);
-    undo_node_ = nullptr;
+    cleanup_on_failure({settings_, cleanup.writers(), snapshot_.policy_enabled(), undo_, clock_, deadline},
+                       error);
   } else {
-    node_.event("DriverUninstallFailed", "driver-manager failed: " + error.message, "Warning");
+    cleanup.node().event("DriverUninstallFailed", "driver-manager failed: " + error.message, "Warning");
   }
-  release_lease();
+  release_lease(cleanup.cancel());
   spdlog::critical("{}", error.message);
   return terminated ? kExitTerminated : kExitFailed;
 }
@@ -347,11 +343,11 @@ Status Uninstall::main_path() {
   if (in.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
   in.skip = skip_.skip;
   const FlowFacts facts = flow_facts(settings_, in, [this] {
-    const auto evidence =
-        read_dra_evidence(client_, settings_.node_name, false, pods_.snapshot(), api_pod_facts(client_));
+    const auto evidence = read_dra_evidence(run_requests_, settings_.node_name, false, pods_.snapshot(),
+                                            api_pod_facts(run_requests_));
     return log_dra_in_use(settings_.node_name, evidence);
   });
-  flow_ = plan_flow(facts);
+  flow_ = decide_steps(facts);
   Status s = execute();
   // A SIGTERM during the write that ends the run did not stop it (the node is restored): still a SIGTERM.
   if (s && cancel_.cancelled()) return Error("terminated by SIGTERM");
@@ -360,7 +356,7 @@ Status Uninstall::main_path() {
 
 int Uninstall::pre_installed_path(const std::string& version) {
   spdlog::info("Host driver detected: {}", version);
-  flow_ = plan_flow(flow_facts(settings_, {.host_driver = true}, nullptr));
+  flow_ = decide_steps(flow_facts(settings_, {.host_driver = true}, nullptr));
   if (auto s = execute(); !s) {
     if (cancel_.cancelled()) {
       spdlog::warn("{}", s.error().message);
@@ -468,7 +464,7 @@ const Uninstall::StepRun& Uninstall::step_run(Step step) {
       {.step = Step::kUnbindVfio, .run = [](Uninstall& u, RunContext&) { return u.unbind_vfio(); }},
       {.step = Step::kWaitMofed, .run = [](Uninstall& u, RunContext&) { return u.wait_for_mofed(); }},
       {.step = Step::kRestoreLabels,
-       .run = [](Uninstall& u, RunContext&) { return u.restore_labels(); },
+       .run = [](Uninstall& u, RunContext&) { return u.restore_labels(u.node_); },
        .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},
       // taint, cordon and labels come back, newest change first
       {.step = Step::kUndoChanges, .run = [](Uninstall& u, RunContext&) { return u.undo_changes(); }},

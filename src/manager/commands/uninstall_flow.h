@@ -1,8 +1,8 @@
 // The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
-// decided by manager/commands/flow_plan; `execute` runs them, the step bodies are in uninstall_steps.cc. Used
-// by uninstall.cc only.
+// decided by manager/commands/flow_steps; `execute` runs them, the step bodies are in uninstall_steps.cc.
+// Used by uninstall.cc only.
 #pragma once
 
 #include <future>
@@ -17,7 +17,8 @@
 #include "host/host.h"
 #include "kube/api.h"
 #include "kube/config.h"
-#include "manager/commands/flow_plan.h"
+#include "kube/stopped_by.h"
+#include "manager/commands/flow_steps.h"
 #include "manager/commands/own_pod.h"
 #include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
@@ -25,6 +26,7 @@
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
+#include "manager/node/taint_ops.h"
 #include "manager/node/undo.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/gpu_clients.h"
@@ -45,18 +47,23 @@ inline constexpr int kExitTerminated = 143;
 // One run of uninstall_driver on this node.
 class Uninstall {
  public:
-  Uninstall(const Settings& settings, kube::Api& client, host::Host& host, const Clock& clock,
+  // `cancel` is the run's token (SIGTERM): it stops every request of the run's steps (run_requests_), not
+  // those of the cleanup after a failure and of the run's last words, which have tokens of their own.
+  Uninstall(const Settings& settings, kube::Api& connection, host::Host& host, const Clock& clock,
             CancelToken cancel)
       : settings_(settings),
-        client_(client),
+        connection_(connection),
         host_(host),
         clock_(clock),
         cancel_(std::move(cancel)),
-        node_(client, clock, cancel_, settings.node_name),
-        pods_(client, clock, settings.node_name),
-        ctx_{settings, client, clock, cancel_, node_, pods_},
-        reporter_(client, clock, settings.node_name, known_node_) {
+        run_requests_(connection, cancel_),
+        node_(connection, clock, cancel_, settings.node_name),
+        taint_(connection, clock, cancel_, settings.node_name),
+        pods_(run_requests_, clock, settings.node_name),
+        ctx_{settings, run_requests_, clock, cancel_, node_, pods_},
+        reporter_(run_requests_, clock, settings.node_name, known_node_) {
     node_.use_known_node(&known_node_);
+    taint_.use_known_node(&known_node_);
   }
 
   int run(const kube::Config& config);
@@ -65,7 +72,7 @@ class Uninstall {
   void finish(int exit_code);
 
  private:
-  // The path decided (manager/commands/flow_plan) and its steps run in order (ok = exit 0).
+  // The path decided (manager/commands/flow_steps) and its steps run in order (ok = exit 0).
   Status main_path();
   // The pre-installed path's steps, run by the same loop; the run ends with exit 1 even when they succeed.
   int pre_installed_path(const std::string& version);
@@ -103,7 +110,7 @@ class Uninstall {
   void register_uncordon();
   void register_legacy_uncordon();
   void register_label_restore();
-  Status restore_labels();
+  Status restore_labels(NodeOps& node);  // through `node`: the run's writer, or the cleanup's
   [[nodiscard]] bool nothing_to_restore() const;
   void fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const;
   // The success path's undo list and the lease release, in one node write when every change can be
@@ -118,10 +125,12 @@ class Uninstall {
   // The first write carries the GPU client taint too (uninstall_writes.cc).
   [[nodiscard]] bool taints_with_first_write() const;
   // Before the cleanup: with no first write yet, or one that may or may not have been applied and a node
-  // that does not carry this run's lease, nothing of the run is on the node: the undo list is emptied.
-  void forget_changes_not_made();
+  // (read through `node`, the cleanup's writer) that does not carry this run's lease, nothing of the run is
+  // on the node: the undo list is emptied.
+  void forget_changes_not_made(NodeOps& node);
   Status pause_labels(const nlohmann::json& labels, FirstWrite& first);
-  NodeOps& undo_node() { return undo_node_ != nullptr ? *undo_node_ : node_; }
+  // The run's node writers, for the undo list on the success path.
+  NodeWriters run_writers() { return {node_, taint_}; }
   Status check_cancelled() const;
   Deadline operand_deadline() const;
   void log_snapshot() const;
@@ -131,7 +140,7 @@ class Uninstall {
   [[nodiscard]] std::optional<std::string> why_no_taint(const nlohmann::json& node,
                                                         const kube::Taint& taint) const;
   [[nodiscard]] std::string own_pod_name() const;
-  void release_lease();
+  void release_lease(const CancelToken& stop);  // its requests stop with `stop`
   int fail(const Error& error);
 
   // Progress where operators look (manager/progress_reporter): at each phase boundary the state annotation
@@ -140,22 +149,26 @@ class Uninstall {
   void count_phase();  // what left the node during the phase that ends now
 
   const Settings& settings_;
-  kube::Api& client_;
+  // The API server; every request goes through a view that names the token that stops it: run_requests_,
+  // the node writers' own, the cleanup's (CleanupContext), the lease's.
+  kube::Api& connection_;
   host::Host& host_;
   const Clock& clock_;
-  CancelToken cancel_;
-  KnownNode known_node_;  // the newest node seen: the guarded writes (lease, taint, cordon) start from it
-  NodeOps node_;
+  CancelToken cancel_;            // the run's: SIGTERM
+  kube::StoppedBy run_requests_;  // the requests of the run's steps: SIGTERM stops them
+  // The newest node seen: the guarded writes (lease, taint, cordon) start from it, under its lock.
+  KnownNode known_node_;
+  NodeOps node_;    // the run's node writes (labels, cordon, folded writes), stopped by SIGTERM
+  TaintOps taint_;  // the run's GPU client taint writes, stopped by SIGTERM
   PodWatch pods_;
   DrainContext ctx_;  // the eviction and the drain, stopped by SIGTERM
 
-  FlowPlan flow_;      // the path and its steps
+  FlowSteps flow_;     // the path and its steps
   SkipDecision skip_;  // read when the driver is loaded
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;
-  PausedRecord paused_record_;    // on the node: what this run (or a crashed one) paused, value before
-  UndoList undo_;                 // what this run (or a crashed one it adopted) changed; non-empty = modified
-  NodeOps* undo_node_ = nullptr;  // during cleanup: node writes that SIGTERM does not cancel
+  PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
+  UndoList undo_;               // what this run (or a crashed one it adopted) changed; non-empty = modified
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
   // The restore after a failure without SIGTERM: no undo action starts after it, and its requests are tried
   // through an API server outage until then.

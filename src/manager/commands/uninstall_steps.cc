@@ -55,7 +55,7 @@ Status Uninstall::await_removal() {
 // read when the pause has a label to take off (false otherwise).
 bool Uninstall::read_daemonset_templates() {
   if (label_pause(snapshot_, table_).keys.empty()) return false;
-  snapshot_.daemonset_templates = daemonset_templates_of(pods_.snapshot(), api_pod_facts(client_));
+  snapshot_.daemonset_templates = daemonset_templates_of(pods_.snapshot(), api_pod_facts(run_requests_));
   return true;
 }
 
@@ -172,8 +172,8 @@ void Uninstall::register_uncordon() {
   if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
   undo_.add({.key = "uncordon-ours",
              .name = "uncordon node " + settings_.node_name,
-             .run = [this]() -> Status {
-               if (auto u = undo_node().uncordon(NodeOps::Whose::kOurs); !u) {
+             .run = [this](const NodeWriters& with) -> Status {
+               if (auto u = with.node.uncordon(NodeOps::Whose::kOurs); !u) {
                  return u.error().wrap("failed to uncordon node " + settings_.node_name);
                }
                return ok_status();
@@ -188,18 +188,19 @@ void Uninstall::register_legacy_uncordon() {
   if (!settings_.legacy_uncordon) return;
   if (snapshot_.policy_enabled() || !(settings_.enable_gpu_pod_eviction || settings_.enable_auto_drain))
     return;
-  undo_.add({.key = "uncordon-anyones",
-             .name = "uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
-             .run = [this]() -> Status { return undo_node().uncordon(NodeOps::Whose::kAnyone); },
-             .need = UndoNeed::kOptional,
-             .upstream_name = "uncordon node",
-             .fold = node_.uncordon_fold(NodeOps::Whose::kAnyone)});
+  undo_.add(
+      {.key = "uncordon-anyones",
+       .name = "uncordon node " + settings_.node_name + " (UNCORDON_ALWAYS)",
+       .run = [](const NodeWriters& with) -> Status { return with.node.uncordon(NodeOps::Whose::kAnyone); },
+       .need = UndoNeed::kOptional,
+       .upstream_name = "uncordon node",
+       .fold = node_.uncordon_fold(NodeOps::Whose::kAnyone)});
 }
 
 void Uninstall::register_label_restore() {
   undo_.add({.key = "operand-labels",
              .name = "restore the operand labels of node " + settings_.node_name,
-             .run = [this] { return restore_labels(); },
+             .run = [this](const NodeWriters& with) { return restore_labels(with.node); },
              .need = UndoNeed::kRequired,
              .upstream_name = "reschedule GPU operator components",
              .fold =
@@ -250,7 +251,7 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   if (auto c = cordon(run.first_write); !c) return c;
   if (stop.cancelled())
     return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
-  const DrainContext ctx{settings_, client_, clock_, stop, node_, pods_};
+  const DrainContext ctx{settings_, run_requests_, clock_, stop, node_, pods_};
   const TakenBeside operands = operand_pods(beside, settings_.operator_namespace);
   const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
     if (auto why = operands(pod)) return why;
@@ -264,10 +265,12 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   if (s) return s;
   if (stop.cancelled() && !cancel_.cancelled()) return s;
   spdlog::info("Failed to drain node of GPU pods");
-  spdlog::error("{}", s.error().message);
+  // The error is logged by whoever handles it: the run's end when it fails the run, here when the full
+  // drain takes over.
   if (cancel_.cancelled()) return s;
   if (!flow_.facts.auto_drain)
     return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
+  spdlog::error("{}", s.error().message);
   run.workload_eviction = WorkloadEviction::kDrainPending;  // once the steps beside are done
   return ok_status();
 }
@@ -361,6 +364,7 @@ Status Uninstall::uninstall_driver_components(RunContext& run) {
     if (auto e = evict_late_holders_and_unload(s, run); !e) return e;
   }
   if (!s && flow_.facts.auto_drain && !cancel_.cancelled()) {
+    spdlog::warn("{}", s.error().message);  // handled here: the drain and a second unload follow
     spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
     if (auto c = cordon(run.first_write); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
@@ -431,17 +435,17 @@ Status Uninstall::pause_labels(const nlohmann::json& labels, FirstWrite& first) 
 
 // Puts back the operand labels that are still at the value this run paused them to (or that a crashed run
 // left paused); a label the operator or an admin changed in the meantime is theirs and left alone.
-Status Uninstall::restore_labels() {
+Status Uninstall::restore_labels(NodeOps& node_ops) {
   spdlog::info("{}", kLabelRestoreLine);
   if (nothing_to_restore()) return ok_status();
-  auto node = undo_node().get();
+  auto node = node_ops.get();
   if (!node) return node.error();
   FoldedPatch part;
   fold_label_restore(*node, part);
   for (const auto& line : part.lines) spdlog::warn("{}", line.text);  // only warnings: see above
   const nlohmann::json md = part.body.value("metadata", nlohmann::json::object());
-  if (auto s = undo_node().update_labels(md.value("labels", nlohmann::json::object()),
-                                         md.value("annotations", nlohmann::json::object()));
+  if (auto s = node_ops.update_labels(md.value("labels", nlohmann::json::object()),
+                                      md.value("annotations", nlohmann::json::object()));
       !s)
     return s;
   paused_record_.clear();

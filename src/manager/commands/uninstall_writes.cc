@@ -13,7 +13,7 @@ namespace dm::manager {
 // The lease is taken by the first write, with what is due then, on the paths that pause labels first; the
 // others, and a leftover that takes a write of its own, take it now. Returns the node as read then.
 Result<nlohmann::json> Uninstall::wait_for_lease(const nlohmann::json& node) {
-  lease_.emplace(client_, clock_, settings_.node_name,
+  lease_.emplace(run_requests_, clock_, settings_.node_name,
                  lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
   const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(node) && snapshot_.policy_enabled());
   auto leased = defer ? lease_->wait_until_free(cancel_, &node) : lease_->acquire(cancel_, &node);
@@ -73,14 +73,14 @@ bool Uninstall::taints_with_first_write() const {
   return resets && gpu_clients_->reset_will_taint();
 }
 
-void Uninstall::forget_changes_not_made() {
+void Uninstall::forget_changes_not_made(NodeOps& node_ops) {
   if (run_.first_write.lease_pending) {
     // No write yet: leftovers of an earlier run adopted meanwhile stay for the next run, as after a crash.
     undo_.clear();
     return;
   }
   if (!run_.first_write.unsure) return;
-  auto node = node_.get();
+  auto node = node_ops.get();
   if (!node) return;  // unknown: the undo list runs (each action touches only what carries our marks)
   const auto lease = lease_of(*node);
   if (lease && lease->holder == lease_->holder()) return;
@@ -109,7 +109,7 @@ Status Uninstall::undo_changes() {
   if (folded && *folded) return ok_status();
   if (!folded && cancel_.cancelled()) return folded.error();
   if (!folded) spdlog::warn("{}; undoing each change on its own", folded.error().message);
-  return undo_.run_all(cancel_);
+  return undo_.run_all(run_writers(), cancel_);
 }
 
 }  // namespace dm::manager

@@ -11,6 +11,7 @@
 #include "common/duration_text.h"
 #include "common/log.h"
 #include "kube/retry.h"
+#include "kube/stopped_by.h"
 
 namespace dm::manager {
 
@@ -159,6 +160,7 @@ void NodeLease::started() {
     std::lock_guard<std::mutex> lock(mu_);
     held_ = true;
     stop_ = false;
+    renewing_ = CancelToken();
   }
   spdlog::debug("Holding the lease on node {} as {}", node_, holder_);
   renewer_ = std::thread([this] { renew_loop(); });
@@ -201,8 +203,9 @@ Result<Json> NodeLease::wait(const CancelToken& cancel, const Json* seen, Take t
   return taken;
 }
 
-Result<bool> NodeLease::renew_once() {
-  auto node = client_.get(kube::paths::node(node_));
+Result<bool> NodeLease::renew_once(const CancelToken& stop) {
+  kube::StoppedBy client(client_, stop);
+  auto node = client.get(kube::paths::node(node_));
   if (!node) return node.error();
   const auto current = lease_of(*node);
   if (!current || current->holder != holder_) {
@@ -214,7 +217,7 @@ Result<bool> NodeLease::renew_once() {
   const Json body = {{"metadata",
                       {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
                        {"annotations", {{std::string(kLeaseAnnotation), mine.to_string()}}}}}};
-  auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
+  auto r = client.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
   if (!r) return r.error();
   return true;
 }
@@ -229,13 +232,14 @@ void NodeLease::renew_loop() {
   while (!stop_) {
     cv_.wait_for(lock, options_.renew_every);
     if (stop_) break;
+    const CancelToken stop = renewing_;
     lock.unlock();
     const TimePoint lapses = renewed + options_.duration;
     Result<bool> s = false;
     {
       const kube::RequestDeadline until_it_lapses(Deadline::after(clock_, lapses - clock_.now()));
-      s = renew_once();
-      if (!s && s.error().conflict()) s = renew_once();  // the node changed in between: read it again
+      s = renew_once(stop);
+      if (!s && s.error().conflict()) s = renew_once(stop);  // the node changed in between: read it again
     }
     lock.lock();
     if (s && *s) {
@@ -243,7 +247,7 @@ void NodeLease::renew_loop() {
       renewed = clock_.now();
       lapsed = false;
     } else if (!s && s.error().cancelled()) {
-      // SIGTERM stopped the request; the next renewal goes out with the cleanup's own token.
+      // stop_renewing() stopped the request: the lease is being released.
       spdlog::debug("Renewing the lease on node {} was cancelled", node_);
     } else if (!s && !lapsed && clock_.now() >= lapses) {
       lapsed = true;
@@ -268,6 +272,7 @@ void NodeLease::stop_renewing() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
+    renewing_.cancel();
   }
   cv_.notify_all();
   if (renewer_.joinable()) renewer_.join();
@@ -302,11 +307,13 @@ void NodeLease::folded_release_done(bool applied) {
   }
   if (!held_ || lost_ || renewer_.joinable()) return;
   stop_ = false;
+  renewing_ = CancelToken();
   renewer_ = std::thread([this] { renew_loop(); });
 }
 
-Status NodeLease::release(const std::vector<std::string>& also_remove) {
+Status NodeLease::release(const CancelToken& stop, const std::vector<std::string>& also_remove) {
   stop_renewing();
+  kube::StoppedBy client(client_, stop);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!held_ && !maybe_taken_) return ok_status();
@@ -314,7 +321,7 @@ Status NodeLease::release(const std::vector<std::string>& also_remove) {
     maybe_taken_ = false;
   }
   for (int attempt = 0; attempt < 3; ++attempt) {
-    auto node = client_.get(kube::paths::node(node_));
+    auto node = client.get(kube::paths::node(node_));
     if (!node) return node.error().wrap("failed to release the lease on node " + node_);
     const auto current = lease_of(*node);
     if (!current || current->holder != holder_) return ok_status();
@@ -323,7 +330,7 @@ Status NodeLease::release(const std::vector<std::string>& also_remove) {
     const Json body = {{"metadata",
                         {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
                          {"annotations", annotations}}}};
-    auto r = client_.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
+    auto r = client.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
     if (r) return ok_status();
     if (!r.error().conflict()) return r.error().wrap("failed to release the lease on node " + node_);
   }

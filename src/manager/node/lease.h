@@ -45,6 +45,9 @@ struct LeaseOptions {
   std::chrono::seconds log_every{10};
 };
 
+// Its waits and its taking write go through `client` (the run's requests, which SIGTERM stops); its renewals
+// obey a token of the lease's own, fired when it stops renewing, so that they go on through a cleanup and
+// never hold up its end.
 class NodeLease {
  public:
   NodeLease(kube::Api& client, const Clock& clock, std::string node, std::string holder,
@@ -69,8 +72,9 @@ class NodeLease {
   enum class WriteOutcome { kApplied, kMaybeApplied, kNotApplied };
   void first_write_done(WriteOutcome outcome);
   // Stops renewing and removes the annotation if it is still ours, with `also_remove` (other annotations
-  // of the run that end with it) in the same patch. Idempotent.
-  Status release(const std::vector<std::string>& also_remove = {});
+  // of the run that end with it) in the same patch; its requests stop with `stop` (the end of a run and its
+  // cleanup have tokens of their own, which SIGTERM does not fire). Idempotent.
+  Status release(const CancelToken& stop, const std::vector<std::string>& also_remove = {});
   // The release as a part of a node write that carries other changes too (NodeOps::write_folded): stops
   // renewing; the part removes the annotation if it is still ours, with `also_remove`. Then
   // folded_release_done(): applied, the lease is released; not, renewing goes on and release() is left.
@@ -91,8 +95,8 @@ class NodeLease {
   enum class Take { kWrite, kLook };  // kLook: decide only
   Result<Attempt> try_take(const nlohmann::json* seen, Take take);
   Result<nlohmann::json> wait(const CancelToken& cancel, const nlohmann::json* seen, Take take);
-  void started();             // held: start renewing
-  Result<bool> renew_once();  // false: someone else holds it now
+  void started();                                    // held: start renewing
+  Result<bool> renew_once(const CancelToken& stop);  // false: someone else holds it now
   void renew_loop();
   void stop_renewing();
 
@@ -105,6 +109,7 @@ class NodeLease {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  CancelToken renewing_;  // the renewals' requests stop with it: fired by stop_renewing()
   bool held_ = false;
   bool lost_ = false;
   // A taking write failed without an answer that says it did not happen (cut short by SIGTERM, a

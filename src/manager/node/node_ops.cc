@@ -30,14 +30,9 @@ bool cordoned_by_us(const Json& node) {
   return !kube::annotation(node, kCordonedAnnotation).value_or("").empty();
 }
 
-std::mutex& node_update_lock() {
-  static std::mutex lock;
-  return lock;
-}
-
 NodeOps::NodeOps(kube::Api& client, const Clock& clock, CancelToken cancel, std::string node,
                  RetryPolicy retry)
-    : client_(client), clock_(clock), cancel_(std::move(cancel)), node_(std::move(node)), retry_(retry) {}
+    : client_(client, std::move(cancel)), clock_(clock), node_(std::move(node)), retry_(retry) {}
 
 Result<Json> NodeOps::get() {
   auto r = client_.get(kube::paths::node(node_));
@@ -62,7 +57,7 @@ Result<Json> NodeOps::patch_with_retry(const Json& body, const std::string& what
     if (permanent(last) || last.unanswered || attempt == retry_.attempts) break;
     spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, last.message);
     const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
-    if (!clock_.sleep_for(sleep, cancel_)) return last.wrap("cancelled while retrying");
+    if (!clock_.sleep_for(sleep, client_.token())) return last.wrap("cancelled while retrying");
     delay = std::chrono::duration_cast<Duration>(delay * retry_.factor);
   }
   return last.wrap("failed to update " + what + " on node " + node_);
@@ -88,7 +83,7 @@ Result<CordonOutcome> NodeOps::cordon() {
   bool copy_allowed = known_ != nullptr;
   bool announced = false;  // "Cordoning node" once per decision read from the API server
   for (int attempt = 0; attempt < kAttempts;) {
-    const std::lock_guard lock(node_update_lock());
+    const std::lock_guard lock(guarded_write_lock());
     std::optional<Json> copy = copy_allowed ? known_->copy() : std::nullopt;
     copy_allowed = false;
     if (copy && kube::node_unschedulable(*copy)) copy.reset();
@@ -131,13 +126,13 @@ Result<CordonOutcome> NodeOps::cordon() {
 namespace {
 
 // What uncordoning `node` takes: the merge-patch body (empty: nothing) and the line that says it.
-struct UncordonPlan {
+struct UncordonDecision {
   Json body = Json::object();
   std::string line;
 };
 
-UncordonPlan plan_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
-  UncordonPlan plan;
+UncordonDecision decide_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
+  UncordonDecision plan;
   const bool ours = cordoned_by_us(node);
   const bool cordoned = kube::node_unschedulable(node);
   if (!ours && !(whose == NodeOps::Whose::kAnyone && cordoned)) {
@@ -171,7 +166,7 @@ void merge_into(Json& body, const Json& part) {
 Status NodeOps::uncordon(Whose whose) {
   auto node = get();
   if (!node) return node.error();
-  const UncordonPlan plan = plan_uncordon(*node, whose, node_);
+  const UncordonDecision plan = decide_uncordon(*node, whose, node_);
   if (!plan.line.empty()) spdlog::info("{}", plan.line);
   if (plan.body.empty()) return ok_status();
   auto r = patch_with_retry(plan.body, "cordon state");
@@ -181,7 +176,7 @@ Status NodeOps::uncordon(Whose whose) {
 
 NodeFold NodeOps::uncordon_fold(Whose whose) const {
   return [whose, name = node_](const Json& node, FoldedPatch& patch) {
-    UncordonPlan plan = plan_uncordon(node, whose, name);
+    UncordonDecision plan = decide_uncordon(node, whose, name);
     merge_into(patch.body, plan.body);
     if (!plan.line.empty()) patch.lines.push_back({.text = plan.line});
   };
@@ -250,7 +245,7 @@ Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::stri
           return e.wrap("failed to update " + what + " on node " + node_);
         spdlog::warn("Failed to update {} on node {}, retrying: {}", what, node_, e.message);
         const auto sleep = std::chrono::duration_cast<Duration>(delay * (1.0 + jitter(rng)));
-        if (!clock_.sleep_for(sleep, cancel_)) return e.wrap("cancelled while retrying");
+        if (!clock_.sleep_for(sleep, client_.token())) return e.wrap("cancelled while retrying");
         delay = std::chrono::duration_cast<Duration>(delay * retry_.factor);
         continue;
       }

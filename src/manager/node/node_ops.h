@@ -10,6 +10,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
+#include "kube/stopped_by.h"
 #include "manager/node/known_node.h"
 #include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
@@ -34,20 +35,17 @@ enum class CordonOutcome {
 // True when the node object carries our cordon annotation.
 bool cordoned_by_us(const nlohmann::json& node);
 
-// Held around each read-then-guarded-write of this program's Node (cordon, taint): the cordon and the taint
-// are written at the same moment, and with each other's resourceVersion in between one of them would meet
-// a conflict and read the node again. The process manages one node, so one lock serves.
-std::mutex& node_update_lock();
-
 class NodeOps {
  public:
+  // Every request it sends and every pause between its attempts stop with `cancel` (kube::StoppedBy).
   NodeOps(kube::Api& client, const Clock& clock, CancelToken cancel, std::string node,
           RetryPolicy retry = {});
 
   [[nodiscard]] const std::string& node() const { return node_; }
 
   // Every node this object reads or writes is remembered in `known`, and cordon() starts from its copy
-  // instead of a GET (see KnownNode). Not owned; null (the default) reads the node before every cordon.
+  // instead of a GET (see KnownNode), under its guarded-write lock. Not owned; null (the default) reads the
+  // node before every cordon.
   void use_known_node(KnownNode* known) { known_ = known; }
 
   // GET the node.
@@ -103,13 +101,18 @@ class NodeOps {
     if (known_ != nullptr) known_->remember(node);
   }
 
-  kube::Api& client_;
+  // The known node's lock, else one of its own (no other writer shares it then).
+  std::mutex& guarded_write_lock() {
+    return known_ != nullptr ? known_->guarded_write_lock() : own_write_lock_;
+  }
+
+  kube::StoppedBy client_;
   const Clock& clock_;
-  CancelToken cancel_;
   std::string node_;
   RetryPolicy retry_;
   std::atomic<bool> events_forbidden_{false};
   KnownNode* known_ = nullptr;
+  std::mutex own_write_lock_;
 };
 
 }  // namespace dm::manager

@@ -119,13 +119,17 @@ void fold_taint_remove(const Json& node, const std::string& node_name, FoldedPat
   if (on_applied) part.applied.push_back(std::move(on_applied));
 }
 
-TaintOps::TaintOps(kube::Api& client, const Clock& clock, std::string node, int max_attempts)
-    : client_(client), clock_(clock), node_(std::move(node)), max_attempts_(max_attempts) {}
+TaintOps::TaintOps(kube::Api& client, const Clock& clock, CancelToken cancel, std::string node,
+                   int max_attempts)
+    : client_(client, std::move(cancel)),
+      clock_(clock),
+      node_(std::move(node)),
+      max_attempts_(max_attempts) {}
 
 // After the first conflict the node is read again at once: it is nearly always one other write (the cordon
 // written beside the taint, a heartbeat), not a contest. Only repeated conflicts back off.
 void TaintOps::conflict_pause(int attempt) const {
-  if (attempt > 1) clock_.sleep_for(std::chrono::milliseconds(50) * (attempt - 1), CancelToken{});
+  if (attempt > 1) clock_.sleep_for(std::chrono::milliseconds(50) * (attempt - 1), client_.token());
 }
 
 Result<Json> TaintOps::get() {
@@ -148,7 +152,7 @@ Result<TaintAddDecision> TaintOps::add(const Taint& taint) {
   bool copy_allowed = known_ != nullptr;
   bool announced = false;  // "Tainting node" was said for a stale copy: not again for the fresh read
   for (int attempt = 1; attempt <= max_attempts_;) {
-    std::unique_lock lock(node_update_lock());
+    std::unique_lock lock(guarded_write_lock());
     std::optional<Json> copy = copy_allowed ? copy_to_change(taint) : std::nullopt;
     copy_allowed = false;
     const bool from_copy = copy.has_value();

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -13,6 +14,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
+#include "kube/stopped_by.h"
 #include "manager/node/known_node.h"
 #include "manager/node/undo.h"
 #include "manager/rules/node_keys.h"
@@ -65,11 +67,13 @@ void fold_taint_remove(const nlohmann::json& node, const std::string& node_name,
 
 // --- The writes -----------------------------------------------------------------------------------
 
-// Adds / removes the gpu-client taint on one node. Requests are not tied to the SIGTERM token: the taint
-// must come off after SIGTERM too.
+// Adds / removes the gpu-client taint on one node. Every request it sends and every pause between its
+// attempts stop with `cancel` (kube::StoppedBy): the run's writes with SIGTERM, the cleanup's with its own
+// token, so that the taint comes off after SIGTERM too.
 class TaintOps {
  public:
-  TaintOps(kube::Api& client, const Clock& clock, std::string node, int max_attempts = 10);
+  TaintOps(kube::Api& client, const Clock& clock, CancelToken cancel, std::string node,
+           int max_attempts = 10);
 
   // GETs the node and adds `taint` (+ our annotation) unless a taint with its key and effect is there.
   // On 409 (the node changed since the GET) it reads the node again and retries.
@@ -81,7 +85,8 @@ class TaintOps {
   [[nodiscard]] const std::string& node() const { return node_; }
 
   // Every node this object reads or writes is remembered in `known`, and add() starts from its copy
-  // instead of a GET (see KnownNode). Not owned; null (the default) reads the node before every write.
+  // instead of a GET (see KnownNode), under its guarded-write lock. Not owned; null (the default) reads the
+  // node before every write.
   void use_known_node(KnownNode* known) { known_ = known; }
   // From now on add() returns `why` instead of writing a taint that is not on the node yet (decided on a
   // fresh read); a taint already there is still taken as it is.
@@ -94,11 +99,17 @@ class TaintOps {
   [[nodiscard]] std::optional<nlohmann::json> copy_to_change(const kube::Taint& taint) const;
   void conflict_pause(int attempt) const;  // before re-reading the node after a conflicting write
 
-  kube::Api& client_;
+  // The known node's lock, else one of its own (no other writer shares it then).
+  std::mutex& guarded_write_lock() {
+    return known_ != nullptr ? known_->guarded_write_lock() : own_write_lock_;
+  }
+
+  kube::StoppedBy client_;
   const Clock& clock_;
   std::string node_;
   int max_attempts_;
   KnownNode* known_ = nullptr;
+  std::mutex own_write_lock_;
   std::optional<Error> refusal_;
 };
 

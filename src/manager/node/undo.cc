@@ -51,11 +51,11 @@ void UndoList::put_back(UndoAction action) {
   actions_.push_back(std::move(action));
 }
 
-Status UndoList::run_all(const CancelToken& cancel) {
+Status UndoList::run_all(const NodeWriters& with, const CancelToken& cancel) {
   std::vector<UndoAction> failed;  // optional actions that failed, newest first
   Status result = ok_status();
   while (auto a = take_newest()) {
-    auto s = a->run();
+    auto s = a->run(with);
     if (s) continue;
     if (a->need == UndoNeed::kRequired) {
       result = s;
@@ -101,14 +101,15 @@ Result<bool> UndoList::run_folded(const std::function<Status(const std::vector<N
   return true;
 }
 
-std::vector<std::string> UndoList::run_best_effort(const Clock& clock, const Deadline& deadline) {
+std::vector<std::string> UndoList::run_best_effort(const NodeWriters& with, const Clock& clock,
+                                                   const Deadline& deadline) {
   std::vector<std::string> left;
   while (auto action = take_newest()) {
     if (deadline.passed(clock)) {
       left.push_back(action->name);
       continue;
     }
-    if (auto s = action->run(); !s) {
+    if (auto s = action->run(with); !s) {
       if (action->upstream_name.empty()) {
         spdlog::warn("Failed to {}: {}", action->name, s.error().message);
       } else {

@@ -15,6 +15,18 @@
 
 namespace dm::manager {
 
+class NodeOps;
+class TaintOps;
+
+// The writers an undo action sends its requests through, given by whoever runs the list: the run's on the
+// success path (stopped by SIGTERM), the cleanup's after a failure (a token of their own, fired at the
+// cleanup's deadline). So an action never holds a writer: which token stops its requests is decided where
+// the list is run.
+struct NodeWriters {
+  NodeOps& node;
+  TaintOps& taint;
+};
+
 // On the success path: a failing kRequired undo fails the run; a failing kOptional one is only a warning.
 enum class UndoNeed { kRequired, kOptional };
 
@@ -42,7 +54,7 @@ struct UndoAction {
   // `name` changes no behaviour.
   std::string key;
   std::string name;  // what it does, for logs: "remove the GPU client taint nvidia.com/gpu:NoSchedule"
-  std::function<Status()> run;
+  std::function<Status(const NodeWriters& with)> run;
   UndoNeed need = UndoNeed::kRequired;
   // Upstream's name for the step in its failure warning ("uncordon node"): a failure is then logged as
   // "Failed to <it>: <err>" (" during cleanup" added after a failure), its text; "" = "Failed to <name>".
@@ -73,7 +85,7 @@ class UndoList {
   // required one fails later, or `cancel` (SIGTERM) has fired by the time it failed (then it stops there
   // and is returned), the failed optional ones stay registered too, so the cleanup tries them again.
   // An action added while the list runs is the newest, so it runs next.
-  Status run_all(const CancelToken& cancel = CancelToken());
+  Status run_all(const NodeWriters& with, const CancelToken& cancel = CancelToken());
 
   // The success path in one node write: when every action has a fold, they are taken off the list and
   // `write` gets their folds, newest first; when it fails they go back as they were (for run_all() or the
@@ -83,7 +95,8 @@ class UndoList {
   // Cleanup after a failure or SIGTERM: runs every action newest first, logging a failure as a warning and
   // going on; stops starting actions once `deadline` has passed. Returns the names of the actions that
   // failed or were not started: what is still left on the node.
-  std::vector<std::string> run_best_effort(const Clock& clock, const Deadline& deadline);
+  std::vector<std::string> run_best_effort(const NodeWriters& with, const Clock& clock,
+                                           const Deadline& deadline);
 
  private:
   [[nodiscard]] bool contains_locked(const std::string& key) const;

@@ -1,4 +1,4 @@
-// build_plan: the run's own path and steps (manager/commands/flow_plan), each step rendered with the pods it
+// build_plan: the run's own path and steps (manager/commands/flow_steps), each step rendered with the pods it
 // would take, in the order the run takes them.
 #include "manager/plan/build.h"
 
@@ -481,7 +481,7 @@ Plan build_plan(const Settings& settings, const PlanInputs& in) {
   });
   plan.gpu_pod_eviction = facts.gpu_pod_eviction;
   plan.auto_drain = facts.auto_drain;
-  plan.flow = plan_flow(facts);
+  plan.flow = decide_steps(facts);
   plan.path_reason = path_reason(plan.flow.path, in);
   for (const auto& s : plan.flow.steps) builder.render(s.step);
   builder.finish();

@@ -1,6 +1,6 @@
 // `plan`'s report: what uninstall_driver would do on this node now, as data (build.h decides it, render.h
 // shows it; docs/plan.md describes the output). Its `flow` is the run's own path and steps
-// (manager/commands/flow_plan); the rest is what each step would take and what the node and host look like.
+// (manager/commands/flow_steps); the rest is what each step would take and what the node and host look like.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "manager/commands/flow_plan.h"
+#include "manager/commands/flow_steps.h"
 #include "manager/rules/pdb.h"
 #include "manager/rules/upgrade_wave.h"
 
@@ -53,7 +53,7 @@ struct PlanClaim {
 
 struct Plan {
   std::string node;
-  FlowPlan flow;  // the run's path and steps, as the run decides them
+  FlowSteps flow;  // the run's path and steps, as the run decides them
   // Why DRA counts as in use when the operator did not deploy its driver here ("" otherwise; dra_plugin.h).
   std::string dra_in_use;
   std::string path_reason;

@@ -73,16 +73,16 @@ bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
 }
 
 GpuClientReset::GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                               const Settings& settings, UndoList& undo,
+                               const Settings& settings, UndoList& undo, TaintOps& taint,
                                std::shared_ptr<const LabelPause> label_pause)
-    : client_(client),
+    : client_(client, cancel),
       pods_(pods),
       clock_(clock),
       cancel_(std::move(cancel)),
       settings_(settings),
       undo_(undo),
       label_pause_(std::move(label_pause)),
-      taint_ops_(client, clock, settings.node_name),
+      taint_ops_(taint),
       taint_(parse_taint(settings.gpu_client_taint)) {}
 
 Status GpuClientReset::heal_leftover_taint(const Json& node) {
@@ -110,8 +110,8 @@ void GpuClientReset::adopt_leftover_taint(const Json& node) {
 void GpuClientReset::register_undo() {
   undo_.add({.key = "gpu-client-taint",
              .name = "remove the GPU client taint from node " + settings_.node_name,
-             .run = [this]() -> Status {
-               if (auto r = remove_taint(); !r) {
+             .run = [this](const NodeWriters& with) -> Status {
+               if (auto r = remove_taint(with.taint); !r) {
                  return r.error().wrap("failed to remove the GPU client taint from node " +
                                        settings_.node_name);
                }
@@ -321,9 +321,9 @@ Status GpuClientReset::evict_clients(const std::vector<EvictionTarget>& targets,
   return evict(targets, phase_name(GpuClientPhase::kWithOperands), cancel);
 }
 
-Status GpuClientReset::remove_taint() {
+Status GpuClientReset::remove_taint(TaintOps& taint) {
   if (!owned_) return ok_status();
-  auto r = taint_ops_.remove_ours();
+  auto r = taint.remove_ours();
   if (!r) return r.error();
   owned_ = false;
   effective_taint_.reset();

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
+#include "kube/stopped_by.h"
 #include "manager/node/taint_ops.h"
 #include "manager/node/undo.h"
 #include "manager/pods/eviction.h"
@@ -38,10 +39,11 @@ bool clients_need_taint(const Settings& settings, const PodSnapshot& pods,
 
 class GpuClientReset {
  public:
-  // `cancel` is the SIGTERM token (it stops evictions and waits); taint removal ignores it. A taint this
-  // object adds or adopts registers its removal in `undo`.
+  // `cancel` is the run's token (SIGTERM): it stops the evictions, waits and requests of the reset; the
+  // taint is added through `taint`, the run's taint writer. A taint this object adds or adopts registers
+  // its removal in `undo`, sent through the writer of whoever runs the list.
   GpuClientReset(kube::Api& client, PodWatch& pods, const Clock& clock, CancelToken cancel,
-                 const Settings& settings, UndoList& undo,
+                 const Settings& settings, UndoList& undo, TaintOps& taint,
                  std::shared_ptr<const LabelPause> label_pause = {});
 
   // The reset refuses with `why` (nothing evicted by it) where it would add the taint to the node: this
@@ -88,8 +90,9 @@ class GpuClientReset {
   // Taints the node if the reset did not (its removal registered), then evicts `targets` and waits for
   // them like the reset (GPU_CLIENT_EVICTION_TIMEOUT, PDBs respected).
   Status evict_clients(const std::vector<EvictionTarget>& targets, const CancelToken& cancel);
-  // Removes the taint if this run (or a crashed earlier one) added it; idempotent; safe after SIGTERM.
-  Status remove_taint();
+  // Removes the taint through `taint` if this run (or a crashed earlier one) added it; idempotent; safe
+  // after SIGTERM with a writer whose token SIGTERM does not fire (the cleanup's).
+  Status remove_taint(TaintOps& taint);
   // The node carries a taint of ours that remove_taint() has yet to remove.
   [[nodiscard]] bool tainted() const { return owned_; }
 
@@ -106,14 +109,14 @@ class GpuClientReset {
   Result<PodSnapshot> relist(const CancelToken& cancel);
   void warn_about_replacements(const std::vector<EvictionTarget>& targets, const PodPipeline& pipeline) const;
 
-  kube::Api& client_;
+  kube::StoppedBy client_;
   PodWatch& pods_;
   const Clock& clock_;
   CancelToken cancel_;
   const Settings& settings_;
   UndoList& undo_;
   std::shared_ptr<const LabelPause> label_pause_;
-  TaintOps taint_ops_;
+  TaintOps& taint_ops_;
   KnownNode* known_ = nullptr;  // the node as last seen (the folded taint's re-list floor)
   bool taint_folded_ = false;   // taint_fold() put the taint into an attempt of the first write
   Result<kube::Taint> taint_;

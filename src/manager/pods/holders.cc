@@ -1,7 +1,6 @@
 #include "manager/pods/holders.h"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 
 #include <map>
 
@@ -40,7 +39,6 @@ Error name_driver_holders(const Error& error, const std::vector<host::HolderProc
                           const PodList& pods) {
   const auto lines = describe_holders(holders, pods);
   if (lines.empty()) return error;
-  for (const auto& l : lines) spdlog::error("{}", l);
   Error named = error;
   named.message += fmt::format(". {}", fmt::join(lines, "; "));
   return named;

@@ -18,7 +18,7 @@ namespace dm::manager {
 std::vector<std::string> describe_holders(const std::vector<host::HolderProcess>& holders,
                                           const PodList& pods);
 
-// `error` (a refused unload) with the holders appended; each holder line is also logged as an error.
+// `error` (a refused unload) with the holders appended; not logged: whoever handles the error logs it, once.
 Error name_driver_holders(const Error& error, const std::vector<host::HolderProcess>& holders,
                           const PodList& pods);
 

@@ -1,5 +1,5 @@
 // The run's path and steps as data: the order the paths are tried, the steps of each, the phases they open.
-#include "manager/commands/flow_plan.h"
+#include "manager/commands/flow_steps.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -19,39 +19,39 @@ FlowFacts loaded() {
   return f;
 }
 
-std::vector<Step> steps_of(const FlowPlan& p) {
+std::vector<Step> steps_of(const FlowSteps& p) {
   std::vector<Step> out;
   for (const auto& s : p.steps) out.push_back(s.step);
   return out;
 }
 
-std::optional<Phase> phase_of(const FlowPlan& p, Step step) {
+std::optional<Phase> phase_of(const FlowSteps& p, Step step) {
   for (const auto& s : p.steps) {
     if (s.step == step) return s.phase;
   }
   throw std::runtime_error("no step " + std::string(step_name(step)));
 }
 
-TEST(FlowPlan, PathsAreTriedInOrder) {
+TEST(FlowSteps, PathsAreTriedInOrder) {
   FlowFacts f = loaded();
   f.host_driver = true;
   f.refused = true;
   f.skip = true;
-  EXPECT_EQ(plan_flow(f).path, RunPath::kPreInstalled) << "a host driver comes before everything";
+  EXPECT_EQ(decide_steps(f).path, RunPath::kPreInstalled) << "a host driver comes before everything";
   f.host_driver = false;
-  EXPECT_EQ(plan_flow(f).path, RunPath::kRefused);
+  EXPECT_EQ(decide_steps(f).path, RunPath::kRefused);
   f.refused = false;
-  EXPECT_EQ(plan_flow(f).path, RunPath::kSkip);
+  EXPECT_EQ(decide_steps(f).path, RunPath::kSkip);
   f.nvidia_loaded = false;
-  EXPECT_EQ(plan_flow(f).path, RunPath::kNoDriver) << "nothing loaded: nothing to keep either";
+  EXPECT_EQ(decide_steps(f).path, RunPath::kNoDriver) << "nothing loaded: nothing to keep either";
   f = loaded();
-  EXPECT_EQ(plan_flow(f).path, RunPath::kFull);
+  EXPECT_EQ(decide_steps(f).path, RunPath::kFull);
   EXPECT_EQ(path_name(RunPath::kNoDriver), "no-driver");
   EXPECT_EQ(path_name(RunPath::kPreInstalled), "pre-installed");
 }
 
-TEST(FlowPlan, FullPathStepsAndPhases) {
-  const FlowPlan p = plan_flow(loaded());
+TEST(FlowSteps, FullPathStepsAndPhases) {
+  const FlowSteps p = decide_steps(loaded());
   EXPECT_TRUE(p.evict_workloads);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
@@ -64,30 +64,30 @@ TEST(FlowPlan, FullPathStepsAndPhases) {
 
 // Pods bound after the cordon or the taint are looked for once more before anything is unloaded, on the
 // full path only: the skip and no-driver paths unload nothing a late pod could hold.
-TEST(FlowPlan, OnlyThePathThatUnloadsLooksForLateArrivalsBeforeTheUnload) {
+TEST(FlowSteps, OnlyThePathThatUnloadsLooksForLateArrivalsBeforeTheUnload) {
   FlowFacts f = loaded();
-  const auto has = [](const FlowPlan& p) {
+  const auto has = [](const FlowSteps& p) {
     const auto s = steps_of(p);
     const auto late = std::find(s.begin(), s.end(), Step::kEvictLateArrivals);
     return late != s.end() && std::find(late, s.end(), Step::kUnloadDriver) != s.end();
   };
-  EXPECT_TRUE(has(plan_flow(f)));
+  EXPECT_TRUE(has(decide_steps(f)));
   f.gpu_pod_eviction = false;  // the clients still arrive late; the workloads are left to the unload
-  EXPECT_TRUE(has(plan_flow(f)));
+  EXPECT_TRUE(has(decide_steps(f)));
   f.skip = true;
-  EXPECT_FALSE(has(plan_flow(f)));
+  EXPECT_FALSE(has(decide_steps(f)));
   f.skip = false;
   f.nvidia_loaded = false;
-  EXPECT_FALSE(has(plan_flow(f)));
+  EXPECT_FALSE(has(decide_steps(f)));
   EXPECT_EQ(step_name(Step::kEvictLateArrivals), "evict-late-arrivals");
 }
 
-TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
+TEST(FlowSteps, DraAutoDrainAndRdmaAddTheirSteps) {
   FlowFacts f = loaded();
   f.dra_on = true;
   f.auto_drain = true;
   f.gpu_direct_rdma = true;
-  const FlowPlan p = plan_flow(f);
+  const FlowSteps p = decide_steps(f);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
                           Step::kDrainAfterFailedEviction, Step::kEvictLateArrivals, Step::kCheckDraClaims,
@@ -97,74 +97,75 @@ TEST(FlowPlan, DraAutoDrainAndRdmaAddTheirSteps) {
                                       Phase::kWaitMofed, Phase::kRestore));
 }
 
-TEST(FlowPlan, WorkloadsAreEvictedWithEvictionOnOrWithDraAndTheDrainFallback) {
+TEST(FlowSteps, WorkloadsAreEvictedWithEvictionOnOrWithDraAndTheDrainFallback) {
   FlowFacts f = loaded();
   f.gpu_pod_eviction = false;
-  EXPECT_FALSE(plan_flow(f).evict_workloads);
+  EXPECT_FALSE(decide_steps(f).evict_workloads);
   f.auto_drain = true;
-  EXPECT_FALSE(plan_flow(f).evict_workloads) << "auto drain alone waits for a failed unload";
+  EXPECT_FALSE(decide_steps(f).evict_workloads) << "auto drain alone waits for a failed unload";
   f.dra_on = true;
-  EXPECT_TRUE(plan_flow(f).evict_workloads);
+  EXPECT_TRUE(decide_steps(f).evict_workloads);
   f.skip = true;
-  EXPECT_FALSE(plan_flow(f).evict_workloads) << "the skip path evicts no workload";
+  EXPECT_FALSE(decide_steps(f).evict_workloads) << "the skip path evicts no workload";
 }
 
-// A step's path rule (its row in flow_plan.cc) decides whether a path that lists it takes it.
-TEST(FlowPlan, PathRulesTakeAStepOnlyWhereItHasSomethingToDo) {
-  const auto has = [](const FlowPlan& p, Step step) {
+// A step's path rule (its row in flow_steps.cc) decides whether a path that lists it takes it.
+TEST(FlowSteps, PathRulesTakeAStepOnlyWhereItHasSomethingToDo) {
+  const auto has = [](const FlowSteps& p, Step step) {
     const auto s = steps_of(p);
     return std::find(s.begin(), s.end(), step) != s.end();
   };
   FlowFacts f = loaded();
   f.gpu_pod_eviction = false;
   f.auto_drain = true;
-  EXPECT_FALSE(has(plan_flow(f), Step::kDrainAfterFailedEviction))
+  EXPECT_FALSE(has(decide_steps(f), Step::kDrainAfterFailedEviction))
       << "no workload eviction to fall back from";
   f.gpu_pod_eviction = true;
-  EXPECT_TRUE(has(plan_flow(f), Step::kDrainAfterFailedEviction));
+  EXPECT_TRUE(has(decide_steps(f), Step::kDrainAfterFailedEviction));
   f.auto_drain = false;
-  EXPECT_FALSE(has(plan_flow(f), Step::kDrainAfterFailedEviction)) << "no fallback without auto drain";
-  EXPECT_FALSE(has(plan_flow(f), Step::kCheckDraClaims));
-  EXPECT_FALSE(has(plan_flow(f), Step::kPauseDraPlugin));
+  EXPECT_FALSE(has(decide_steps(f), Step::kDrainAfterFailedEviction)) << "no fallback without auto drain";
+  EXPECT_FALSE(has(decide_steps(f), Step::kCheckDraClaims));
+  EXPECT_FALSE(has(decide_steps(f), Step::kPauseDraPlugin));
   f.dra_on = true;
-  EXPECT_EQ(phase_of(plan_flow(f), Step::kCheckDraClaims), Phase::kEvictWorkloads) << "the claim guard runs";
-  EXPECT_TRUE(has(plan_flow(f), Step::kPauseDraPlugin));
+  EXPECT_EQ(phase_of(decide_steps(f), Step::kCheckDraClaims), Phase::kEvictWorkloads)
+      << "the claim guard runs";
+  EXPECT_TRUE(has(decide_steps(f), Step::kPauseDraPlugin));
   f.nvidia_loaded = false;
-  EXPECT_EQ(steps_of(plan_flow(f)).front(), Step::kPauseDraPlugin) << "the no-driver path pauses it first";
+  EXPECT_EQ(steps_of(decide_steps(f)).front(), Step::kPauseDraPlugin) << "the no-driver path pauses it first";
 }
 
-TEST(FlowPlan, SkipPathBouncesTheClientsAndKeepsTheDriver) {
+TEST(FlowSteps, SkipPathBouncesTheClientsAndKeepsTheDriver) {
   FlowFacts f = loaded();
   f.skip = true;
   f.dra_on = true;
-  const FlowPlan p = plan_flow(f);
+  const FlowSteps p = decide_steps(f);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
                           Step::kPauseDraPlugin, Step::kCleanStaleMounts, Step::kUndoChanges));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kCleanDriverRoot, Phase::kRestore));
 }
 
-TEST(FlowPlan, NoDriverPathEvictsNothing) {
+TEST(FlowSteps, NoDriverPathEvictsNothing) {
   FlowFacts f;
   f.gpu_direct_rdma = true;
-  const FlowPlan p = plan_flow(f);
+  const FlowSteps p = decide_steps(f);
   EXPECT_THAT(steps_of(p), ElementsAre(Step::kRemoveStaleDriverRoot, Step::kUnloadNouveau, Step::kUnbindVfio,
                                        Step::kWaitMofed, Step::kRestoreLabels, Step::kUndoChanges));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kCleanDriverRoot, Phase::kWaitMofed, Phase::kRestore));
 }
 
-TEST(FlowPlan, PreInstalledAndRefusedPathsHaveNoPhases) {
+TEST(FlowSteps, PreInstalledAndRefusedPathsHaveNoPhases) {
   FlowFacts f;
   f.host_driver = true;
-  const FlowPlan p = plan_flow(f);
+  const FlowSteps p = decide_steps(f);
   EXPECT_THAT(steps_of(p), ElementsAre(Step::kLabelPreInstalled, Step::kAwaitRemoval));
   EXPECT_TRUE(p.phases().empty());
   f.host_driver = false;
   f.refused = true;
-  EXPECT_TRUE(plan_flow(f).steps.empty());
+  EXPECT_TRUE(decide_steps(f).steps.empty());
 }
 
-TEST(FlowPlan, EveryStepHasItsOwnName) {
+TEST(FlowSteps, EveryStepHasItsOwnName) {
   std::set<std::string_view> names;
   for (int i = 0; i <= static_cast<int>(Step::kUndoChanges); ++i)
     names.insert(step_name(static_cast<Step>(i)));
@@ -188,8 +189,8 @@ TEST(FlowFacts, TheUpgradePolicySupersedesTheEvictionSwitches) {
   f = flow_facts(s, FlowInputs{.nvidia_loaded = true, .upgrade_policy = true}, nullptr);
   EXPECT_FALSE(f.gpu_pod_eviction);
   EXPECT_FALSE(f.auto_drain);
-  EXPECT_EQ(plan_flow(f).path, RunPath::kFull);
-  EXPECT_FALSE(plan_flow(f).evict_workloads);
+  EXPECT_EQ(decide_steps(f).path, RunPath::kFull);
+  EXPECT_FALSE(decide_steps(f).evict_workloads);
 }
 
 TEST(FlowFacts, DraInUseIsAskedOnlyWhenTheLoadedDriverWillBeUnloadedAndTheLabelSaysNo) {
@@ -207,7 +208,8 @@ TEST(FlowFacts, DraInUseIsAskedOnlyWhenTheLoadedDriverWillBeUnloadedAndTheLabelS
   const FlowFacts f = flow_facts(s, {.nvidia_loaded = true}, in_use);
   EXPECT_EQ(asked, 1);
   EXPECT_TRUE(f.dra_on);
-  EXPECT_EQ(phase_of(plan_flow(f), Step::kCheckDraClaims), Phase::kEvictWorkloads) << "the claim guard runs";
+  EXPECT_EQ(phase_of(decide_steps(f), Step::kCheckDraClaims), Phase::kEvictWorkloads)
+      << "the claim guard runs";
   EXPECT_FALSE(flow_facts(s, {.nvidia_loaded = true}, [] { return std::string(); }).dra_on);
 }
 
@@ -215,10 +217,10 @@ TEST(FlowFacts, ASkipDecisionWithoutALoadedDriverIsNoSkip) {
   const Settings s;
   const FlowFacts f = flow_facts(s, {.skip = true}, nullptr);
   EXPECT_FALSE(f.skip);
-  EXPECT_EQ(plan_flow(f).path, RunPath::kNoDriver);
-  EXPECT_EQ(plan_flow(flow_facts(s, {.host_driver = true, .nvidia_loaded = true}, nullptr)).path,
+  EXPECT_EQ(decide_steps(f).path, RunPath::kNoDriver);
+  EXPECT_EQ(decide_steps(flow_facts(s, {.host_driver = true, .nvidia_loaded = true}, nullptr)).path,
             RunPath::kPreInstalled);
-  EXPECT_EQ(plan_flow(flow_facts(s, {.refused = true, .nvidia_loaded = true}, nullptr)).path,
+  EXPECT_EQ(decide_steps(flow_facts(s, {.refused = true, .nvidia_loaded = true}, nullptr)).path,
             RunPath::kRefused);
 }
 

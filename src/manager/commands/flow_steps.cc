@@ -1,4 +1,4 @@
-#include "manager/commands/flow_plan.h"
+#include "manager/commands/flow_steps.h"
 
 #include <algorithm>
 #include <array>
@@ -157,7 +157,7 @@ bool step_is_report(Step step) {
   return info(step).report;
 }
 
-std::vector<Phase> FlowPlan::phases() const {
+std::vector<Phase> FlowSteps::phases() const {
   std::vector<Phase> out;
   for (const auto& s : steps) {
     if (s.phase && !step_is_report(s.step) && (out.empty() || out.back() != *s.phase))
@@ -182,8 +182,8 @@ FlowFacts flow_facts(const Settings& settings, const FlowInputs& in, const DraIn
   return f;
 }
 
-FlowPlan plan_flow(const FlowFacts& facts) {
-  FlowPlan plan;
+FlowSteps decide_steps(const FlowFacts& facts) {
+  FlowSteps plan;
   plan.facts = facts;
   plan.path = decide_path(facts);
   // The GPU-workload step runs with eviction on, or with DRA and the drain fallback on.

@@ -1,9 +1,9 @@
-// The run's path and its ordered steps, decided once as data from what was read (docs/ARCHITECTURE.md,
-// One plan, two consumers): `uninstall_driver` executes this list step by step, `plan` renders it, and the
-// phases it yields are the boundaries the run reports. A new step is one enumerator here, its row (name,
-// path rule) and its place in the path lists of flow_plan.cc, its row in the run's table (how it runs,
-// uninstall_flow.cc) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails to
-// compile.
+// The run's path and its ordered steps, decided once as data from what was read (docs/ARCHITECTURE.md, The
+// uninstall flow and its undo list): `uninstall_driver` executes this list step by step, `plan` renders it,
+// and the phases it yields are the boundaries the run reports. A new step is one enumerator here, its row
+// (name, path rule) and its place in the path lists of flow_steps.cc, its row in the run's table (how it
+// runs, uninstall_flow.cc) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails
+// to compile.
 #pragma once
 
 #include <cstddef>
@@ -113,7 +113,7 @@ using DraInUse = std::function<std::string()>;
 // (the operator's label, else `dra_in_use`). No I/O of its own.
 FlowFacts flow_facts(const Settings& settings, const FlowInputs& in, const DraInUse& dra_in_use);
 
-struct FlowPlan {
+struct FlowSteps {
   FlowFacts facts;  // what it was decided from
   RunPath path = RunPath::kRefused;
   bool evict_workloads = false;  // the cordon and GPU-workload eviction run beside the operand wait
@@ -125,6 +125,6 @@ struct FlowPlan {
   [[nodiscard]] std::vector<Phase> phases() const;
 };
 
-FlowPlan plan_flow(const FlowFacts& facts);
+FlowSteps decide_steps(const FlowFacts& facts);
 
 }  // namespace dm::manager
