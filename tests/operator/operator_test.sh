@@ -294,12 +294,48 @@ k patch clusterpolicy cluster-policy --type merge --patch-file "$(doc_patch clus
 k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\",
   \"manager\":{\"env\":[{\"name\":\"DRIVER_MANAGER_SIM_ROOT\",\"value\":\"/run/nvidia\"},
   {\"name\":\"GPU_CLIENT_EVICTION_TIMEOUT\",\"value\":\"20s\"}]}}}}" >/dev/null
+# The operator reconciling while a run holds the operand labels paused: a ClusterPolicy change (op_nudge)
+# while an attempt waits for its budget-held client. The operator's node labeler adds the labels a node lacks
+# and keeps those it has, so the paused values survive it and no operand pod comes back. Evidence from one
+# node read: while the paused-labels record is on the node the attempt has not restored it (the record goes
+# with the restore), and the pods are read before it. Sets RECONCILE_CHECKED once checked.
+paused_keys() { jq -r '.metadata.labels | to_entries[] | select(.value | test("paused-for")) | .key' | sort; }
+validators_up() {
+  k -n "$OP_NS" get pods -l app=nvidia-operator-validator -o json | jq --arg n "$OP_NODE" \
+    '[.items[] | select(.spec.nodeName == $n and .metadata.deletionTimestamp == null)] | length'
+}
+operator_log_lines() { k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 2>/dev/null | wc -l; }
+reconcile_while_paused() {  # SECONDS
+  local paused lines up node
+  op_wait "$1" "an attempt holding the operand labels paused" \
+    'paused=$(op_node_json | paused_keys); [[ -n $paused ]]' || return 0
+  lines=$(operator_log_lines)
+  op_nudge
+  if ! op_wait 60 "the operator's node labeler to reconcile after the ClusterPolicy change" \
+      '(($(k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 2>/dev/null | tail -n +$((lines + 1)) |
+          grep -c "Reconciling node labels") > 0))'; then
+    fail "blocked: the operator reconciled the node labels after a ClusterPolicy change"
+    return 0
+  fi
+  up=$(validators_up)
+  node=$(op_node_json)
+  if [[ $(jq -r '.metadata.annotations["nvidia.com/gpu-driver-manager.paused-labels"] // ""' <<<"$node") == "" ]]; then
+    echo "     (the attempt had restored the node when the reconcile was seen: checked at the next one)"
+    return 0
+  fi
+  check_eq "blocked: the operator's reconcile during the run kept the operand labels paused" \
+    "$(tr '\n' ' ' <<<"$paused")" "$(paused_keys <<<"$node" | tr '\n' ' ')"
+  check_eq "blocked: ... and brought no operand pod back (validator)" 0 "$up"
+  RECONCILE_CHECKED=1
+}
 blocked_pod= first_pod=
 min_restarts=0
+RECONCILE_CHECKED=
 # The upgrade controller moves the node on watch events and, when none comes, on its own requeue every two
 # minutes: the way to the first attempt (upgrade-required .. pod-restart-required) can wait for up to two of
 # those, so the first attempt is given 480 s; the second follows the first by the kubelet's back-off only.
 for attempt in 1 2; do
+  [[ -n $RECONCILE_CHECKED ]] || reconcile_while_paused $((attempt == 1 ? 480 : 240))
   if op_wait $((attempt == 1 ? 480 : 240)) "failed attempt $attempt of the init container" \
       'blocked_pod=$(op_driver_pod); [[ -n $blocked_pod ]] && failed_and_waiting "$blocked_pod" $min_restarts'; then
     min_restarts=$((RESTARTS + 1))
@@ -329,6 +365,8 @@ for attempt in 1 2; do
     fail_debug "blocked: no failed attempt $attempt"
   fi
 done
+[[ -n $RECONCILE_CHECKED ]] || fail "blocked: the operator reconciled while an attempt held the labels paused" \
+  "both attempts had restored the node by the time the operator's reconcile was seen"
 check_eq "blocked: the controller waits in pod-restart-required" pod-restart-required "$(op_label "$OP_UPGRADE_LABEL")"
 k -n gpu-apps patch pdb gpu-metrics-budget --type merge -p '{"spec":{"minAvailable":0}}' >/dev/null
 if op_wait_upgrade_done 480 "$v"; then
@@ -363,8 +401,10 @@ spec = {"driverType": "gpu", "default": True, "repository": d["repository"], "im
         "version": sys.argv[2], "imagePullPolicy": "IfNotPresent", "manager": d["manager"],
         "startupProbe": d["startupProbe"]}
 yaml.safe_dump({"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": "gpu-driver"},
-                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy.yaml" "$1" | k apply -f - >/dev/null
+                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy-now.yaml" "$1" | k apply -f - >/dev/null
 }
+# The ClusterPolicy's driver as it is now (our image since the blocked scenario) is the NVIDIADriver's.
+k get clusterpolicy cluster-policy -o yaml >"$OP_WORK/clusterpolicy-now.yaml"
 t0=$(date +%s)
 op_watch_start crd-install
 v=${OP_VERSIONS[5]}
