@@ -298,7 +298,8 @@ k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"v
 # while an attempt waits for its budget-held client. The operator's node labeler adds the labels a node lacks
 # and keeps those it has, so the paused values survive it and no operand pod comes back. Evidence from one
 # node read: while the paused-labels record is on the node the attempt has not restored it (the record goes
-# with the restore), and the pods are read before it. Sets RECONCILE_CHECKED once checked.
+# with the restore), and the pods are read before it (none was up before the change). Sets
+# RECONCILE_CHECKED once checked.
 paused_keys() { jq -r '.metadata.labels | to_entries[] | select(.value | test("paused-for")) | .key' | sort; }
 validators_up() {
   k -n "$OP_NS" get pods -l app=nvidia-operator-validator -o json | jq --arg n "$OP_NODE" \
@@ -307,8 +308,8 @@ validators_up() {
 operator_log_lines() { k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 2>/dev/null | wc -l; }
 reconcile_while_paused() {  # SECONDS
   local paused lines up node
-  op_wait "$1" "an attempt holding the operand labels paused" \
-    'paused=$(op_node_json | paused_keys); [[ -n $paused ]]' || return 0
+  op_wait "$1" "an attempt holding the operand labels paused, the validator pod taken off" \
+    'paused=$(op_node_json | paused_keys); [[ -n $paused && $(validators_up) == 0 ]]' || return 0
   lines=$(operator_log_lines)
   op_nudge
   if ! op_wait 60 "the operator's node labeler to reconcile after the ClusterPolicy change" \
