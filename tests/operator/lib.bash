@@ -165,10 +165,20 @@ op_helm_install() {
     op_die "the chart made no ClusterPolicy"
 }
 
-# The operator's log so far, into $OP_WORK/operator.log (in the cluster: from its pod).
+# The operator's log so far, into $OP_WORK/operator.log (in the cluster: its pod's, from the kubelet's files
+# on the node: the API server cannot reach the test node's kubelet by its name for `kubectl logs`).
 op_operator_log() {
   [[ -n ${OP_IN_CLUSTER:-} ]] || return 0
-  k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 >"$OP_WORK/operator.log" 2>&1 || true
+  local pod
+  pod=$(k -n "$OP_NS" get pods -l app=gpu-operator -o jsonpath='{.items[0].metadata.name}' 2>/dev/null)
+  op_pod_log "$OP_NS" "$pod" gpu-operator >"$OP_WORK/operator.log" 2>&1 || true
+}
+# The log of container CONTAINER of pod NS/POD, every run the kubelet still keeps, from its files on the node.
+op_pod_log() {  # NS POD CONTAINER
+  local uid logs
+  uid=$(k -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null) || return 0
+  logs=$("$SRC/scripts/node" env "$OP_NODE_STATE" | sed -n 's/^NODE_POD_LOGS=//p')
+  cat "$logs/${1}_${2}_${uid}/$3"/*.log 2>/dev/null || true
 }
 
 # The operator, out of cluster, in a private mount namespace with its assets at /opt/gpu-operator.

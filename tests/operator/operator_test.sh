@@ -305,16 +305,22 @@ validators_up() {
   k -n "$OP_NS" get pods -l app=nvidia-operator-validator -o json | jq --arg n "$OP_NODE" \
     '[.items[] | select(.spec.nodeName == $n and .metadata.deletionTimestamp == null)] | length'
 }
-operator_log_lines() { k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 2>/dev/null | wc -l; }
+# The operator's node labeling, after its first LINES log lines: the ClusterPolicy controller labels the GPU
+# nodes on every reconcile and ends with "Number of nodes with GPU label"; the node-labeling controller logs
+# "Reconciling node labels".
+operator_labelings() {  # LINES
+  op_operator_log
+  tail -n +$(($1 + 1)) "$OP_WORK/operator.log" | grep -cE '"msg":"(Number of nodes with GPU label|Reconciling node labels)"'
+}
+operator_log_lines() { op_operator_log; wc -l <"$OP_WORK/operator.log"; }
 reconcile_while_paused() {  # SECONDS
   local paused lines up node
   op_wait "$1" "an attempt holding the operand labels paused, the validator pod taken off" \
     'paused=$(op_node_json | paused_keys); [[ -n $paused && $(validators_up) == 0 ]]' || return 0
   lines=$(operator_log_lines)
   op_nudge
-  if ! op_wait 60 "the operator's node labeler to reconcile after the ClusterPolicy change" \
-      '(($(k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 2>/dev/null | tail -n +$((lines + 1)) |
-          grep -c "Reconciling node labels") > 0))'; then
+  if ! op_wait 60 "the operator's node labeling after the ClusterPolicy change" \
+      '(($(operator_labelings "$lines") > 0))'; then
     fail "blocked: the operator reconciled the node labels after a ClusterPolicy change"
     return 0
   fi
