@@ -6,7 +6,9 @@
 # Set-up (each test choice is written down in docs/gpu-operator.md):
 # * scripts/cluster up; scripts/node up with NODE_OPERATOR=1 (a private /run in the node with the simulated
 #   host root at /run/nvidia, the bridge as the pods' gateway, kube-proxy for the `kubernetes` Service);
-# * the stand-in images (tests/operator/standin-images.sh) under the operator's image names;
+# * the stand-in images (tests/operator/standin-images.sh) under the operator's image names, and upstream's
+#   k8s-driver-manager v0.12.0 (tests/operator/upstream-image.sh, op_upstream_images) under the names the
+#   callers give it;
 # * the operator's CRDs, its namespace, the NFD labels it reads on the node;
 # * the operator installed as users install it: the chart (peers/gpu-operator/chart) by Helm, with the test's
 #   choices in tests/operator/helm-values.yaml (op_helm_install); the operator runs in the cluster as the
@@ -22,7 +24,9 @@ OP_DRIVER_DS=nvidia-driver-daemonset
 OP_UPGRADE_LABEL=nvidia.com/gpu-driver-upgrade-state
 OP_CACHE=${OP_CACHE:-/var/cache/driver-manager-peers/gpu-operator}
 # Driver versions the scenarios install, in order (the first is the chart's default).
-OP_VERSIONS=(595.91.07 595.99.01 595.99.02 595.99.03 595.99.04 595.99.05)
+OP_VERSIONS=(595.91.07 595.99.01 595.99.02 595.99.03 595.99.04 595.99.05 595.99.06)
+# The chart's own k8s-driver-manager image (driver.manager in its values): upstream's v0.12.0.
+OP_UPSTREAM_IMAGE=nvcr.io/nvidia/cloud-native/k8s-driver-manager:v0.12.0
 OP_OS_TAG=ubuntu22.04
 # The driver pods: the ClusterPolicy's DaemonSet; op_use_crd switches to every driver DaemonSet's pods (the
 # NVIDIADriver controller's are named after the NVIDIADriver).
@@ -42,6 +46,11 @@ op_check_peers() {
       exit 77
     fi
   done
+  OP_UPSTREAM_XZ="$OP_SHARED/peers/k8s-driver-manager/upstream-v0.12.0.xz"
+  if [[ ! -f $OP_UPSTREAM_XZ ]]; then
+    echo "SKIP: no upstream k8s-driver-manager at $OP_UPSTREAM_XZ (set DM_SHARED to the folder holding peers/)"
+    exit 77
+  fi
   [[ $EUID -eq 0 ]] || op_die "needs root (containerd, kubelet, mount namespaces)"
   python3 -c 'import yaml' 2>/dev/null || op_die "python3-yaml is missing (scripts/install-deps installs it)"
 }
@@ -75,6 +84,12 @@ op_image_names() {
   local v
   for v in "${OP_VERSIONS[@]}"; do printf 'nvcr.io/nvidia/driver:%s-%s\n' "$v" "$OP_OS_TAG"; done
   printf '%s\n' operator=nvcr.io/nvidia/gpu-operator:v26.7.0
+}
+
+# Upstream's k8s-driver-manager image under each NAME (tests/operator/upstream-image.sh): its archives, one
+# a line, for OP_EXTRA_IMAGES.
+op_upstream_images() {
+  "$SRC/tests/operator/upstream-image.sh" "$OP_UPSTREAM_XZ" /var/cache/driver-manager-operator-standins/upstream "$@"
 }
 
 OP_CLEANUP=()
@@ -150,10 +165,20 @@ op_helm_install() {
     op_die "the chart made no ClusterPolicy"
 }
 
-# The operator's log so far, into $OP_WORK/operator.log (in the cluster: from its pod).
+# The operator's log so far, into $OP_WORK/operator.log (in the cluster: its pod's, from the kubelet's files
+# on the node: the API server cannot reach the test node's kubelet by its name for `kubectl logs`).
 op_operator_log() {
   [[ -n ${OP_IN_CLUSTER:-} ]] || return 0
-  k -n "$OP_NS" logs deploy/gpu-operator --tail=-1 >"$OP_WORK/operator.log" 2>&1 || true
+  local pod
+  pod=$(k -n "$OP_NS" get pods -l app=gpu-operator -o jsonpath='{.items[0].metadata.name}' 2>/dev/null)
+  op_pod_log "$OP_NS" "$pod" gpu-operator >"$OP_WORK/operator.log" 2>&1 || true
+}
+# The log of container CONTAINER of pod NS/POD, every run the kubelet still keeps, from its files on the node.
+op_pod_log() {  # NS POD CONTAINER
+  local uid logs
+  uid=$(k -n "$1" get pod "$2" -o jsonpath='{.metadata.uid}' 2>/dev/null) || return 0
+  logs=$("$SRC/scripts/node" env "$OP_NODE_STATE" | sed -n 's/^NODE_POD_LOGS=//p')
+  cat "$logs/${1}_${2}_${uid}/$3"/*.log 2>/dev/null || true
 }
 
 # The operator, out of cluster, in a private mount namespace with its assets at /opt/gpu-operator.
@@ -361,6 +386,13 @@ op_leftovers() {
     (if .spec.unschedulable and $cordon != "cordon-ok" then "cordoned" else empty end),
     (.metadata.labels | to_entries[] | select(.value | test("paused-for")) | "paused label \(.key)=\(.value)"),
     (.metadata.annotations // {} | keys[] | select(startswith("nvidia.com/gpu-driver-manager.")) | "annotation \(.)")'
+}
+
+# The node's nvidia.com/gpu.deploy.* labels with an empty value, one key a line (what upstream's
+# k8s-driver-manager leaves: it writes an operand label it found absent as "").
+op_empty_deploy_labels() {
+  op_node_json | jq -r '.metadata.labels | to_entries[]
+    | select((.key | startswith("nvidia.com/gpu.deploy.")) and .value == "") | .key'
 }
 
 # How long the node was cordoned in watch NAME (seconds, from the first line with the cordon to the first

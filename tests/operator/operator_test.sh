@@ -3,13 +3,19 @@
 # ClusterPolicy (and NVIDIADriver) controller renders the driver DaemonSet, its upgrade controller walks the
 # node through its upgrade states, and our init container does its part, on a real node (containerd, kubelet,
 # kube-proxy) of a real control plane. One control plane, node and operator for all scenarios, in order:
-#   install   the chart installed by Helm (the operator in the cluster, its ClusterPolicy): the no-driver
-#             path, the driver and the validator up, upgrade-done
-#   upgrade   annotated GPU clients and a GPU workload; the README's Helm upgrade with the project's values
-#             file and a new driver version: clients reset, driver unloaded, everything back, nothing of
-#             ours left
-#   blocked   the documented ClusterPolicy patch; a client held by a PodDisruptionBudget: each attempt fails
-#             naming it and restores the node; the budget relaxed: the next attempt completes
+#   install   the chart installed by Helm as it comes (the operator in the cluster, its ClusterPolicy, the
+#             chart's own k8s-driver-manager image: upstream's v0.12.0): upstream's no-driver path, the
+#             driver and the validator up, upgrade-done
+#   upstream  a driver upgrade under upstream's image: it completes; what it leaves on the node is listed
+#             (empty nvidia.com/gpu.deploy.* labels)
+#   switch    annotated GPU clients and a GPU workload; the README's Helm upgrade with the project's values
+#             file (our image) and a new driver version: clients reset, driver unloaded, everything back,
+#             nothing of ours left and none of upstream's leftovers kept
+#   rollback  the clients stopped (upstream does not know them), then docs/gpu-operator.md's roll-back to
+#             upstream's image: upstream's upgrade completes and nothing of ours is left on the node
+#   blocked   the documented ClusterPolicy patch (our image again); a client held by a PodDisruptionBudget:
+#             each attempt fails naming it and restores the node; the budget relaxed: the next attempt
+#             completes
 #   crd       the NVIDIADriver CRD path: the same init container, one install and one upgrade
 # Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
 # saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
@@ -25,6 +31,8 @@ SRC=$(cd "$(dirname "$0")/../.." && pwd)
 op_check_peers
 trap 'op_watch_stop; op_down' EXIT
 t_all=$(date +%s)
+# Upstream's image under the chart's own name: the install runs it, as on a cluster that has not switched.
+OP_EXTRA_IMAGES=$(op_upstream_images "$OP_UPSTREAM_IMAGE" | tr '\n' ' ') || op_die "cannot build upstream's image"
 op_unpack
 op_up
 printf '[ operator ] control plane and node up in %d s\n' $(($(date +%s) - t_all))
@@ -62,6 +70,26 @@ doc_patch() {  # FILE TAG -> the patch file's path
   printf '%s\n' "$OP_WORK/$2-$1"
 }
 fail_debug() { fail "$@"; op_debug; [[ -z ${OP_WATCH_PID:-} ]] || echo "--- $OP_UPGRADE_LABEL so far: $(op_states_timed)"; }
+# The run of LOG was upstream's program: ours ends every run with its summary line, upstream has none.
+check_upstream_log() {  # NAME LOG
+  if grep -q 'msg=Summary:' <<<"$2"; then fail "$1" "a Summary line: driver-manager's, not upstream's"; else pass "$1"; fi
+}
+# The node's label KEY, or "(absent)".
+label_or_absent() { op_node_json | jq -r --arg k "$1" '.metadata.labels[$k] // "(absent)"'; }
+# Events of driver-manager about the node (reasons NodePreparedForDriver, DriverUninstallFailed).
+our_events() {
+  k get events -A --field-selector "involvedObject.kind=Node,involvedObject.name=$OP_NODE" -o json |
+    jq '[.items[] | select(.reason == "NodePreparedForDriver" or .reason == "DriverUninstallFailed")] | length'
+}
+# The --set arguments of docs/gpu-operator.md's roll-back command (its first sh block), one a line.
+rollback_sets() {
+  python3 - "$SRC/docs/gpu-operator.md" <<'PY'
+import shlex, sys
+text = open(sys.argv[1]).read().split("## Roll back to upstream's image", 1)[1]
+args = shlex.split(text.split("```sh", 1)[1].split("```", 1)[0].replace("\\\n", " "))
+print("\n".join(args[i + 1] for i, a in enumerate(args) if a == "--set"))
+PY
+}
 
 # --- install ---------------------------------------------------------------------------------------------
 t0=$(date +%s)
@@ -71,26 +99,61 @@ op_helm_install "$v"
 pass "install: helm installed the chart and the operator runs in the cluster as its Deployment"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
+  check_eq "install: the init container is the chart's own image, upstream's" "$OP_UPSTREAM_IMAGE" "$(init_image "$pod")"
   check_eq "install: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
-  check_has "install: ... through the no-driver path" "Node prepared for the driver installation (no driver was loaded)" "$log"
+  check_has "install: ... through upstream's no-driver path" \
+    "No NVIDIA driver loaded, skipping eviction of GPU clients and workloads" "$log"
+  check_upstream_log "install: ... run by upstream's program" "$log"
   check_eq "install: the node reached upgrade-done" upgrade-done "$(op_label "$OP_UPGRADE_LABEL")"
-  check_eq "install: nothing of driver-manager's left on the node" "" "$(op_leftovers)"
+  check_eq "install: no taint, cordon, paused label or annotation of driver-manager's" "" "$(op_leftovers)"
   check_eq "install: the simulated driver is loaded (refcount)" 0 "$(refcnt)"
 else
   fail_debug "install: the driver did not come up and reach upgrade-done"
 fi
 scenario_end install "$t0"
 
-# --- upgrade with clients --------------------------------------------------------------------------------
+# --- an upgrade under upstream's image -------------------------------------------------------------------
+# A new driver version, nothing else: the chart keeps its own k8s-driver-manager image.
+t0=$(date +%s)
+op_watch_start upstream
+v=${OP_VERSIONS[1]}
+op_helm upgrade gpu-operator "$OP_PEERS/chart" -n "$OP_NS" --reuse-values --force-conflicts \
+  --set "driver.version=$v" >"$OP_WORK/helm-upstream.log" 2>&1 ||
+  fail "upstream: helm upgrade --reuse-values with a new driver version" "$(cat "$OP_WORK/helm-upstream.log")"
+UPSTREAM_LEFT=
+if op_wait_upgrade_done 480 "$v"; then
+  pod=$(op_driver_pod)
+  check_eq "upstream: the init container is upstream's" "$OP_UPSTREAM_IMAGE" "$(init_image "$pod")"
+  check_eq "upstream: ... exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  log=$(op_init_log "$pod")
+  check_has "upstream: it unloaded the driver and completed" "Driver uninstallation completed successfully" "$log"
+  check_upstream_log "upstream: ... run by upstream's program" "$log"
+  check_has "upstream: the controller deleted the driver pod and restarted it" \
+    "pod-deletion-required -> pod-restart-required" "$(op_states upstream)"
+  check_eq "upstream: no taint, cordon or paused label left" "" "$(op_leftovers)"
+  # What upstream leaves: the operand labels it found absent, written as "" by its pause and its restore.
+  UPSTREAM_LEFT=$(op_empty_deploy_labels | tr '\n' ' ')
+  if [[ -n $UPSTREAM_LEFT ]]; then pass "upstream: it left empty operand labels: $UPSTREAM_LEFT"; else
+    fail "upstream: it left empty operand labels" "none on the node: the switch-over checks nothing of them"; fi
+  printf '[ operator ] upstream: the node'"'"'s nvidia.com labels after its upgrade: %s\n' \
+    "$(op_node_json | jq -c '.metadata.labels | with_entries(select(.key | startswith("nvidia.com/")))')"
+else
+  fail_debug "upstream: the node did not reach upgrade-done with driver $v"
+fi
+scenario_end upstream "$t0"
+
+# --- the switch-over, with clients -----------------------------------------------------------------------
 sed "s/@NODE@/$OP_NODE/" "$SRC/tests/fixtures/operator/clients.yaml" | k apply -f - >/dev/null
 op_wait 120 "the GPU clients and the workload to run" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
-  fail_debug "upgrade: the clients did not start"
+  fail_debug "switch: the clients did not start"
 declare -A before
 for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do before[$app]=$(uids "$app"); done
+# The pilot checklist's optional Events rule: a run then leaves an Event on the node.
+k apply -f "$SRC/deploy/gpu-operator/events-rbac.yaml" >/dev/null || fail "switch: the Events RBAC applies"
 t0=$(date +%s)
-op_watch_start upgrade
-v=${OP_VERSIONS[1]}
+op_watch_start switch
+v=${OP_VERSIONS[2]}
 # The README's Helm upgrade, with deploy/gpu-operator/values.yaml as it is: the image it names is this
 # build's, under that name in the node's containerd; and a new driver version. Helm 4 applies a release it
 # installed server-side, and the test's nudges have changed the ClusterPolicy with kubectl since: as
@@ -102,33 +165,78 @@ print("%s/%s:%s" % (m["repository"], m["image"], m["version"]))' "$SRC/deploy/gp
   op_die "cannot tag the image as $values_image"
 op_helm upgrade gpu-operator "$OP_PEERS/chart" -n "$OP_NS" --reuse-values -f "$SRC/deploy/gpu-operator/values.yaml" \
   --force-conflicts --set "driver.version=$v" >"$OP_WORK/helm-upgrade.log" 2>&1 ||
-  fail "upgrade: helm upgrade --reuse-values with the project's values file" "$(cat "$OP_WORK/helm-upgrade.log")"
+  fail "switch: helm upgrade --reuse-values with the project's values file" "$(cat "$OP_WORK/helm-upgrade.log")"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
-  check_eq "upgrade: the values file set the init container's image" "$values_image" "$(init_image "$pod")"
-  check_eq "upgrade: ... and --reuse-values kept the init container's environment" /run/nvidia \
+  check_eq "switch: the values file set the init container's image" "$values_image" "$(init_image "$pod")"
+  check_eq "switch: ... and --reuse-values kept the init container's environment" /run/nvidia \
     "$(k -n "$OP_NS" get pod "$pod" -o json | jq -r '.spec.initContainers[] | select(.name == "k8s-driver-manager")
       | .env[]? | select(.name == "DRIVER_MANAGER_SIM_ROOT") | .value')"
-  check_eq "upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  check_eq "switch: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
-  check_has "upgrade: it saw the operator's upgrade policy" "Auto upgrade policy of the GPU driver on the node is enabled" "$log"
-  check_has "upgrade: it reset the annotated clients" "reset 4 GPU clients" "$log"
-  check_has "upgrade: it unloaded the driver" "Unloaded kernel module nvidia" "$log"
-  check_has "upgrade: ... and completed" "Driver uninstallation completed successfully" "$log"
-  states=$(op_states upgrade)
-  check_has "upgrade: the controller deleted the driver pod and restarted it" "pod-deletion-required -> pod-restart-required" "$states"
+  check_has "switch: it saw the operator's upgrade policy" "Auto upgrade policy of the GPU driver on the node is enabled" "$log"
+  check_has "switch: it reset the annotated clients" "reset 4 GPU clients" "$log"
+  check_has "switch: it unloaded the driver" "Unloaded kernel module nvidia" "$log"
+  check_has "switch: ... and completed" "Driver uninstallation completed successfully" "$log"
+  states=$(op_states switch)
+  check_has "switch: the controller deleted the driver pod and restarted it" "pod-deletion-required -> pod-restart-required" "$states"
   op_wait 120 "the clients and the workload to be back" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
-    fail_debug "upgrade: the clients and the workload did not come back"
+    fail_debug "switch: the clients and the workload did not come back"
   for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do
     now=$(uids "$app")
-    if [[ -n $now && $now != "${before[$app]}" ]]; then pass "upgrade: $app was reset and is back"; else
-      fail "upgrade: $app was reset and is back" "before: ${before[$app]}" "now: $now"; fi
+    if [[ -n $now && $now != "${before[$app]}" ]]; then pass "switch: $app was reset and is back"; else
+      fail "switch: $app was reset and is back" "before: ${before[$app]}" "now: $now"; fi
   done
-  check_eq "upgrade: nothing of driver-manager's left, not cordoned" "" "$(op_leftovers)"
+  check_eq "switch: nothing of driver-manager's left, not cordoned" "" "$(op_leftovers)"
+  for key in $UPSTREAM_LEFT; do
+    check_eq "switch: upstream's empty label $key is gone" "(absent)" "$(label_or_absent "$key")"
+  done
+  printf '[ operator ] switch: our run said: %s\n' "$(grep -o 'Removing the empty node label "[^"]*"' <<<"$log" |
+    sed 's/Removing the empty node label //' | tr '\n' ' ')"
+  check_eq "switch: it left an Event on the node (the optional RBAC)" yes "$( (($(our_events) > 0)) && echo yes)"
 else
-  fail_debug "upgrade: the node did not reach upgrade-done with driver $v"
+  fail_debug "switch: the node did not reach upgrade-done with driver $v"
 fi
-scenario_end upgrade "$t0"
+scenario_end switch "$t0"
+
+# --- roll back to upstream's image -----------------------------------------------------------------------
+# Upstream does not know the nvidia.com/gpu.client annotation: its unload would fail while the annotated
+# clients hold the GPU, so they are stopped first (docs/gpu-operator.md, Roll back to upstream's image).
+k delete namespace gpu-apps --wait=false >/dev/null
+op_wait 180 "the clients to be gone" '[[ $(refcnt) == 0 ]] && ! k get namespace gpu-apps >/dev/null 2>&1' ||
+  fail_debug "rollback: the clients did not go"
+t0=$(date +%s)
+op_watch_start rollback
+v=${OP_VERSIONS[3]}
+# The docs' command, with the chart from the peers (and, as above, --force-conflicts and a new driver version).
+sets=()
+while IFS= read -r a; do sets+=(--set "$a"); done < <(rollback_sets)
+op_helm upgrade gpu-operator "$OP_PEERS/chart" -n "$OP_NS" --reuse-values "${sets[@]}" --force-conflicts \
+  --set "driver.version=$v" >"$OP_WORK/helm-rollback.log" 2>&1 ||
+  fail "rollback: the documented helm upgrade back to upstream's image" "$(cat "$OP_WORK/helm-rollback.log")"
+check_eq "rollback: the ClusterPolicy names upstream's image again" "$OP_UPSTREAM_IMAGE" \
+  "$(k get clusterpolicy cluster-policy -o json | jq -r '.spec.driver.manager | "\(.repository)/\(.image):\(.version)"')"
+events_before=$(our_events)
+if op_wait_upgrade_done 480 "$v"; then
+  pod=$(op_driver_pod)
+  check_eq "rollback: the init container is upstream's again" "$OP_UPSTREAM_IMAGE" "$(init_image "$pod")"
+  check_eq "rollback: ... exited 0 on its first run" "0 0" "$(init_state "$pod")"
+  log=$(op_init_log "$pod")
+  check_has "rollback: upstream's upgrade completed" "Driver uninstallation completed successfully" "$log"
+  check_upstream_log "rollback: ... run by upstream's program" "$log"
+  check_has "rollback: the controller deleted the driver pod and restarted it" \
+    "pod-deletion-required -> pod-restart-required" "$(op_states rollback)"
+  check_eq "rollback: nothing of ours on the node (taint, cordon, paused label, annotation)" "" "$(op_leftovers)"
+  check_eq "rollback: our Events stay, by design, until the API server expires them" "$events_before" "$(our_events)"
+  UPSTREAM_LEFT=$(op_empty_deploy_labels | tr '\n' ' ')
+else
+  fail_debug "rollback: the node did not reach upgrade-done with driver $v under upstream's image"
+fi
+scenario_end rollback "$t0"
+# The clients back for the scenarios below.
+sed "s/@NODE@/$OP_NODE/" "$SRC/tests/fixtures/operator/clients.yaml" | k apply -f - >/dev/null
+op_wait 120 "the GPU clients and the workload to run" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
+  fail_debug "rollback: the clients did not start again"
 
 # --- blocked, then unblocked -----------------------------------------------------------------------------
 # The init container's state: "<restarts> <waiting|running|terminated> <exit code of the last finished run>".
@@ -176,7 +284,7 @@ op_wait 60 "the budget to allow no disruption" \
   '[[ $(k -n gpu-apps get pdb gpu-metrics-budget -o jsonpath="{.status.currentHealthy}/{.status.disruptionsAllowed}") == 1/0 ]]'
 t0=$(date +%s)
 op_watch_start blocked
-v=${OP_VERSIONS[2]}
+v=${OP_VERSIONS[4]}
 # The manager image swapped the way docs/gpu-operator.md gives it for a ClusterPolicy without Helm (the same
 # image under another tag; on a Helm install the patch holds until the next helm upgrade renders the policy).
 k patch clusterpolicy cluster-policy --type merge --patch-file "$(doc_patch clusterpolicy-patch.yaml swap)" \
@@ -186,12 +294,55 @@ k patch clusterpolicy cluster-policy --type merge --patch-file "$(doc_patch clus
 k patch clusterpolicy cluster-policy --type merge -p "{\"spec\":{\"driver\":{\"version\":\"$v\",
   \"manager\":{\"env\":[{\"name\":\"DRIVER_MANAGER_SIM_ROOT\",\"value\":\"/run/nvidia\"},
   {\"name\":\"GPU_CLIENT_EVICTION_TIMEOUT\",\"value\":\"20s\"}]}}}}" >/dev/null
+# The operator reconciling while a run holds the operand labels paused: a ClusterPolicy change (op_nudge)
+# while an attempt waits for its budget-held client. The operator's node labeler adds the labels a node lacks
+# and keeps those it has, so the paused values survive it and no operand pod comes back. Evidence from one
+# node read: while the paused-labels record is on the node the attempt has not restored it (the record goes
+# with the restore), and the pods are read before it (none was up before the change). Sets
+# RECONCILE_CHECKED once checked.
+paused_keys() { jq -r '.metadata.labels | to_entries[] | select(.value | test("paused-for")) | .key' | sort; }
+validators_up() {
+  k -n "$OP_NS" get pods -l app=nvidia-operator-validator -o json | jq --arg n "$OP_NODE" \
+    '[.items[] | select(.spec.nodeName == $n and .metadata.deletionTimestamp == null)] | length'
+}
+# The operator's node labeling, after its first LINES log lines: the ClusterPolicy controller labels the GPU
+# nodes on every reconcile and ends with "Number of nodes with GPU label"; the node-labeling controller logs
+# "Reconciling node labels".
+operator_labelings() {  # LINES
+  op_operator_log
+  tail -n +$(($1 + 1)) "$OP_WORK/operator.log" | grep -cE '"msg":"(Number of nodes with GPU label|Reconciling node labels)"'
+}
+operator_log_lines() { op_operator_log; wc -l <"$OP_WORK/operator.log"; }
+reconcile_while_paused() {  # SECONDS
+  local paused lines up node
+  op_wait "$1" "an attempt holding the operand labels paused, the validator pod taken off" \
+    'paused=$(op_node_json | paused_keys); [[ -n $paused && $(validators_up) == 0 ]]' || return 0
+  lines=$(operator_log_lines)
+  op_nudge
+  if ! op_wait 60 "the operator's node labeling after the ClusterPolicy change" \
+      '(($(operator_labelings "$lines") > 0))'; then
+    fail "blocked: the operator reconciled the node labels after a ClusterPolicy change"
+    return 0
+  fi
+  up=$(validators_up)
+  node=$(op_node_json)
+  if [[ $(jq -r '.metadata.annotations["nvidia.com/gpu-driver-manager.paused-labels"] // ""' <<<"$node") == "" ]]; then
+    echo "     (the attempt had restored the node when the reconcile was seen: checked at the next one)"
+    return 0
+  fi
+  check_eq "blocked: the operator's reconcile during the run kept the operand labels paused" \
+    "$(tr '\n' ' ' <<<"$paused")" "$(paused_keys <<<"$node" | tr '\n' ' ')"
+  check_eq "blocked: ... and brought no operand pod back (validator)" 0 "$up"
+  RECONCILE_CHECKED=1
+}
 blocked_pod= first_pod=
 min_restarts=0
+RECONCILE_CHECKED=
 # The upgrade controller moves the node on watch events and, when none comes, on its own requeue every two
 # minutes: the way to the first attempt (upgrade-required .. pod-restart-required) can wait for up to two of
 # those, so the first attempt is given 480 s; the second follows the first by the kubelet's back-off only.
 for attempt in 1 2; do
+  [[ -n $RECONCILE_CHECKED ]] || reconcile_while_paused $((attempt == 1 ? 480 : 240))
   if op_wait $((attempt == 1 ? 480 : 240)) "failed attempt $attempt of the init container" \
       'blocked_pod=$(op_driver_pod); [[ -n $blocked_pod ]] && failed_and_waiting "$blocked_pod" $min_restarts'; then
     min_restarts=$((RESTARTS + 1))
@@ -221,6 +372,8 @@ for attempt in 1 2; do
     fail_debug "blocked: no failed attempt $attempt"
   fi
 done
+[[ -n $RECONCILE_CHECKED ]] || fail "blocked: the operator reconciled while an attempt held the labels paused" \
+  "both attempts had restored the node by the time the operator's reconcile was seen"
 check_eq "blocked: the controller waits in pod-restart-required" pod-restart-required "$(op_label "$OP_UPGRADE_LABEL")"
 k -n gpu-apps patch pdb gpu-metrics-budget --type merge -p '{"spec":{"minAvailable":0}}' >/dev/null
 if op_wait_upgrade_done 480 "$v"; then
@@ -234,6 +387,9 @@ if op_wait_upgrade_done 480 "$v"; then
   op_wait 120 "the clients and the workload to be back" 'all_apps_running && [[ $(refcnt) == 5 ]]' ||
     fail_debug "blocked: the clients and the workload did not come back"
   check_eq "blocked: nothing of driver-manager's left, not cordoned" "" "$(op_leftovers)"
+  for key in $UPSTREAM_LEFT; do
+    check_eq "blocked: upstream's empty label $key (left by the roll-back) is gone" "(absent)" "$(label_or_absent "$key")"
+  done
 else
   fail_debug "blocked: the node did not reach upgrade-done once the budget allowed the eviction"
 fi
@@ -252,11 +408,13 @@ spec = {"driverType": "gpu", "default": True, "repository": d["repository"], "im
         "version": sys.argv[2], "imagePullPolicy": "IfNotPresent", "manager": d["manager"],
         "startupProbe": d["startupProbe"]}
 yaml.safe_dump({"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": "gpu-driver"},
-                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy.yaml" "$1" | k apply -f - >/dev/null
+                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy-now.yaml" "$1" | k apply -f - >/dev/null
 }
+# The ClusterPolicy's driver as it is now (our image since the blocked scenario) is the NVIDIADriver's.
+k get clusterpolicy cluster-policy -o yaml >"$OP_WORK/clusterpolicy-now.yaml"
 t0=$(date +%s)
 op_watch_start crd-install
-v=${OP_VERSIONS[3]}
+v=${OP_VERSIONS[5]}
 OP_DRIVER_SELECTOR=app.kubernetes.io/component=nvidia-driver
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"useNvidiaDriverCRD":true}}}' >/dev/null
 nvidiadriver "$v"
@@ -288,7 +446,7 @@ fi
 scenario_end crd-install "$t0"
 t0=$(date +%s)
 op_watch_start crd-upgrade
-v=${OP_VERSIONS[4]}
+v=${OP_VERSIONS[6]}
 nvidiadriver "$v"
 # The manager image of this NVIDIADriver set as docs/gpu-operator.md gives it (a canary pool's object).
 k patch nvidiadriver gpu-driver --type merge --patch-file "$(doc_patch nvidiadriver.yaml canary)" >/dev/null ||

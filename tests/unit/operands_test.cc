@@ -135,6 +135,29 @@ TEST(OperandsTest, RestoreLeavesAloneLabelsChangedDuringTheRun) {
   EXPECT_EQ(plan.changed_by_others, others);
 }
 
+TEST(OperandsTest, RestoreRemovesTheEmptyOperandLabelsStillEmpty) {
+  const auto t = operand_table("example.com/gpu-agent");
+  Json node = {{"metadata",
+                {{"labels",
+                  {{key("device-plugin"), "true"},
+                   {key("nvsm"), ""},
+                   {key("sandbox-validator"), ""},
+                   {key("dra-validator"), ""},
+                   {"example.com/gpu-agent", ""}}}}}};
+  const Snapshot s = take_snapshot(node, t);
+  EXPECT_EQ(empty_operand_labels(s, t),
+            (std::vector<std::string>{key("nvsm"), key("sandbox-validator"), key("dra-validator")}))
+      << "operand keys only, in table order; not the custom key";
+  // During the run someone set sandbox-validator; device-plugin is still paused by us.
+  node["metadata"]["labels"][key("device-plugin")] = "paused-for-driver-upgrade";
+  node["metadata"]["labels"][key("sandbox-validator")] = "true";
+  const RestoreDecision plan = restore_patch_if_unchanged(s, t, node);
+  EXPECT_EQ(plan.patch, Json::parse(R"({"metadata":{"labels":{"nvidia.com/gpu.deploy.device-plugin":"true",
+      "nvidia.com/gpu.deploy.nvsm":null,"nvidia.com/gpu.deploy.dra-validator":null}}})"));
+  EXPECT_EQ(plan.removed_empty, (std::vector<std::string>{key("nvsm"), key("dra-validator")}));
+  EXPECT_TRUE(plan.changed_by_others.empty());
+}
+
 TEST(OperandsTest, RestoreHealsALabelLeftPausedByACrashedRun) {
   const auto t = operand_table();
   const Json node = {{"metadata", {{"labels", {{key("device-plugin"), "paused-for-driver-upgrade"}}}}}};

@@ -299,6 +299,20 @@ TEST(Plan, LeftoversOfAnEarlierRunAreNamed) {
   EXPECT_EQ(p.cordon, CordonAction::kAlreadyOurs);
 }
 
+TEST(Plan, TheEmptyOperandLabelsAnEarlierManagerLeftAreNamedWithThePause) {
+  PlanInputs in = full_inputs();
+  in.node["metadata"]["labels"]["nvidia.com/gpu.deploy.nvsm"] = "";
+  in.node["metadata"]["labels"]["nvidia.com/gpu.deploy.dra-validator"] = "";
+  const Plan p = build_plan(settings(), in);
+  std::string steps;
+  for (const auto& s : p.steps) steps += s + "\n";
+  EXPECT_THAT(steps, HasSubstr("remove the empty operand labels an earlier driver manager left, with the "
+                               "restore: nvidia.com/gpu.deploy.nvsm, nvidia.com/gpu.deploy.dra-validator"));
+  EXPECT_EQ(p.labels.size(), 2U) << "the labels written by the pause are unchanged";
+  EXPECT_THAT(build_plan(settings(), full_inputs()).steps,
+              ::testing::Not(::testing::Contains(HasSubstr("remove the empty operand labels"))));
+}
+
 TEST(Plan, ALeaseIsJudgedAtTheTimeTheNodeWasRead) {
   using std::chrono::seconds;
   const auto read_at = std::chrono::system_clock::time_point(seconds(1'800'000'000));

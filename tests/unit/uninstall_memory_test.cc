@@ -70,6 +70,30 @@ TEST(UninstallMemory, FullPathTakesEverythingOffUnloadsAndBringsItBack) {
   s.wait_running(s.operator_ns(), ops.size());  // the operands come back
 }
 
+// Upstream's driver manager writes an operand label that was absent as "": a node it upgraded keeps such
+// labels, which deploy nothing and keep the operator from setting the key. The restore removes them, on
+// success and after a failure alike; a label someone gave a value during the run is theirs.
+TEST(UninstallMemory, TheRestoreRemovesEmptyOperandLabelsAnEarlierManagerLeft) {
+  for (const bool fail : {false, true}) {
+    SCOPED_TRACE(fail ? "failed run" : "successful run");
+    MemoryScenario s;
+    const auto ops = default_mem_operands();
+    s.deploy({.operands = ops, .pods = {{.name = "trainer", .request_gpu = true}}});
+    s.label_node({{kPrefix + "nvsm", ""}, {kPrefix + "dra-validator", ""}, {"example.com/other", ""}});
+    // A held GPU under the upgrade policy: the unload fails and the node is restored.
+    if (fail) s.annotate_node("nvidia.com/gpu-driver-upgrade-enabled", "true");
+
+    const auto r = s.run(s.settings());
+
+    EXPECT_EQ(r.exit_code, fail ? 1 : 0) << r.log;
+    EXPECT_EQ(s.label(kPrefix + "nvsm"), "<absent>");
+    EXPECT_EQ(s.label(kPrefix + "dra-validator"), "<absent>");
+    EXPECT_EQ(s.label("example.com/other"), "") << "only operand labels";
+    EXPECT_THAT(r.log, HasSubstr("Removing the empty node label \"nvidia.com/gpu.deploy.nvsm\""));
+    expect_labels(s, ops, "true");
+  }
+}
+
 TEST(UninstallMemory, PolicyOnNeverEvictsAndRestoresWhenAWorkloadHoldsTheGpu) {
   MemoryScenario s;
   const auto ops = default_mem_operands();

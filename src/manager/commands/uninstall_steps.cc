@@ -442,7 +442,12 @@ Status Uninstall::restore_labels(NodeOps& node_ops) {
   if (!node) return node.error();
   FoldedPatch part;
   fold_label_restore(*node, part);
-  for (const auto& line : part.lines) spdlog::warn("{}", line.text);  // only warnings: see above
+  for (const auto& line : part.lines) {
+    if (line.level == FoldedPatch::Level::kWarn)
+      spdlog::warn("{}", line.text);
+    else
+      spdlog::info("{}", line.text);
+  }
   const nlohmann::json md = part.body.value("metadata", nlohmann::json::object());
   if (auto s = node_ops.update_labels(md.value("labels", nlohmann::json::object()),
                                       md.value("annotations", nlohmann::json::object()));
@@ -453,11 +458,12 @@ Status Uninstall::restore_labels(NodeOps& node_ops) {
 }
 
 bool Uninstall::nothing_to_restore() const {
-  return !patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty();
+  return !patch_has_labels(restore_patch(snapshot_, table_)) && paused_record_.empty() &&
+         empty_operand_labels(snapshot_, table_).empty();
 }
 
-// The label restore's part of a node write, decided from `node`: the labels, the record, and a warning
-// for each label someone else changed.
+// The label restore's part of a node write, decided from `node`: the labels, the record, a warning for each
+// label someone else changed, and a line for each empty operand label removed.
 void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const {
   const auto plan = restore_patch_if_unchanged(snapshot_, table_, node);
   for (const auto& [key, value] : plan.changed_by_others) {
@@ -466,6 +472,12 @@ void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part
          .text = fmt::format("Not restoring node label \"{}\": it was changed to \"{}\" during "
                              "the run by someone else",
                              key, value)});
+  }
+  for (const auto& key : plan.removed_empty) {
+    part.lines.push_back(
+        {.text = fmt::format("Removing the empty node label \"{}\" (an earlier driver manager "
+                             "wrote it; an empty operand label deploys nothing)",
+                             key)});
   }
   // The record goes with the restore: once the labels are back (or someone else's), nothing is paused.
   if (has_paused_record(node))

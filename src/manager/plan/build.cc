@@ -323,7 +323,12 @@ void PlanBuilder::render(Step step) {
       return;
     case Step::kPauseOperands:
       add_labels(pause_patch(snapshot_, table_), "pause");
-      if (!plan_.labels.empty()) line("pause the operand labels (restored at the end)");
+      if (plan_.labels.empty()) return;
+      line("pause the operand labels (restored at the end)");
+      if (const auto empty = empty_operand_labels(snapshot_, table_); !empty.empty())
+        line(fmt::format(
+            "remove the empty operand labels an earlier driver manager left, with the restore: {}",
+            fmt::join(empty, ", ")));
       return;
     case Step::kTakeGpuUsersOff:
       take_gpu_users_off();

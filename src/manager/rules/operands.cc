@@ -183,6 +183,17 @@ Json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& tab
   return labels_patch(labels);
 }
 
+std::vector<std::string> empty_operand_labels(const Snapshot& snapshot,
+                                              const std::vector<OperandSpec>& table) {
+  std::vector<std::string> out;
+  for (const auto& op : table) {
+    if (!op.label_key.starts_with(kDeployLabelPrefix)) continue;
+    const auto it = snapshot.node_labels.find(op.label_key);
+    if (it != snapshot.node_labels.end() && it->second.empty()) out.push_back(op.label_key);
+  }
+  return out;
+}
+
 RestoreDecision restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
                                            const Json& current_node) {
   const Json full = restore_patch(snapshot, table);
@@ -192,6 +203,12 @@ RestoreDecision restore_patch_if_unchanged(const Snapshot& snapshot, const std::
   }
   RestoreDecision decision;
   Json keep = Json::object();
+  // Upstream's empty leftovers go, unless someone gave the label a value meanwhile.
+  for (const auto& key : empty_operand_labels(snapshot, table)) {
+    if (labels == nullptr || !labels->contains(key) || (*labels)[key] != "") continue;
+    keep[key] = nullptr;
+    decision.removed_empty.push_back(key);
+  }
   if (patch_has_labels(full)) {
     for (const auto& [key, target] : full["metadata"]["labels"].items()) {
       std::string current;

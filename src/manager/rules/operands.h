@@ -88,12 +88,19 @@ nlohmann::json pause_patch(const Snapshot& snapshot, const std::vector<OperandSp
 nlohmann::json plugin_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
 // The restore batch: every row (pause and plugin) with a non-empty snapshot, value restore_value(snapshot).
 nlohmann::json restore_patch(const Snapshot& snapshot, const std::vector<OperandSpec>& table);
+// The table's nvidia.com/gpu.deploy.* keys the node had with an empty value when the snapshot was taken:
+// upstream's leftovers (it writes an absent operand label as ""), which deploy nothing and keep the
+// operator from labelling the key itself. Never written by this program.
+std::vector<std::string> empty_operand_labels(const Snapshot& snapshot,
+                                              const std::vector<OperandSpec>& table);
 // The restore batch limited to the labels still at the value the pause wrote (pause_value of the snapshot);
 // labels already back at their restore value are left out, and labels someone else changed while they were
-// paused are left alone and reported.
+// paused are left alone and reported. The empty_operand_labels() still empty on current_node are removed
+// (null) in the same patch.
 struct RestoreDecision {
-  nlohmann::json patch;  // as restore_patch, possibly without labels
+  nlohmann::json patch;  // as restore_patch, possibly without labels, plus the removals
   std::vector<std::pair<std::string, std::string>> changed_by_others;  // key, current value ("" = absent)
+  std::vector<std::string> removed_empty;                              // the empty labels the patch removes
 };
 RestoreDecision restore_patch_if_unchanged(const Snapshot& snapshot, const std::vector<OperandSpec>& table,
                                            const nlohmann::json& current_node);
