@@ -652,7 +652,7 @@ class FaultSweep : public UninstallSuite {
   // The service account's kubeconfig with a relay in place of the API server (its port).
   static std::string kubeconfig_via(const TcpRelay& relay, const std::string& name) {
     static const std::regex kServer(R"(server: https://127\.0\.0\.1:\d+)");
-    const std::string path = cluster().state_dir() + "/sa-via-" + name + ".kubeconfig";
+    std::string path = cluster().state_dir() + "/sa-via-" + name + ".kubeconfig";
     write_file(path, std::regex_replace(read_file(sa_kubeconfig()), kServer,
                                         "server: https://127.0.0.1:" + std::to_string(relay.port())));
     return path;
@@ -824,6 +824,7 @@ TEST_F(FaultSweep, BadNetwork) {
     }
   }
   std::vector<std::function<void()>> jobs;
+  jobs.reserve(cases.size());
   for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
   run_parallel(jobs, kThreads);
 
@@ -881,6 +882,7 @@ TEST_F(FaultSweep, RollingRestartOfTwoApiServers) {
                                                 .kubeconfig = kubeconfig}));
   }
   std::vector<std::function<void()>> jobs;
+  jobs.reserve(cases.size());
   for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
   run_parallel(jobs, kThreads);
   let_go(cases);
@@ -921,6 +923,7 @@ TEST_F(FaultSweep, EtcdLeaderLost) {
         .path = path, .b = b, .f = Fault::kEtcdLeaderLost, .node = "etcd-" + std::to_string(cases.size())}));
   }
   std::vector<std::function<void()>> jobs;
+  jobs.reserve(cases.size());
   for (auto& k : cases) jobs.emplace_back([&k] { reach(*k); });
   run_parallel(jobs, kThreads);
   const int leader = cluster().etcd_leader();

@@ -11,7 +11,6 @@ namespace dm::manager {
 namespace {
 
 using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 
 nlohmann::json pod(const std::string& ns, const std::string& name, const std::string& uid,
                    const std::string& mirror_of = {}) {
