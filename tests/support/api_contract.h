@@ -174,6 +174,33 @@ TYPED_TEST_P(ApiContract, AWriteFromAStaleResourceVersionIsAConflict) {
   EXPECT_EQ(kube::label(*this->api().get(kube::paths::node(this->node_)), "n"), "1");
 }
 
+// A JSON patch whose "test" guards a value: applied whatever else changed on the object since (its
+// resourceVersion moved on), refused (422, nothing changed) once the value itself is another.
+TYPED_TEST_P(ApiContract, AJsonPatchTestGuardsTheValueNotTheVersion) {
+  const std::string path = kube::paths::node(this->node_);
+  ASSERT_TRUE(this->api().patch(path, kube::PatchType::kMerge,
+                                {{"metadata", {{"annotations", {{"example.com/held", "one"}}}}}}));
+  ASSERT_TRUE(
+      this->api().patch(path, kube::PatchType::kMerge, {{"metadata", {{"labels", {{"other", "write"}}}}}}));
+  const nlohmann::json ptr = "/metadata/annotations/example.com~1held";
+  auto applied = this->api().patch(
+      path, kube::PatchType::kJsonPatch,
+      nlohmann::json::array(
+          {{{"op", "test"}, {"path", ptr}, {"value", "one"}},
+           {{"op", "replace"}, {"path", ptr}, {"value", "two"}},
+           {{"op", "add"}, {"path", "/metadata/annotations/example.com~1rider"}, {"value", "r"}}}));
+  ASSERT_TRUE(applied) << applied.error().message;
+  EXPECT_EQ(kube::annotation(*applied, "example.com/held"), "two");
+  EXPECT_EQ(kube::annotation(*applied, "example.com/rider"), "r");
+  auto refused =
+      this->api().patch(path, kube::PatchType::kJsonPatch,
+                        nlohmann::json::array({{{"op", "test"}, {"path", ptr}, {"value", "one"}},
+                                               {{"op", "replace"}, {"path", ptr}, {"value", "three"}}}));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().http_status, 422) << refused.error().message;
+  EXPECT_EQ(kube::annotation(*this->api().get(path), "example.com/held"), "two");
+}
+
 TYPED_TEST_P(ApiContract, CreatingAnExistingNameIsAlreadyExists) {
   auto again = this->api().create(
       kube::paths::nodes(), {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", this->node_}}}});
@@ -594,8 +621,8 @@ TYPED_TEST_P(ApiContract, ADaemonSetPodStaysUnderANoScheduleTaintAndGoesUnderNoE
 REGISTER_TYPED_TEST_SUITE_P(
     ApiContract, MergePatchSetsAndRemovesNodeLabels, StrategicMergePatchMergesLabelsAndSetsUnschedulable,
     AMergePatchReplacesTheTaintList, AWriteFromAStaleResourceVersionIsAConflict,
-    CreatingAnExistingNameIsAlreadyExists, LabelAndFieldSelectorsSelectPods,
-    APagedListReducesEveryItemAndLeavesOutThoseReducedToNull,
+    AJsonPatchTestGuardsTheValueNotTheVersion, CreatingAnExistingNameIsAlreadyExists,
+    LabelAndFieldSelectorsSelectPods, APagedListReducesEveryItemAndLeavesOutThoseReducedToNull,
     AWatchAfterTheListSeesEveryChangeAndSelectorTransitions,
     APodOnANodeIsTerminatingUntilDeletedWithGraceZero, APodOnNoNodeIsDeletedAtOnce,
     AnEvictionTheBudgetForbidsIs429WithTheBudgetAsCause, APendingPodIsEvictedWhateverItsBudget,

@@ -4,7 +4,11 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <mutex>
+#include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "support/memory_cluster.h"
 
@@ -130,6 +134,90 @@ TEST(Lease, AnOutageLongerThanTheLeaseIsSaidOnceAndTheLeaseTakenBackAfterIt) {
   const auto node = cluster.find(kube::paths::node("n1"));
   ASSERT_TRUE(node.has_value());
   EXPECT_FALSE(lease_of(*node).has_value()) << "released";
+}
+
+// What a renewal carries besides the lease: the rider's annotation goes in the renewal's own patch (no
+// patch of its own), the rider is told it was applied, and a rider with nothing due adds nothing.
+TEST(Lease, ARenewalCarriesTheRidersAnnotationInItsOwnPatch) {
+  test::MemoryCluster cluster;
+  cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
+  const SystemClock clock;
+  std::mutex mu;
+  bool due = true;
+  std::vector<bool> told;
+  {
+    NodeLease lease(cluster, clock, "n1", "pod a/b", {.renew_every = std::chrono::seconds(1)});
+    lease.set_renewal_rider(
+        {.take = [&]() -> std::optional<std::pair<std::string, std::string>> {
+           const std::lock_guard<std::mutex> lock(mu);
+           if (!due) return std::nullopt;
+           return std::pair<std::string, std::string>{"example.com/progress", "waiting for 1 of 2 pods"};
+         },
+         .done =
+             [&](bool applied) {
+               const std::lock_guard<std::mutex> lock(mu);
+               told.push_back(applied);
+               due = !applied;
+             }});
+    ASSERT_TRUE(lease.acquire(CancelToken()));
+    EXPECT_TRUE(soon([&] {
+      const std::lock_guard<std::mutex> lock(mu);
+      return !told.empty();
+    }));
+    // The lease is the node's only writer here: its renewal carried the annotation.
+    const auto node = cluster.find(kube::paths::node("n1"));
+    ASSERT_TRUE(node.has_value());
+    EXPECT_EQ((*node)["metadata"]["annotations"].value("example.com/progress", ""),
+              "waiting for 1 of 2 pods");
+    EXPECT_TRUE(lease_of(*node).has_value());
+    // Nothing due: the next renewals (every second) carry the lease only.
+    ASSERT_TRUE(cluster.patch(kube::paths::node("n1"), kube::PatchType::kMerge,
+                              {{"metadata", {{"annotations", {{"example.com/progress", "cleared"}}}}}}));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    EXPECT_TRUE(lease.release(CancelToken()));
+  }
+  const std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(told, std::vector<bool>{true}) << "asked once, applied once";
+  const auto node = cluster.find(kube::paths::node("n1"));
+  ASSERT_TRUE(node.has_value());
+  EXPECT_EQ((*node)["metadata"]["annotations"].value("example.com/progress", ""), "cleared");
+}
+
+size_t count_starting(const std::vector<std::string>& requests, const std::string& prefix) {
+  size_t n = 0;
+  for (const auto& r : requests) n += r.starts_with(prefix) ? 1 : 0;
+  return n;
+}
+
+// A renewal reads the node only when it does not know the record it wrote last: otherwise its write is
+// guarded by that record (a JSON patch test), so another writer's change to the node is no conflict and
+// costs no read, while another holder's record makes it read, see the loss, and stop renewing.
+TEST(Lease, ARenewalReadsTheNodeOnlyWhenItsOwnRecordIsNotThere) {
+  test::MemoryCluster cluster;
+  cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
+  const SystemClock clock;
+  NodeLease lease(cluster, clock, "n1", "pod a/b", {.renew_every = std::chrono::seconds(1)});
+  ASSERT_TRUE(lease.acquire(CancelToken()));
+  const size_t gets_at_take = count_starting(cluster.requests(), "GET ");
+  const size_t patches_at_take = count_starting(cluster.requests(), "PATCH ");
+  // The first renewal reads; the next ones do not, though another writer changes the node in between.
+  ASSERT_TRUE(soon([&] { return count_starting(cluster.requests(), "PATCH ") >= patches_at_take + 2; }));
+  ASSERT_TRUE(cluster.patch(kube::paths::node("n1"), kube::PatchType::kMerge,
+                            {{"metadata", {{"labels", {{"other", "writer"}}}}}}));
+  const size_t patches_then = count_starting(cluster.requests(), "PATCH ");
+  ASSERT_TRUE(soon([&] { return count_starting(cluster.requests(), "PATCH ") >= patches_then + 2; }));
+  EXPECT_EQ(count_starting(cluster.requests(), "GET "), gets_at_take + 1) << "only the first renewal read";
+  EXPECT_TRUE(lease.held());
+  // Another holder's record: the guarded write is refused, the renewal reads and sees the loss.
+  const LeaseRecord other{"pod x/y", std::chrono::system_clock::now(), std::chrono::seconds(60)};
+  ASSERT_TRUE(
+      cluster.patch(kube::paths::node("n1"), kube::PatchType::kMerge,
+                    {{"metadata", {{"annotations", {{std::string(kLeaseAnnotation), other.to_string()}}}}}}));
+  EXPECT_TRUE(soon([&] { return !lease.held(); }));
+  const auto node = cluster.find(kube::paths::node("n1"));
+  ASSERT_TRUE(node.has_value());
+  ASSERT_TRUE(lease_of(*node).has_value());
+  EXPECT_EQ(lease_of(*node)->holder, "pod x/y") << "the other holder's record is left as it is";
 }
 
 // The lease's part of a first write: refused while another live run holds it, the record otherwise (also

@@ -9,7 +9,9 @@
 
 #include "common/log.h"
 #include "manager/commands/phase_tally.h"
+#include "manager/commands/progress_reporter.h"
 #include "support/doubles.h"
+#include "support/memory_cluster.h"
 
 namespace dm::manager {
 namespace {
@@ -121,6 +123,48 @@ TEST(RunProgress, AnnotationNamesThePhaseItsStartAndThePodsAWaitStillWaitsFor) {
       v,
       "phase=evict-workloads; since=2026-11-30T22:01:03Z; waiting for 7 of 7 pods: a/1, a/2, a/3 and 4 more; "
       "run started=2026-11-30T22:00:00Z");
+}
+
+size_t node_patches(const test::MemoryCluster& cluster) {
+  size_t n = 0;
+  for (const auto& r : cluster.requests()) n += r.starts_with("PATCH /api/v1/nodes/") ? 1 : 0;
+  return n;
+}
+
+// A long wait's refresh of the state annotation: a patch of its own, until the lease's renewal rider is
+// handed out; then it waits for the renewal, which takes it once (the newest state) and clears it when
+// applied. A phase boundary is still written at once.
+TEST(ProgressReporter, ALongWaitsRefreshGoesWithTheLeaseRenewalOnceItIsHandedOut) {
+  test::MemoryCluster cluster;
+  cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
+  test::FakeClock clock;
+  KnownNode known;
+  const WaitStatus waiting{
+      "GPU operand pods to shut down", {"op/dcgm-1 (nvidia-dcgm)"}, 4, seconds(20), seconds(40)};
+  {
+    ProgressReporter alone(cluster, clock, "n1", known);
+    alone.begin(Phase::kPauseOperands, StateWrite::kNow);
+    EXPECT_EQ(node_patches(cluster), 1U);
+    alone.on_wait(waiting, false);
+    alone.stop();
+    EXPECT_EQ(node_patches(cluster), 2U) << "without a lease to ride with, the refresh is a patch";
+  }
+  ProgressReporter reporter(cluster, clock, "n1", known);
+  const RenewalRider rider = reporter.renewal_rider();
+  EXPECT_FALSE(rider.take().has_value()) << "nothing due yet";
+  reporter.begin(Phase::kPauseOperands, StateWrite::kNow);
+  EXPECT_EQ(node_patches(cluster), 3U) << "a phase boundary is written at once";
+  reporter.on_wait(waiting, false);
+  const auto carried = rider.take();
+  ASSERT_TRUE(carried.has_value());
+  EXPECT_EQ(carried->first, std::string(kStateAnnotation));
+  EXPECT_THAT(carried->second, HasSubstr("waiting for 1 of 4 pods: op/dcgm-1"));
+  rider.done(false);
+  EXPECT_TRUE(rider.take().has_value()) << "a renewal that failed leaves it due";
+  rider.done(true);
+  EXPECT_FALSE(rider.take().has_value()) << "carried";
+  reporter.stop();
+  EXPECT_EQ(node_patches(cluster), 3U) << "the refresh cost no patch of its own";
 }
 
 TEST(RunProgress, EveryPhaseHasAName) {

@@ -37,6 +37,7 @@ void ProgressReporter::begin(Phase phase, StateWrite write) {
   {
     std::lock_guard lk(state_mu_);
     pending_ = ride_along;
+    refresh_due_ = false;
     wait_written_at_.reset();
     wait_written_.clear();
   }
@@ -67,12 +68,31 @@ void ProgressReporter::on_wait(const WaitStatus& status, bool started) {
       pending_ = false;
     } else if (status.elapsed >= kLongWait && status.remaining != wait_written_ &&
                (!wait_written_at_ || now - *wait_written_at_ >= kRefresh)) {
-      write = true;
+      write = !refresh_by_renewal_;
+      refresh_due_ = refresh_by_renewal_;
       wait_written_at_ = now;
       wait_written_ = status.remaining;
     }
   }
   if (write) post();
+}
+
+RenewalRider ProgressReporter::renewal_rider() {
+  {
+    std::lock_guard lk(state_mu_);
+    refresh_by_renewal_ = true;
+  }
+  RenewalRider rider;
+  rider.take = [this]() -> std::optional<std::pair<std::string, std::string>> {
+    std::lock_guard lk(state_mu_);
+    if (!refresh_due_) return std::nullopt;
+    return std::pair{std::string(kStateAnnotation), progress_.annotation_value()};
+  };
+  rider.done = [this](bool applied) {
+    std::lock_guard lk(state_mu_);
+    if (applied) refresh_due_ = false;
+  };
+  return rider;
 }
 
 void ProgressReporter::post() {

@@ -16,6 +16,7 @@
 #include "kube/api.h"
 #include "manager/commands/progress.h"
 #include "manager/node/known_node.h"
+#include "manager/node/lease.h"
 
 namespace dm::manager {
 
@@ -48,6 +49,9 @@ class ProgressReporter {
   // The wait observer of the pod waits: writes the pending state when a wait starts, and names what a long
   // wait still waits for (at most every 30 s, when that changed). Never waits for a write.
   void on_wait(const WaitStatus& status, bool started);
+  // From now on a long wait's refresh goes with the lease's next renewal (at most its renewal period
+  // later) instead of a write of its own; the phases' states are still written as before.
+  RenewalRider renewal_rider();
   // Waits for the writes asked for, then ends the writer: the lease release that removes the state
   // annotation must come after the last of them. Idempotent.
   void stop();
@@ -68,6 +72,8 @@ class ProgressReporter {
   bool pending_ = false;  // the current phase's state rides along with the next patch or wait
   std::optional<TimePoint> wait_written_at_;  // last write asked for by a long wait
   std::vector<std::string> wait_written_;     // what it named
+  bool refresh_by_renewal_ = false;           // renewal_rider() was handed out
+  bool refresh_due_ = false;                  // a long wait's refresh waits for the next renewal
 
   std::mutex writer_mu_;
   std::condition_variable writer_cv_;

@@ -15,6 +15,7 @@ namespace dm::manager {
 Result<nlohmann::json> Uninstall::wait_for_lease(const nlohmann::json& node) {
   lease_.emplace(run_requests_, clock_, settings_.node_name,
                  lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
+  lease_->set_renewal_rider(reporter_.renewal_rider());  // a long wait's progress goes with the renewals
   const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(node) && snapshot_.policy_enabled());
   auto leased = defer ? lease_->wait_until_free(cancel_, &node) : lease_->acquire(cancel_, &node);
   run_.first_write.lease_pending = defer && leased;

@@ -41,6 +41,21 @@ std::string age(SysClock::time_point now, SysClock::time_point t) {
   return std::to_string(s) + "s";
 }
 
+// "/metadata/annotations/<key>" as a JSON pointer ("/" and "~" escaped).
+std::string annotation_pointer(std::string_view key) {
+  std::string out = "/metadata/annotations/";
+  for (const char c : key) {
+    if (c == '~') {
+      out += "~0";
+    } else if (c == '/') {
+      out += "~1";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string LeaseRecord::to_string() const {
@@ -203,21 +218,38 @@ Result<Json> NodeLease::wait(const CancelToken& cancel, const Json* seen, Take t
   return taken;
 }
 
-Result<bool> NodeLease::renew_once(const CancelToken& stop) {
+Result<bool> NodeLease::renew_once(const CancelToken& stop, Look look) {
   kube::StoppedBy client(client_, stop);
-  auto node = client.get(kube::paths::node(node_));
-  if (!node) return node.error();
-  const auto current = lease_of(*node);
-  if (!current || current->holder != holder_) {
-    spdlog::error("Lost the lease on node {}: it is now held by {}", node_,
-                  current ? current->holder : std::string("nobody"));
-    return false;
+  const std::string path = kube::paths::node(node_);
+  const std::string mine = LeaseRecord{holder_, clock_.wall_now(), options_.duration}.to_string();
+  const auto rider = rider_.take ? rider_.take() : std::nullopt;
+  Result<Json> r = Error("not sent");
+  if (look == Look::kOwnLast && !last_written_.empty()) {
+    // Guarded by the record this run wrote last: still there, nobody took the lease since, whatever else
+    // changed on the node (a heartbeat is no conflict), and no read is needed.
+    const std::string lease = annotation_pointer(kLeaseAnnotation);
+    Json ops = Json::array({{{"op", "test"}, {"path", lease}, {"value", last_written_}},
+                            {{"op", "replace"}, {"path", lease}, {"value", mine}}});
+    if (rider)
+      ops.push_back({{"op", "add"}, {"path", annotation_pointer(rider->first)}, {"value", rider->second}});
+    r = client.patch(path, kube::PatchType::kJsonPatch, ops);
+  } else {
+    auto node = client.get(path);
+    if (!node) return node.error();
+    const auto current = lease_of(*node);
+    if (!current || current->holder != holder_) {
+      spdlog::error("Lost the lease on node {}: it is now held by {}", node_,
+                    current ? current->holder : std::string("nobody"));
+      return false;
+    }
+    Json body = {{"metadata",
+                  {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
+                   {"annotations", {{std::string(kLeaseAnnotation), mine}}}}}};
+    if (rider) body["metadata"]["annotations"][rider->first] = rider->second;
+    r = client.patch(path, kube::PatchType::kMerge, body);
   }
-  const LeaseRecord mine{holder_, clock_.wall_now(), options_.duration};
-  const Json body = {{"metadata",
-                      {{"resourceVersion", (*node)["metadata"].value("resourceVersion", "")},
-                       {"annotations", {{std::string(kLeaseAnnotation), mine.to_string()}}}}}};
-  auto r = client.patch(kube::paths::node(node_), kube::PatchType::kMerge, body);
+  if (rider && rider_.done) rider_.done(r.ok());
+  last_written_ = r ? mine : std::string();
   if (!r) return r.error();
   return true;
 }
@@ -238,8 +270,9 @@ void NodeLease::renew_loop() {
     Result<bool> s = false;
     {
       const kube::RequestDeadline until_it_lapses(Deadline::after(clock_, lapses - clock_.now()));
-      s = renew_once(stop);
-      if (!s && s.error().conflict()) s = renew_once(stop);  // the node changed in between: read it again
+      s = renew_once(stop, Look::kOwnLast);
+      // The record is not the one this run wrote last (or the node changed under a read): read it again.
+      if (!s && (s.error().conflict() || s.error().http_status == 422)) s = renew_once(stop, Look::kRead);
     }
     lock.lock();
     if (s && *s) {

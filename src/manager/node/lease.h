@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -43,6 +44,15 @@ struct LeaseOptions {
   std::chrono::seconds renew_every{15};
   std::chrono::seconds wait_at_most{150};  // how long a second run waits for a live holder
   std::chrono::seconds log_every{10};
+};
+
+// What a renewal carries besides the lease: an annotation due on the node (the run's progress during a long
+// wait), asked for just before each renewal's patch, so that the node is written once where it would be
+// written twice. `take` returns the annotation (key, value) or nothing; `done` is told whether the patch
+// that carried it was applied.
+struct RenewalRider {
+  std::function<std::optional<std::pair<std::string, std::string>>()> take;
+  std::function<void(bool applied)> done;
 };
 
 // Its waits and its taking write go through `client` (the run's requests, which SIGTERM stops); its renewals
@@ -80,6 +90,8 @@ class NodeLease {
   // folded_release_done(): applied, the lease is released; not, renewing goes on and release() is left.
   NodeFold release_fold(std::vector<std::string> also_remove);
   void folded_release_done(bool applied);
+  // Set once, before the lease is taken.
+  void set_renewal_rider(RenewalRider rider) { rider_ = std::move(rider); }
   // The renewals so far all succeeded (a lost lease is logged as an error when it happens).
   [[nodiscard]] bool held() const;
   [[nodiscard]] const std::string& holder() const { return holder_; }
@@ -95,8 +107,11 @@ class NodeLease {
   enum class Take { kWrite, kLook };  // kLook: decide only
   Result<Attempt> try_take(const nlohmann::json* seen, Take take);
   Result<nlohmann::json> wait(const CancelToken& cancel, const nlohmann::json* seen, Take take);
-  void started();                                    // held: start renewing
-  Result<bool> renew_once(const CancelToken& stop);  // false: someone else holds it now
+  void started();  // held: start renewing
+  // kOwnLast: a write guarded by the record this run wrote last (no read), when it knows it; kRead: read
+  // the node, check the holder, write under its resourceVersion.
+  enum class Look { kOwnLast, kRead };
+  Result<bool> renew_once(const CancelToken& stop, Look look);  // false: someone else holds it now
   void renew_loop();
   void stop_renewing();
 
@@ -115,6 +130,8 @@ class NodeLease {
   // A taking write failed without an answer that says it did not happen (cut short by SIGTERM, a
   // transport error): it may have been applied, so release() looks.
   bool maybe_taken_ = false;
+  RenewalRider rider_;        // read by the renewer thread only, once set
+  std::string last_written_;  // renewer thread only: the record the last renewal wrote ("" unknown)
   std::thread renewer_;
 };
 
