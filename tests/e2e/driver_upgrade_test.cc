@@ -280,8 +280,15 @@ class DriverUpgrade : public ::testing::Test {
   static void expect_driver_installed(const std::string& digest) {
     const std::string root = node().sim_root();
     // node-sim writes the state file once it sees the driver container running: a moment after the kubelet
-    // reports it.
-    eventually([&] { return read_file(root + "/run/nvidia/nvidia-driver.state") == digest + "\n"; }, 30);
+    // reports it; the container mounts its driver root and writes `installed` once it has started, which
+    // may come after that.
+    eventually(
+        [&] {
+          return read_file(root + "/run/nvidia/nvidia-driver.state") == digest + "\n" &&
+                 node().mounts_at(root + "/run/nvidia/driver") == std::vector<std::string>{"tmpfs"} &&
+                 node().read_in_node(root + "/run/nvidia/driver/installed").value_or("") == digest + "\n";
+        },
+        30);
     EXPECT_EQ(read_file(root + "/run/nvidia/nvidia-driver.state"), digest + "\n");
     EXPECT_EQ(node().mounts_at(root + "/run/nvidia/driver"), std::vector<std::string>{"tmpfs"});
     EXPECT_EQ(node().read_in_node(root + "/run/nvidia/driver/installed").value_or(""), digest + "\n");
