@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -44,8 +45,11 @@ void TestCluster::stop_apiserver(int n) const {
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-stop failed:\n" + out.err);
 }
 
-void TestCluster::start_apiserver(int n) const {
-  auto out = run_command({source_path("scripts/cluster"), "apiserver-start", state_dir_, std::to_string(n)});
+void TestCluster::start_apiserver(int n, const std::string& program) const {
+  std::vector<std::string> argv{source_path("scripts/cluster"), "apiserver-start", state_dir_,
+                                std::to_string(n)};
+  if (!program.empty()) argv.push_back(program);
+  auto out = run_command(argv);
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-start failed:\n" + out.err);
 }
 
@@ -65,10 +69,55 @@ void TestCluster::start_etcd(int n) const {
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-start failed:\n" + out.err);
 }
 
-int TestCluster::add_apiserver() const {
-  auto out = run_command({source_path("scripts/cluster"), "apiserver-add", state_dir_});
-  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-add failed:\n" + out.err);
-  return std::stoi(out.out);
+void TestCluster::freeze_etcd(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "etcd-freeze", state_dir_, std::to_string(n)});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-freeze failed:\n" + out.err);
+}
+
+void TestCluster::thaw_etcd(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "etcd-thaw", state_dir_, std::to_string(n)});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-thaw failed:\n" + out.err);
+}
+
+std::uint64_t TestCluster::etcd_applied_index(int n) const {
+  auto out = run_command({source_path("scripts/cluster"), "etcd-applied", state_dir_, std::to_string(n)});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster etcd-applied failed:\n" + out.err);
+  return std::stoull(out.out);
+}
+
+int TestCluster::add_apiserver(const std::string& program) const {
+  const std::string url_file = state_dir_ + "/kube-apiserver-2.url";
+  if (std::filesystem::exists(state_dir_ + "/kube-apiserver-2.cmd")) {
+    start_apiserver(2, program);
+  } else {
+    std::vector<std::string> argv{source_path("scripts/cluster"), "apiserver-add", state_dir_};
+    if (!program.empty()) argv.push_back(program);
+    auto out = run_command(argv);
+    if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-add failed:\n" + out.err);
+  }
+  std::ifstream in(url_file);
+  std::string url;
+  std::getline(in, url);
+  const auto colon = url.rfind(':');
+  if (colon == std::string::npos) throw std::runtime_error("no port in " + url_file + ": " + url);
+  return std::stoi(url.substr(colon + 1));
+}
+
+std::string TestCluster::apiserver_version(int n) const {
+  auto out =
+      run_command({source_path("scripts/cluster"), "apiserver-version", state_dir_, std::to_string(n)});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-version failed:\n" + out.err);
+  std::string v = out.out;
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  return v;
+}
+
+std::string TestCluster::apiserver_program() const {
+  std::ifstream in(state_dir_ + "/apiserver.cmd");
+  std::string program;
+  in >> program;  // the first word of the saved command line (a path without blanks)
+  if (program.empty()) throw std::runtime_error("no saved command line in " + state_dir_ + "/apiserver.cmd");
+  return program;
 }
 
 void TestCluster::freeze_apiserver() const {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -44,16 +45,27 @@ class TestCluster {
   // Kills kube-apiserver / starts it again with its saved arguments (waits until ready); throws on failure.
   // etcd, the controller-manager and the scheduler keep running, as in a control-plane restart.
   // `n`: which API server (2: the one add_apiserver started).
+  // `program`: start it as another kube-apiserver program (another release) from now on.
   void stop_apiserver(int n = 1) const;
-  void start_apiserver(int n = 1) const;
+  void start_apiserver(int n = 1, const std::string& program = {}) const;
   // Starts a second kube-apiserver on the same etcd (certificates, tokens and keys shared, so both answer
   // every client alike); returns its port on 127.0.0.1. A control plane of two, as behind a load balancer.
-  [[nodiscard]] int add_apiserver() const;
+  // `program`: another release's kube-apiserver (the skew of a rolling upgrade); once added, it is started
+  // again (start_apiserver) rather than added twice.
+  [[nodiscard]] int add_apiserver(const std::string& program = {}) const;
+  // The release API server `n` reports (its /version's gitVersion), and the program the first one runs.
+  [[nodiscard]] std::string apiserver_version(int n = 1) const;
+  [[nodiscard]] std::string apiserver_program() const;
   // With K8S_ETCD_MEMBERS=3 in the environment of start(): the member (1-3) leading now, and one member
   // killed (SIGKILL) / started again with its data. Throw on a cluster of one member.
   [[nodiscard]] int etcd_leader() const;
   void stop_etcd(int n) const;
   void start_etcd(int n) const;
+  // SIGSTOP / SIGCONT to etcd member `n`: the others go on without it and it falls behind, then catches up.
+  void freeze_etcd(int n) const;
+  void thaw_etcd(int n) const;
+  // The raft index member `n` has applied (its maintenance status).
+  [[nodiscard]] std::uint64_t etcd_applied_index(int n) const;
   // SIGSTOP / SIGCONT to kube-apiserver: it keeps its sockets, so requests hang instead of being refused.
   void freeze_apiserver() const;
   void thaw_apiserver() const;
