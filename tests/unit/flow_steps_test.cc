@@ -165,6 +165,25 @@ TEST(FlowSteps, PreInstalledAndRefusedPathsHaveNoPhases) {
   EXPECT_TRUE(decide_steps(f).steps.empty());
 }
 
+// Every path begins and ends by its row, through the same loop: only the pre-installed path fails once its
+// steps are done, and only it holds nothing to restore (a failure there is logged, not cleaned up).
+TEST(FlowSteps, EachPathSaysHowTheRunBeginsAndEndsIt) {
+  const PathEnds& pre = path_ends(RunPath::kPreInstalled);
+  EXPECT_TRUE(pre.done_is_failure);
+  EXPECT_FALSE(pre.restores);
+  EXPECT_EQ(pre.done_line, "driver is pre-installed on host");
+  for (const RunPath p : {RunPath::kNoDriver, RunPath::kSkip, RunPath::kFull}) {
+    SCOPED_TRACE(path_name(p));
+    EXPECT_FALSE(path_ends(p).done_is_failure);
+    EXPECT_TRUE(path_ends(p).restores);
+    EXPECT_FALSE(path_ends(p).done_line.empty());
+  }
+  EXPECT_EQ(path_ends(RunPath::kNoDriver).start_line,
+            "No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
+  EXPECT_TRUE(path_ends(RunPath::kFull).start_line.empty());
+  EXPECT_EQ(path_ends(RunPath::kFull).done_line, "Driver uninstallation completed successfully");
+}
+
 TEST(FlowSteps, EveryStepHasItsOwnName) {
   std::set<std::string_view> names;
   for (int i = 0; i <= static_cast<int>(Step::kUndoChanges); ++i)

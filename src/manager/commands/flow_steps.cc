@@ -74,6 +74,15 @@ class PathBuilder {
   std::optional<Phase> phase_;
 };
 
+// A driver installed on the host itself makes the containerized driver unnecessary: the node is labeled so
+// that the driver DaemonSet leaves it, and the run waits to be removed.
+void pre_installed_path(const FlowFacts& /*f*/, PathBuilder& b) {
+  b.add(Step::kLabelPreInstalled).add(Step::kAwaitRemoval);
+}
+
+// The run stops before any write (`plan` shows it; the run fails before deciding its steps).
+void refused_path(const FlowFacts& /*f*/, PathBuilder& /*b*/) {}
+
 void full_path(const FlowFacts& f, PathBuilder& b) {
   b.phase(Phase::kPauseOperands)
       .add(Step::kPauseOperands)
@@ -97,7 +106,7 @@ void full_path(const FlowFacts& f, PathBuilder& b) {
 
 // The clients are bounced with the operands; a cordon of ours left by a crashed run is undone too. The
 // running DRA plugin bind-mounted the old driver root and would lose its dev/ submounts: it goes first.
-void skip_path(PathBuilder& b) {
+void skip_path(const FlowFacts& /*f*/, PathBuilder& b) {
   b.phase(Phase::kPauseOperands)
       .add(Step::kPauseOperands)
       .add(Step::kTakeGpuUsersOff)
@@ -124,6 +133,48 @@ void no_driver_path(const FlowFacts& f, PathBuilder& b) {
       .add(Step::kUndoChanges);   // a cordon left by a crashed run
 }
 
+// One row per path, in RunPath order: its name, how the run begins and ends it, and its steps.
+struct PathRow {
+  RunPath path;
+  std::string_view name;
+  PathEnds ends = {};
+  void (*steps)(const FlowFacts& f, PathBuilder& b);
+};
+
+constexpr std::array kPaths{
+    PathRow{
+        .path = RunPath::kPreInstalled,
+        .name = "pre-installed",
+        .ends = {.done_line = "driver is pre-installed on host", .done_is_failure = true, .restores = false},
+        .steps = pre_installed_path},
+    PathRow{.path = RunPath::kRefused, .name = "refused", .steps = refused_path},
+    PathRow{.path = RunPath::kNoDriver,
+            .name = "no-driver",
+            .ends = {.start_line = "No NVIDIA driver loaded, skipping eviction of GPU clients and workloads",
+                     .done_line = "Node prepared for the driver installation (no driver was loaded)"},
+            .steps = no_driver_path},
+    PathRow{.path = RunPath::kSkip,
+            .name = "skip",
+            .ends = {.done_line = "Node prepared for the driver installation (driver kept)"},
+            .steps = skip_path},
+    PathRow{.path = RunPath::kFull,
+            .name = "full",
+            .ends = {.done_line = "Driver uninstallation completed successfully"},
+            .steps = full_path},
+};
+
+constexpr bool one_row_per_path() {
+  for (size_t i = 0; i < kPaths.size(); ++i) {
+    if (static_cast<size_t>(kPaths[i].path) != i) return false;
+  }
+  return kPaths.size() == static_cast<size_t>(RunPath::kFull) + 1;
+}
+static_assert(one_row_per_path(), "kPaths holds one row per RunPath, in RunPath order");
+
+const PathRow& path_row(RunPath path) {
+  return kPaths[static_cast<size_t>(path)];
+}
+
 RunPath decide_path(const FlowFacts& f) {
   if (f.host_driver) return RunPath::kPreInstalled;
   if (f.refused) return RunPath::kRefused;
@@ -134,19 +185,11 @@ RunPath decide_path(const FlowFacts& f) {
 }  // namespace
 
 std::string_view path_name(RunPath path) {
-  switch (path) {
-    case RunPath::kPreInstalled:
-      return "pre-installed";
-    case RunPath::kRefused:
-      return "refused";
-    case RunPath::kNoDriver:
-      return "no-driver";
-    case RunPath::kSkip:
-      return "skip";
-    case RunPath::kFull:
-      return "full";
-  }
-  return "?";
+  return path_row(path).name;
+}
+
+const PathEnds& path_ends(RunPath path) {
+  return path_row(path).ends;
 }
 
 std::string_view step_name(Step step) {
@@ -190,22 +233,7 @@ FlowSteps decide_steps(const FlowFacts& facts) {
   plan.evict_workloads =
       plan.path == RunPath::kFull && (facts.gpu_pod_eviction || (facts.dra_on && facts.auto_drain));
   PathBuilder b(plan.steps, facts, plan.evict_workloads);
-  switch (plan.path) {
-    case RunPath::kPreInstalled:
-      b.add(Step::kLabelPreInstalled).add(Step::kAwaitRemoval);
-      break;
-    case RunPath::kRefused:
-      break;
-    case RunPath::kNoDriver:
-      no_driver_path(facts, b);
-      break;
-    case RunPath::kSkip:
-      skip_path(b);
-      break;
-    case RunPath::kFull:
-      full_path(facts, b);
-      break;
-  }
+  path_row(plan.path).steps(facts, b);
   return plan;
 }
 

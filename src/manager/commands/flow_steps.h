@@ -31,6 +31,20 @@ enum class RunPath : std::uint8_t {
 // "pre-installed", "refused", "no-driver", "skip", "full": `plan`'s words for the paths.
 std::string_view path_name(RunPath path);
 
+// How the run begins and ends a path, around its steps (one row per path in flow_steps.cc, beside its step
+// list): every path goes through the same loop (Uninstall::execute) and the same end (Uninstall::conclude).
+struct PathEnds {
+  std::string_view start_line = {};  // logged before its first step ("" = none)
+  std::string_view done_line = {};   // logged once its steps are done ("" = none)
+  // Its steps done, the run still fails: the line is logged at critical level and the exit code is 1 (the
+  // pre-installed path: the pod waits to be removed by the DaemonSet controller).
+  bool done_is_failure = false;
+  // A failure restores the node (the undo list, then the lease): the path holds the lease and registers
+  // what it changes. false: it holds no lease and undoes nothing, so a failure is logged only.
+  bool restores = true;
+};
+const PathEnds& path_ends(RunPath path);
+
 // The steps of the paths. Each one is a unit of the run (a cancellation check comes before it) and of the
 // plan's step list (it renders zero or more lines).
 enum class Step : std::uint8_t {

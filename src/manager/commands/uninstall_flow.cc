@@ -66,8 +66,23 @@ int Uninstall::run(const kube::Config& config) {
                          : "");
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
+  FlowInputs in;
   // A driver installed on the host itself makes the containerized driver unnecessary.
-  if (auto version = host_.host_driver_version()) return pre_installed_path(*version);
+  if (auto version = host_.host_driver_version()) {
+    spdlog::info("Host driver detected: {}", *version);
+    in.host_driver = true;
+  } else if (auto ended = prepare(access, *node, in)) {
+    return *ended;
+  }
+  decide(in);
+  return conclude(execute());
+}
+
+// Before the steps of a path that changes the node: what stops the run before any write, the lease, the
+// leftovers of an earlier run, and what the path is decided from (into `in`). An exit code: the run ended
+// here.
+std::optional<int> Uninstall::prepare(std::future<Status>& access, const nlohmann::json& first_look,
+                                      FlowInputs& in) {
   // A driver the kernel can never unload (built in, no module unloading) fails before any write, unless
   // the loaded driver is the desired one and would be kept.
   if (auto u = host_.can_unload_nvidia(); !u) {
@@ -75,27 +90,22 @@ int Uninstall::run(const kube::Config& config) {
     spdlog::info("{}; the loaded driver matches the desired configuration and will be kept",
                  u.error().message);
   }
-
   // Everything knowable up front is checked before the first write (the lease).
-  if (auto p = preflight(access, *node); !p) {
+  if (auto p = preflight(access, first_look); !p) {
     spdlog::critical("{}", p.error().message);
     return cancel_.cancelled() ? kExitTerminated : kExitFailed;
   }
   // One run per node: another run's taint, cordon and paused labels are never taken for a crash's leftovers.
-  auto leased = wait_for_lease(*node);
+  auto leased = wait_for_lease(first_look);
   if (!leased) return lease_not_taken(leased.error());
   // The node as it is now that no other run changes it (a run that held the lease may just have ended).
-  node = std::move(*leased);
-  start_from_leased_node(*node);
+  const nlohmann::json& node = *leased;
+  start_from_leased_node(node);
   const LeftoverTaint taint =
       host_.module_loaded("nvidia") ? LeftoverTaint::kKeepUntilUnload : LeftoverTaint::kRemoveNow;
-  if (auto a = adopt_leftovers(*node, taint); !a) return fail(a.error());
-
-  Status s = main_path();
-  if (!s) return fail(s.error());
-  // Done: a SIGTERM from here on must not cut the release (and the last Event, finish()) short.
-  release_lease(CancelToken());
-  return kExitOk;
+  if (auto a = adopt_leftovers(node, taint); !a) return fail(a.error());
+  in = path_inputs();
+  return std::nullopt;
 }
 
 // The lease was not taken (another run holds it, or a write failed): the run ends before it changed anything.
@@ -321,7 +331,8 @@ Deadline Uninstall::operand_deadline() const {
              : Deadline::after(clock_, settings_.operand_wait_timeout);
 }
 
-Status Uninstall::main_path() {
+// What the path of a run that changes the node is decided from (the host driver is ruled out already).
+FlowInputs Uninstall::path_inputs() {
   const bool policy = snapshot_.policy_enabled();
   if (policy) {
     spdlog::info("Auto upgrade policy of the GPU driver on the node is enabled");
@@ -342,22 +353,27 @@ Status Uninstall::main_path() {
   // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
   if (in.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
   in.skip = skip_.skip;
+  return in;
+}
+
+// The path and its steps (manager/commands/flow_steps), every path alike. DRA in use without the
+// operator's label is looked for only where it changes the steps (flow_facts asks then).
+void Uninstall::decide(const FlowInputs& in) {
   const FlowFacts facts = flow_facts(settings_, in, [this] {
     const auto evidence = read_dra_evidence(run_requests_, settings_.node_name, false, pods_.snapshot(),
                                             api_pod_facts(run_requests_));
     return log_dra_in_use(settings_.node_name, evidence);
   });
   flow_ = decide_steps(facts);
-  Status s = execute();
-  // A SIGTERM during the write that ends the run did not stop it (the node is restored): still a SIGTERM.
-  if (s && cancel_.cancelled()) return Error("terminated by SIGTERM");
-  return s;
 }
 
-int Uninstall::pre_installed_path(const std::string& version) {
-  spdlog::info("Host driver detected: {}", version);
-  flow_ = decide_steps(flow_facts(settings_, {.host_driver = true}, nullptr));
-  if (auto s = execute(); !s) {
+// The end of every path, by its row (flow_steps.cc): a failure restores the node where the path holds the
+// lease and is logged only where it does not. A SIGTERM during the write that ends the run did not stop it
+// (the node is restored): still a SIGTERM.
+int Uninstall::conclude(const Status& s) {
+  const PathEnds& ends = path_ends(flow_.path);
+  if (!ends.restores) {
+    if (s) return ends.done_is_failure ? kExitFailed : kExitOk;
     if (cancel_.cancelled()) {
       spdlog::warn("{}", s.error().message);
       return kExitTerminated;
@@ -365,8 +381,11 @@ int Uninstall::pre_installed_path(const std::string& version) {
     spdlog::critical("{}", s.error().message);
     return kExitFailed;
   }
-  spdlog::critical("driver is pre-installed on host");
-  return kExitFailed;
+  if (!s) return fail(s.error());
+  if (cancel_.cancelled()) return fail(Error("terminated by SIGTERM"));
+  // Done: a SIGTERM from here on must not cut the release (and the last Event, finish()) short.
+  release_lease(CancelToken());
+  return ends.done_is_failure ? kExitFailed : kExitOk;
 }
 
 // One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
@@ -388,8 +407,8 @@ struct Uninstall::StepRun {
 // Each path: docs/behaviour.md, The paths. A step that has nothing to do at run time is passed over (the
 // full-drain fallback) or runs without opening its phase (the DRA plugin clients, when there are none).
 Status Uninstall::execute() {
-  if (flow_.path == RunPath::kNoDriver)
-    spdlog::info("No NVIDIA driver loaded, skipping eviction of GPU clients and workloads");
+  const PathEnds& ends = path_ends(flow_.path);
+  if (!ends.start_line.empty()) spdlog::info("{}", ends.start_line);
   for (const auto& [step, phase] : flow_.steps) {
     const StepRun& r = step_run(step);
     if (r.needed != nullptr && !r.needed(run_)) continue;
@@ -404,18 +423,10 @@ Status Uninstall::execute() {
     }
     if (auto s = r.run(*this, run_); !s) return s;
   }
-  switch (flow_.path) {
-    case RunPath::kFull:
-      spdlog::info("Driver uninstallation completed successfully");
-      break;
-    case RunPath::kSkip:
-      spdlog::info("Node prepared for the driver installation (driver kept)");
-      break;
-    case RunPath::kNoDriver:
-      spdlog::info("Node prepared for the driver installation (no driver was loaded)");
-      break;
-    default:
-      break;
+  if (ends.done_is_failure) {
+    spdlog::critical("{}", ends.done_line);
+  } else if (!ends.done_line.empty()) {
+    spdlog::info("{}", ends.done_line);
   }
   return ok_status();
 }

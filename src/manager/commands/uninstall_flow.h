@@ -72,11 +72,15 @@ class Uninstall {
   void finish(int exit_code);
 
  private:
-  // The path decided (manager/commands/flow_steps) and its steps run in order (ok = exit 0).
-  Status main_path();
-  // The pre-installed path's steps, run by the same loop; the run ends with exit 1 even when they succeed.
-  int pre_installed_path(const std::string& version);
+  // Before the steps of a path that changes the node: the preflight, the lease, the leftovers, and what the
+  // path is decided from (into `in`). An exit code: the run ended there.
+  std::optional<int> prepare(std::future<Status>& access, const nlohmann::json& first_look, FlowInputs& in);
+  FlowInputs path_inputs();
+  void decide(const FlowInputs& in);  // the path and its steps, into flow_
+  // The decided steps in order, every path alike, with the path's first and last lines.
   Status execute();
+  // The exit code of the steps' outcome, by the path's row (PathEnds): restore, release, or log only.
+  int conclude(const Status& s);
   // How the run takes a step: one row per Step (uninstall_flow.cc), read by execute().
   struct StepRun;
   static const StepRun& step_run(Step step);
@@ -174,8 +178,8 @@ class Uninstall {
   // through an API server outage until then.
   static constexpr Duration kRestoreBudget = std::chrono::minutes(10);
   // Annotated third-party GPU clients and their taint: made by start_from_leased_node(), before
-  // adopt_leftovers() and the main path's steps, which use it; the pre-installed path, which runs before
-  // it, has no step that does.
+  // adopt_leftovers() and the steps that use it; the pre-installed path, which is decided before it, has no
+  // step that does.
   std::optional<GpuClientReset> gpu_clients_;
   std::optional<OwnPod> own_pod_;       // the pod this program runs in, when found (preflight)
   std::optional<Error> taint_refusal_;  // the own pod does not tolerate the taint that no client needed yet
