@@ -2,8 +2,8 @@
 // uninstall flow and its undo list): `uninstall_driver` executes this list step by step, `plan` renders it,
 // and the phases it yields are the boundaries the run reports. A new step is one enumerator here, its row
 // (name, path rule) and its place in the path lists of flow_steps.cc, its row in the run's table (how it
-// runs, uninstall_flow.cc) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails
-// to compile.
+// runs, uninstall_flow.cc), its body (a function over the run's environment, env_steps.h, when it needs
+// nothing else) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails to compile.
 #pragma once
 
 #include <cstddef>

@@ -11,6 +11,7 @@
 #include "kube/retry.h"
 #include "manager/commands/cleanup.h"
 #include "manager/commands/command.h"
+#include "manager/commands/env_steps.h"
 #include "manager/commands/preflight.h"
 #include "manager/commands/progress.h"
 #include "manager/pods/dra_evidence.h"
@@ -434,8 +435,8 @@ Status Uninstall::execute() {
 const Uninstall::StepRun& Uninstall::step_run(Step step) {
   static constexpr std::array<StepRun, kStepCount> kRows{{
       {.step = Step::kLabelPreInstalled,
-       .run = [](Uninstall& u, RunContext&) { return u.label_pre_installed(); }},
-      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u, RunContext&) { return u.await_removal(); }},
+       .run = [](Uninstall& u, RunContext&) { return label_pre_installed(u.env_); }},
+      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u, RunContext&) { return await_removal(u.env_); }},
       {.step = Step::kPauseOperands,
        .run = [](Uninstall& u, RunContext& run) { return u.pause_operands(run); }},
       // operands, annotated gpu clients and GPU workloads go side by side
@@ -467,13 +468,13 @@ const Uninstall::StepRun& Uninstall::step_run(Step step) {
       {.step = Step::kUnloadDriver,
        .run = [](Uninstall& u, RunContext& run) { return u.uninstall_driver_components(run); }},
       {.step = Step::kRemoveStaleDriverRoot,
-       .run = [](Uninstall& u, RunContext&) { return u.remove_stale_driver_root(); }},
+       .run = [](Uninstall& u, RunContext&) { return remove_stale_driver_root(u.env_); }},
       {.step = Step::kCleanStaleMounts,
-       .run = [](Uninstall& u, RunContext&) { return u.remove_stale_driver_root(); },
+       .run = [](Uninstall& u, RunContext&) { return remove_stale_driver_root(u.env_); },
        .before_check = [](Uninstall&) { spdlog::info("Cleaning up stale mounts and state files..."); }},
-      {.step = Step::kUnloadNouveau, .run = [](Uninstall& u, RunContext&) { return u.unload_nouveau(); }},
-      {.step = Step::kUnbindVfio, .run = [](Uninstall& u, RunContext&) { return u.unbind_vfio(); }},
-      {.step = Step::kWaitMofed, .run = [](Uninstall& u, RunContext&) { return u.wait_for_mofed(); }},
+      {.step = Step::kUnloadNouveau, .run = [](Uninstall& u, RunContext&) { return unload_nouveau(u.env_); }},
+      {.step = Step::kUnbindVfio, .run = [](Uninstall& u, RunContext&) { return unbind_vfio(u.env_); }},
+      {.step = Step::kWaitMofed, .run = [](Uninstall& u, RunContext&) { return wait_for_mofed(u.env_); }},
       {.step = Step::kRestoreLabels,
        .run = [](Uninstall& u, RunContext&) { return u.restore_labels(u.node_); },
        .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},

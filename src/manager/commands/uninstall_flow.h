@@ -1,7 +1,8 @@
 // The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
-// decided by manager/commands/flow_steps; `execute` runs them, the step bodies are in uninstall_steps.cc.
+// decided by manager/commands/flow_steps; `execute` runs them, the step bodies are functions over the run's
+// environment (env_steps.h) or members (uninstall_steps.cc).
 // Used by uninstall.cc only.
 #pragma once
 
@@ -23,6 +24,7 @@
 #include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
 #include "manager/commands/run_context.h"
+#include "manager/commands/step_env.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
@@ -61,6 +63,7 @@ class Uninstall {
         taint_(connection, clock, cancel_, settings.node_name),
         pods_(run_requests_, clock, settings.node_name),
         ctx_{settings, run_requests_, clock, cancel_, node_, pods_},
+        env_{ctx_, host},
         reporter_(run_requests_, clock, settings.node_name, known_node_) {
     node_.use_known_node(&known_node_);
     taint_.use_known_node(&known_node_);
@@ -89,8 +92,6 @@ class Uninstall {
   bool read_daemonset_templates();  // into snapshot_, when the label pause has a key
 
   // Steps.
-  Status label_pre_installed();
-  Status await_removal();  // by the DaemonSet controller
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status pause_operands(RunContext& run);
   Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
@@ -104,11 +105,6 @@ class Uninstall {
   // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
   Status pause_dra_plugin(RunContext& run);
   Status uninstall_driver_components(RunContext& run);
-  Status unload_modules();  // the NVIDIA kernel modules, then the stale driver root
-  Status unbind_vfio();
-  Status wait_for_mofed();
-  Status unload_nouveau();
-  Status remove_stale_driver_root();
 
   Status cordon(const FirstWrite& first);
   void register_uncordon();
@@ -166,6 +162,7 @@ class Uninstall {
   TaintOps taint_;  // the run's GPU client taint writes, stopped by SIGTERM
   PodWatch pods_;
   DrainContext ctx_;  // the eviction and the drain, stopped by SIGTERM
+  StepEnv env_;       // what the steps that are functions over it run with (step_env.h)
 
   FlowSteps flow_;     // the path and its steps
   SkipDecision skip_;  // read when the driver is loaded

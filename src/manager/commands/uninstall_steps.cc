@@ -1,13 +1,14 @@
-// The steps of the uninstall flow (docs/behaviour.md walks through each one).
+// The steps of the uninstall flow that need more than the run's environment: the lease, the GPU-client
+// reset, the snapshot, the undo list (docs/behaviour.md walks through each one; the others: env_steps.h).
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "kube/objects.h"
+#include "manager/commands/env_steps.h"
 #include "manager/commands/uninstall_flow.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/holders.h"
@@ -37,19 +38,6 @@ constexpr const char* kLabelRestoreLine =
     "labels";
 
 }  // namespace
-
-Status Uninstall::label_pre_installed() {
-  spdlog::info("NVIDIA GPU driver is already pre-installed on the node, disabling the containerized driver");
-  spdlog::info("Labeling node {} with {}={}", settings_.node_name, kDriverLabel, kPreInstalledValue);
-  return node_.update_labels({{std::string(kDriverLabel), std::string(kPreInstalledValue)}});
-}
-
-// Gives the DaemonSet controller time to delete this pod, whose nodeSelector no longer matches.
-Status Uninstall::await_removal() {
-  if (!clock_.sleep_for(settings_.pre_installed_sleep, cancel_))
-    return Error("Received SIGTERM while waiting to be removed from the node");
-  return ok_status();
-}
 
 // Which DaemonSet pods the label pause takes off is read from their DaemonSets' templates (label_pause.h):
 // read when the pause has a label to take off (false otherwise).
@@ -314,7 +302,7 @@ Status Uninstall::evict_late_holders_and_unload(Status& unloaded, RunContext& ru
   if (!evicted) return evicted.error();
   if (!*evicted) return ok_status();
   if (auto k = check_cancelled(); !k) return k;
-  unloaded = unload_modules();
+  unloaded = unload_nvidia_modules(env_);
   return ok_status();
 }
 
@@ -344,22 +332,12 @@ Status Uninstall::pause_dra_plugin(RunContext& run) {
                            operand_deadline(), cancel_);
 }
 
-Status Uninstall::unload_modules() {
-  spdlog::info("Cleaning up NVIDIA driver");
-  // The host logs "Could not unload NVIDIA driver kernel modules, driver is in use" and the module table.
-  if (auto u = host_.unload_nvidia_modules(); !u) {
-    return name_driver_holders(u.error(), host_.nvidia_holder_processes(), pods_.pods())
-        .wrap("failed to unload NVIDIA driver kernel modules");
-  }
-  return remove_stale_driver_root();
-}
-
 // With the full-drain fallback (`kubectl drain` semantics: cordon first; docs/behaviour.md, Full-drain
 // fallback).
 Status Uninstall::uninstall_driver_components(RunContext& run) {
-  if (!host_.module_loaded("nvidia")) return remove_stale_driver_root();
+  if (!host_.module_loaded("nvidia")) return remove_stale_driver_root(env_);
   if (auto h = evict_host_holders(run); !h) return h;
-  auto s = unload_modules();
+  auto s = unload_nvidia_modules(env_);
   if (!s && !cancel_.cancelled()) {
     if (auto e = evict_late_holders_and_unload(s, run); !e) return e;
   }
@@ -369,7 +347,7 @@ Status Uninstall::uninstall_driver_components(RunContext& run) {
     if (auto c = cordon(run.first_write); !c) return c;
     if (auto d = drain_node(ctx_); !d) return d;
     if (auto k = check_cancelled(); !k) return k;
-    s = unload_modules();
+    s = unload_nvidia_modules(env_);
   }
   if (!s) {
     spdlog::error("Failed to uninstall nvidia driver components");
@@ -377,46 +355,6 @@ Status Uninstall::uninstall_driver_components(RunContext& run) {
   }
   spdlog::info("Successfully uninstalled nvidia driver components");
   return ok_status();
-}
-
-// The old driver root goes with its PID file, after the unload or when no driver is loaded.
-Status Uninstall::remove_stale_driver_root() {
-  spdlog::info("Unmounting NVIDIA driver rootfs");
-  if (auto m = host_.unmount_driver_root(); !m)
-    return m.error().wrap("failed to unmount the NVIDIA driver rootfs");
-  host_.remove_pid_file();
-  return ok_status();
-}
-
-// vfio-manage's output is re-logged, not discarded: a failure must be explainable from the log.
-Status Uninstall::unbind_vfio() {
-  spdlog::info("Unbinding vfio-pci driver from all devices");
-  const auto r = host_.run({settings_.vfio_manage, "unbind", "--all"});
-  std::istringstream out(r.output);
-  for (std::string line; std::getline(out, line);) {
-    if (!line.empty()) spdlog::info("vfio-manage: {}", line);
-  }
-  if (r.exit_code == 0) return ok_status();
-  spdlog::error("Unable to unbind vfio-pci driver from all devices");
-  if (r.exit_code < 0) return Error("could not run " + settings_.vfio_manage + " (set VFIO_MANAGE_PATH)");
-  return Error(fmt::format("{} unbind --all failed with exit code {}", settings_.vfio_manage, r.exit_code));
-}
-
-// See docs/behaviour.md, MOFED wait.
-Status Uninstall::wait_for_mofed() {
-  if (!settings_.gpu_direct_rdma_enabled) return ok_status();
-  const auto bdf = host_.first_mellanox_device();
-  if (!bdf) {
-    spdlog::info("No Mellanox devices were found");
-    return ok_status();
-  }
-  spdlog::info("Mellanox device found at {}", *bdf);
-  spdlog::info("GPUDirectRDMA is enabled, validating MOFED driver installation");
-  const auto deadline = settings_.mofed_wait_timeout == Duration::zero()
-                            ? Deadline::none()
-                            : Deadline::after(clock_, settings_.mofed_wait_timeout);
-  const auto mofed = settings_.use_host_mofed ? host::Mofed::kHost : host::Mofed::kContainer;
-  return host::wait_for_mofed(host_, mofed, clock_, deadline, cancel_);
 }
 
 // Pauses `labels` and records, in the same patch, what they were before (see paused_record.h); the
@@ -483,15 +421,6 @@ void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part
   if (has_paused_record(node))
     part.body["metadata"]["annotations"][std::string(kPausedLabelsAnnotation)] = nullptr;
   if (patch_has_labels(plan.patch)) part.body["metadata"]["labels"] = plan.patch["metadata"]["labels"];
-}
-
-// See docs/behaviour.md, Kernel modules and the driver root.
-Status Uninstall::unload_nouveau() {
-  if (!host_.module_loaded("nouveau")) return ok_status();
-  // The host logs "Unloading nouveau driver" / "Successfully unloaded nouveau driver".
-  if (auto s = host_.unload_module("nouveau"); !s)
-    return s.error().wrap("failed to unload the nouveau driver");
-  return ok_status();
 }
 
 }  // namespace dm::manager
