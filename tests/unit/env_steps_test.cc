@@ -1,5 +1,6 @@
 // The steps that are functions over the run's environment (manager/commands/env_steps.h), each run alone:
-// a host of the test's own that records what it is asked, the in-memory cluster for the node, a FakeClock.
+// a host of the test's own that records what it is asked, the in-memory cluster for the node and its pods,
+// a FakeClock.
 #include "manager/commands/env_steps.h"
 
 #include <gmock/gmock.h>
@@ -12,6 +13,9 @@
 
 #include "kube/api.h"
 #include "manager/node/node_ops.h"
+#include "manager/node/taint_ops.h"
+#include "manager/node/undo.h"
+#include "manager/pods/gpu_clients.h"
 #include "manager/pods/pod_watch.h"
 #include "support/doubles.h"
 #include "support/memory_cluster.h"
@@ -78,25 +82,45 @@ class RecordingHost final : public host::Host {
   [[nodiscard]] bool mofed_ready(host::Mofed /*mofed*/) const override { return mofed; }
 };
 
-// One step's environment: node n1 in the in-memory cluster, the run's writer and pod watch on it.
+// One step's environment: node n1 in the in-memory cluster, the run's writers, pod watch and client reset
+// on it.
 struct Bench {
   explicit Bench(CancelToken token = CancelToken())
       : cancel(std::move(token)),
         node(cluster, clock, cancel, "n1"),
+        taint(cluster, clock, cancel, "n1"),
         pods(cluster, clock, "n1"),
         ctx{settings, cluster, clock, cancel, node, pods},
-        env{ctx, host} {
+        clients(cluster, pods, clock, cancel, settings, undo, taint),
+        env{ctx, host, clients} {
     settings.node_name = "n1";
     EXPECT_TRUE(cluster.create(kube::paths::nodes(),
                                {{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}}));
+  }
+  // The pod watch's first list, as the run takes it before any step.
+  void watch_pods() { ASSERT_TRUE(pods.start(Deadline::none(), cancel)); }
+  // A running pod of n1 in namespace "work" (the JSON of `spec` merged into its spec).
+  void add_pod(const std::string& name, const nlohmann::json& spec = nlohmann::json::object()) {
+    nlohmann::json pod = {{"apiVersion", "v1"},
+                          {"kind", "Pod"},
+                          {"metadata", {{"name", name}, {"namespace", "work"}}},
+                          {"spec",
+                           {{"nodeName", "n1"},
+                            {"containers", nlohmann::json::array({{{"name", "main"}, {"image", "app:1"}}})}}},
+                          {"status", {{"phase", "Running"}}}};
+    pod["spec"].update(spec);
+    cluster.apply(pod);
   }
   Settings settings;
   test::MemoryCluster cluster;
   test::FakeClock clock;
   CancelToken cancel;
   NodeOps node;
+  TaintOps taint;
   PodWatch pods;
   DrainContext ctx;
+  UndoList undo;
+  GpuClientReset clients;
   RecordingHost host;
   StepEnv env;
   test::LogCapture log;
@@ -212,6 +236,72 @@ TEST(PreInstalledSteps, TheWaitToBeRemovedSleepsAndSigtermEndsIt) {
   auto s = await_removal(cancelled.env);
   ASSERT_FALSE(s);
   EXPECT_EQ(s.error().message, "Received SIGTERM while waiting to be removed from the node");
+}
+
+TEST(SkipReport, SaysWhatTheDecisionReadAndWhetherTheDriverIsKept) {
+  test::LogCapture log;
+  report_skip_decision(SkipDecision{});
+  EXPECT_EQ(log.text(), "") << "nothing read (no driver loaded), nothing said";
+  SkipDecision no_state{
+      .skip = false, .checked = true, .log_line = "no state file", .warning = true, .summary = ""};
+  report_skip_decision(no_state);
+  EXPECT_THAT(log.text(), HasSubstr("info Checking if the currently loaded NVIDIA driver version"));
+  EXPECT_THAT(log.text(), HasSubstr("warning no state file\n"));
+  EXPECT_THAT(log.text(), Not(HasSubstr("skipping the uninstallation")));
+  SkipDecision kept = no_state;
+  kept.skip = true;
+  kept.warning = false;
+  kept.log_line.clear();
+  report_skip_decision(kept);
+  EXPECT_THAT(log.text(), HasSubstr("info The NVIDIA driver is already loaded with the desired version and "
+                                    "configuration, skipping the uninstallation"));
+}
+
+TEST(PodSteps, TheDrainAfterAFailedEvictionDrainsTheNodeByItsSettings) {
+  Bench b;
+  b.watch_pods();
+  ASSERT_TRUE(drain_after_failed_eviction(b.env));
+  EXPECT_THAT(b.log.text(), HasSubstr("info Attempting node drain\n"));
+  EXPECT_THAT(b.log.text(), HasSubstr("info Node n1 drained"));
+
+  b.settings.drain_pod_selector_label = "app in (a";
+  auto s = drain_after_failed_eviction(b.env);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("invalid DRAIN_POD_SELECTOR_LABEL"));
+}
+
+TEST(PodSteps, TheClaimGuardNamesAPodStillHoldingAnAllocatedGpuClaim) {
+  Bench b;
+  b.add_pod("plain");
+  b.add_pod("claimer", {{"resourceClaims",
+                         nlohmann::json::array({{{"name", "gpu"}, {"resourceClaimName", "claimer-gpu"}}})}});
+  b.watch_pods();
+  ASSERT_TRUE(check_dra_claims(b.env)) << "its claim does not exist: no GPU held";
+  EXPECT_THAT(b.log.text(),
+              HasSubstr("info Checking that no pod on the node still holds a GPU resource claim"));
+
+  const nlohmann::json result = {{"request", "gpu"}, {"driver", "gpu.nvidia.com"}, {"device", "gpu-0"}};
+  nlohmann::json claim = {{"apiVersion", "resource.k8s.io/v1"},
+                          {"kind", "ResourceClaim"},
+                          {"metadata", {{"name", "claimer-gpu"}, {"namespace", "work"}}}};
+  claim["status"]["allocation"]["devices"]["results"] = nlohmann::json::array({result});
+  b.cluster.apply(claim);
+  auto s = check_dra_claims(b.env);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("pod(s) still hold GPU resource claims: work/claimer"));
+  EXPECT_THAT(s.error().message, Not(HasSubstr("work/plain")));
+}
+
+TEST(PodSteps, TheDraPluginClientResetHasNothingToDoWithoutSuchAClient) {
+  Bench b;
+  b.add_pod("monitor");
+  b.watch_pods();
+  EXPECT_FALSE(b.clients.dra_plugin_clients_present());
+  ASSERT_TRUE(reset_dra_plugin_clients(b.env));
+  EXPECT_TRUE(b.undo.empty()) << "no taint added, nothing to undo";
+  auto n = b.cluster.get(kube::paths::node("n1"));
+  ASSERT_TRUE(n);
+  EXPECT_FALSE(n->contains("spec") && (*n)["spec"].contains("taints")) << n->dump();
 }
 
 }  // namespace

@@ -7,8 +7,11 @@
 
 #include <optional>
 
+#include "common/result.h"
+#include "manager/commands/own_pod.h"
 #include "manager/commands/phase_tally.h"
 #include "manager/pods/late_arrivals.h"
+#include "manager/rules/skip.h"
 
 namespace dm::manager {
 
@@ -27,7 +30,23 @@ struct FirstWrite {
   bool unsure = false;    // it failed without saying whether it was applied (read by the cleanup)
 };
 
+// What the preflight found out about the pod this program runs in (Uninstall::preflight), before the lease.
+struct OwnPodCheck {
+  std::optional<OwnPod> pod;  // nullopt: not running in a pod, or the pod was not found
+  // The pod does not tolerate the GPU client taint, and the look before the first write found no client to
+  // taint for: the client reset refuses with this where it would add the taint, and the first write carries
+  // no taint. nullopt: no such refusal.
+  std::optional<Error> taint_refusal;
+};
+
 struct RunContext {
+  // Filled by the preflight, before the lease and every step; left empty on the pre-installed path (no
+  // preflight), whose steps read neither. Read by the lease (its holder's name), the client reset (the
+  // refusal) and unload-driver (its own pod is no holder to evict).
+  OwnPodCheck own_pod;
+  // Read when the path is decided, and only when the driver is loaded (Uninstall::path_inputs): the default
+  // (no skip, nothing to log) otherwise. Logged by report-skip-decision.
+  SkipDecision skip;
   FirstWrite first_write;
   // Filled by take-gpu-users-off; drain-after-failed-eviction runs only when it is kDrainPending.
   WorkloadEviction workload_eviction = WorkloadEviction::kDone;

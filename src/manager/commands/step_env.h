@@ -6,6 +6,7 @@
 
 #include "host/host.h"
 #include "manager/pods/drain.h"
+#include "manager/pods/gpu_clients.h"
 
 namespace dm::manager {
 
@@ -14,6 +15,10 @@ struct StepEnv {
   // pod watch: what the eviction and the drain take as well.
   const DrainContext& run;
   host::Host& host;
+  // The annotated third-party GPU clients and their taint, made with the run; the run gives it the label
+  // pause, the node as last seen and the own pod's refusal once the lease is taken, before any step that
+  // resets clients.
+  GpuClientReset& clients;
 };
 
 }  // namespace dm::manager

@@ -134,10 +134,9 @@ void Uninstall::start_from_leased_node(const nlohmann::json& node) {
                  settings_.node_name);
   }
   log_snapshot();
-  gpu_clients_.emplace(run_requests_, pods_, clock_, cancel_, settings_, undo_, taint_,
-                       std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
-  gpu_clients_->use_known_node(&known_node_);
-  if (taint_refusal_) gpu_clients_->refuse_to_taint(*taint_refusal_);
+  gpu_clients_.use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
+  gpu_clients_.use_known_node(&known_node_);
+  if (run_.own_pod.taint_refusal) gpu_clients_.refuse_to_taint(*run_.own_pod.taint_refusal);
 }
 
 // Our pod: by POD_NAME or HOSTNAME, else by the UID its own cgroup names (HOSTNAME is the node's name under
@@ -172,29 +171,28 @@ Status Uninstall::preflight(std::future<Status>& access, const nlohmann::json& n
         ref ? ref->ns + "/" + ref->name + " from " + ref->source : std::string("no POD_NAME or HOSTNAME"),
         format_duration(cleanup_budget_, DurationStyle::kWholeSeconds));
   } else {
-    own_pod_ = std::move(**own);
-    cleanup_budget_ = cleanup_budget(own_pod_->grace_period);
+    const OwnPod& own_pod = run_.own_pod.pod.emplace(std::move(**own));
+    cleanup_budget_ = cleanup_budget(own_pod.grace_period);
     spdlog::info("Running in pod {} (terminationGracePeriodSeconds {}): SIGTERM cleanup budget {}",
-                 own_pod_->ref,
-                 std::chrono::duration_cast<std::chrono::seconds>(own_pod_->grace_period).count(),
+                 own_pod.ref, std::chrono::duration_cast<std::chrono::seconds>(own_pod.grace_period).count(),
                  format_duration(cleanup_budget_, DurationStyle::kWholeSeconds));
     if (auto taint = parse_taint(settings_.gpu_client_taint); taint) {
-      if (auto refusal = check_tolerates_taint(*own_pod_, *taint)) {
+      if (auto refusal = check_tolerates_taint(own_pod, *taint)) {
         const auto none = why_no_taint(node, *taint);
         if (!none) return *refusal;
         spdlog::info(
             "This pod ({}) does not tolerate the GPU client taint {}; going on, as this run adds no taint: "
             "{} "
             "(a GPU client bound before the reset makes the reset refuse instead of tainting the node)",
-            own_pod_->ref, taint->to_string(), *none);
-        taint_refusal_ = Error(fmt::format(
+            own_pod.ref, taint->to_string(), *none);
+        run_.own_pod.taint_refusal = Error(fmt::format(
             "refusing to taint node {} with {} for GPU client pods that arrived after the start: this pod "
             "({}) "
             "does not tolerate it, so if it were deleted while the taint is on nothing would remove the "
             "taint; "
             "add the toleration {{key: {}, operator: Exists, effect: {}}} to the driver DaemonSet or set "
             "GPU_CLIENT_TAINT to a taint the pod tolerates",
-            settings_.node_name, taint->to_string(), own_pod_->ref, taint->key, taint->effect));
+            settings_.node_name, taint->to_string(), own_pod.ref, taint->key, taint->effect));
       }
     }
   }
@@ -352,8 +350,8 @@ FlowInputs Uninstall::path_inputs() {
                 .dra_label = snapshot_.dra_on()};
   // Decided before the pause, logged where upstream logs it (after the operand wait): it reads settings and
   // the driver's state file, which nothing in between changes, and the skip path cordons and evicts nothing.
-  if (in.nvidia_loaded) skip_ = read_skip_decision(settings_, host_);
-  in.skip = skip_.skip;
+  if (in.nvidia_loaded) run_.skip = read_skip_decision(settings_, host_);
+  in.skip = run_.skip.skip;
   return in;
 }
 
@@ -444,13 +442,13 @@ const Uninstall::StepRun& Uninstall::step_run(Step step) {
        .run = [](Uninstall& u, RunContext& run) { return u.take_gpu_users_off(run); }},
       {.step = Step::kReportSkipDecision,
        .run =
-           [](Uninstall& u, RunContext&) {
-             u.report_skip_decision();
+           [](Uninstall&, RunContext& run) {
+             report_skip_decision(run.skip);
              return ok_status();
            }},
       // Only after a failed GPU-workload eviction.
       {.step = Step::kDrainAfterFailedEviction,
-       .run = [](Uninstall& u, RunContext&) { return u.drain_after_failed_eviction(); },
+       .run = [](Uninstall& u, RunContext&) { return drain_after_failed_eviction(u.env_); },
        .needed =
            [](const RunContext& run) { return run.workload_eviction == WorkloadEviction::kDrainPending; }},
       // It opens the phase of what is left before the unload itself, when something arrived.
@@ -458,11 +456,11 @@ const Uninstall::StepRun& Uninstall::step_run(Step step) {
        .run = [](Uninstall& u, RunContext& run) { return u.evict_late_arrivals(run); },
        .opens_phase = [](const Uninstall&) { return false; }},
       {.step = Step::kCheckDraClaims,
-       .run = [](Uninstall& u, RunContext&) { return check_dra_claim_holders(u.ctx_); }},
+       .run = [](Uninstall& u, RunContext&) { return check_dra_claims(u.env_); }},
       // It opens the phase of what is left before the unload only when there are some.
       {.step = Step::kResetDraPluginClients,
-       .run = [](Uninstall& u, RunContext&) { return u.gpu_clients_->reset_dra_plugin_clients(); },
-       .opens_phase = [](const Uninstall& u) { return u.gpu_clients_->dra_plugin_clients_present(); }},
+       .run = [](Uninstall& u, RunContext&) { return reset_dra_plugin_clients(u.env_); },
+       .opens_phase = [](const Uninstall& u) { return u.gpu_clients_.dra_plugin_clients_present(); }},
       {.step = Step::kPauseDraPlugin,
        .run = [](Uninstall& u, RunContext& run) { return u.pause_dra_plugin(run); }},
       {.step = Step::kUnloadDriver,

@@ -63,7 +63,8 @@ class Uninstall {
         taint_(connection, clock, cancel_, settings.node_name),
         pods_(run_requests_, clock, settings.node_name),
         ctx_{settings, run_requests_, clock, cancel_, node_, pods_},
-        env_{ctx_, host},
+        gpu_clients_(run_requests_, pods_, clock, cancel_, settings, undo_, taint_),
+        env_{ctx_, host, gpu_clients_},
         reporter_(run_requests_, clock, settings.node_name, known_node_) {
     node_.use_known_node(&known_node_);
     taint_.use_known_node(&known_node_);
@@ -95,9 +96,7 @@ class Uninstall {
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status pause_operands(RunContext& run);
   Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
-  void report_skip_decision() const;
   Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside, RunContext& run);
-  Status drain_after_failed_eviction();
   Status evict_late_arrivals(RunContext& run);
   LateArrivals& late_arrivals(RunContext& run);  // made by the first step that asks
   Status evict_late_holders_and_unload(Status& unloaded, RunContext& run);
@@ -135,6 +134,7 @@ class Uninstall {
   Deadline operand_deadline() const;
   void log_snapshot() const;
   Result<std::optional<OwnPod>> locate_own_pod(const std::optional<OwnPodRef>& ref);
+  // Into run_.own_pod: the own pod, and the taint refusal when it does not tolerate the taint.
   Status preflight(std::future<Status>& access, const nlohmann::json& node);
   // Why this run adds no GPU client taint to `node`, as known before the first write; nullopt: it adds it.
   [[nodiscard]] std::optional<std::string> why_no_taint(const nlohmann::json& node,
@@ -162,24 +162,20 @@ class Uninstall {
   TaintOps taint_;  // the run's GPU client taint writes, stopped by SIGTERM
   PodWatch pods_;
   DrainContext ctx_;  // the eviction and the drain, stopped by SIGTERM
-  StepEnv env_;       // what the steps that are functions over it run with (step_env.h)
+  UndoList undo_;     // what this run (or a crashed one it adopted) changed; non-empty = modified
+  // Annotated third-party GPU clients and their taint; start_from_leased_node() gives it the label pause,
+  // the node as last seen and the own pod's refusal, before adopt_leftovers() and the steps that use it.
+  GpuClientReset gpu_clients_;
+  StepEnv env_;  // what the steps that are functions over it run with (step_env.h)
 
-  FlowSteps flow_;     // the path and its steps
-  SkipDecision skip_;  // read when the driver is loaded
+  FlowSteps flow_;  // the path and its steps
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;
   PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
-  UndoList undo_;               // what this run (or a crashed one it adopted) changed; non-empty = modified
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
   // The restore after a failure without SIGTERM: no undo action starts after it, and its requests are tried
   // through an API server outage until then.
   static constexpr Duration kRestoreBudget = std::chrono::minutes(10);
-  // Annotated third-party GPU clients and their taint: made by start_from_leased_node(), before
-  // adopt_leftovers() and the steps that use it; the pre-installed path, which is decided before it, has no
-  // step that does.
-  std::optional<GpuClientReset> gpu_clients_;
-  std::optional<OwnPod> own_pod_;       // the pod this program runs in, when found (preflight)
-  std::optional<Error> taint_refusal_;  // the own pod does not tolerate the taint that no client needed yet
   // Held from the first write to the end of the run: made by wait_for_lease(), before any step.
   std::optional<NodeLease> lease_;
   RunContext run_;  // what the steps hand on to each other (execute() gives it to each)

@@ -58,7 +58,7 @@ Status Uninstall::pause_operands(RunContext& run) {
                  snapshot_.value(custom));
   }
   if (read_daemonset_templates()) {
-    gpu_clients_->use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
+    gpu_clients_.use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
   }
   const auto body = pause_patch(snapshot_, table_);
   if (patch_has_labels(body)) {
@@ -110,7 +110,7 @@ Status Uninstall::take_gpu_users_off(RunContext& run) {
       if (!evicted) failed(kWorkloads);
     });
   }
-  Status reset = gpu_clients_->reset_clients(stop_clients);
+  Status reset = gpu_clients_.reset_clients(stop_clients);
   if (!reset) failed(kClients);
   waiter.join();
   if (evictor.joinable()) evictor.join();
@@ -134,8 +134,8 @@ Status Uninstall::take_gpu_users_off(RunContext& run) {
 // between - and the other paths undo them now.
 Status Uninstall::adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint) {
   if (taint == LeftoverTaint::kKeepUntilUnload) {
-    gpu_clients_->adopt_leftover_taint(node);
-  } else if (auto h = gpu_clients_->heal_leftover_taint(node); !h) {
+    gpu_clients_.adopt_leftover_taint(node);
+  } else if (auto h = gpu_clients_.heal_leftover_taint(node); !h) {
     return h.error().wrap("failed to remove the GPU client taint left by an earlier run");
   }
   if (!cordoned_by_us(node)) return ok_status();
@@ -200,24 +200,6 @@ void Uninstall::register_label_restore() {
                  }});
 }
 
-// See docs/behaviour.md, Skip-uninstall.
-void Uninstall::report_skip_decision() const {
-  if (skip_.checked) {
-    spdlog::info(
-        "Checking if the currently loaded NVIDIA driver version and configuration matches the desired "
-        "state...");
-  }
-  if (skip_.warning) {
-    spdlog::warn("{}", skip_.log_line);
-  } else if (!skip_.log_line.empty()) {
-    spdlog::info("{}", skip_.log_line);
-  }
-  if (!skip_.skip) return;
-  spdlog::info(
-      "The NVIDIA driver is already loaded with the desired version and configuration, skipping the "
-      "uninstallation of the driver in an attempt to not disrupt running workloads");
-}
-
 Status Uninstall::cordon(const FirstWrite& first) {
   if (first.cordoned) return ok_status();  // by the run's first write
   auto c = node_.cordon();
@@ -263,15 +245,9 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   return ok_status();
 }
 
-// The full-drain fallback after a failed GPU-workload eviction; the node is cordoned already.
-Status Uninstall::drain_after_failed_eviction() {
-  spdlog::info("Attempting node drain");
-  return drain_node(ctx_);
-}
-
 LateArrivals& Uninstall::late_arrivals(RunContext& run) {
   if (!run.late) {
-    run.late.emplace(ctx_, *gpu_clients_, flow_.evict_workloads,
+    run.late.emplace(ctx_, gpu_clients_, flow_.evict_workloads,
                      operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
   }
   return *run.late;
@@ -312,7 +288,7 @@ Status Uninstall::evict_host_holders(RunContext& run) {
   auto& late = late_arrivals(run);
   late.on_first_eviction(nullptr);  // in the unload's phase
   std::set<std::string> own;
-  if (own_pod_) own.insert(own_pod_->uid);
+  if (run.own_pod.pod) own.insert(run.own_pod.pod->uid);
   auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
   add_uids(run.evicted.workloads, late.workload_uids());
   if (!n) return n.error();

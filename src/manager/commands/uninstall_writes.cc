@@ -13,8 +13,9 @@ namespace dm::manager {
 // The lease is taken by the first write, with what is due then, on the paths that pause labels first; the
 // others, and a leftover that takes a write of its own, take it now. Returns the node as read then.
 Result<nlohmann::json> Uninstall::wait_for_lease(const nlohmann::json& node) {
-  lease_.emplace(run_requests_, clock_, settings_.node_name,
-                 lease_holder_identity(own_pod_ ? own_pod_->ref : own_pod_name(), settings_.hostname));
+  lease_.emplace(
+      run_requests_, clock_, settings_.node_name,
+      lease_holder_identity(run_.own_pod.pod ? run_.own_pod.pod->ref : own_pod_name(), settings_.hostname));
   lease_->set_renewal_rider(reporter_.renewal_rider());  // a long wait's progress goes with the renewals
   const bool defer = host_.module_loaded("nvidia") && !(cordoned_by_us(node) && snapshot_.policy_enabled());
   auto leased = defer ? lease_->wait_until_free(cancel_, &node) : lease_->acquire(cancel_, &node);
@@ -47,7 +48,7 @@ Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
       part.applied.emplace_back([&first] { first.cordoned = true; });
     });
   }
-  if (taints_with_first_write()) folds.push_back(gpu_clients_->taint_fold());
+  if (taints_with_first_write()) folds.push_back(gpu_clients_.taint_fold());
   const auto seen = known_node_.copy();
   bool maybe_applied = false;
   auto s = node_.write_folded(folds, "labels and lease", seen ? &*seen : nullptr, &maybe_applied);
@@ -68,10 +69,10 @@ Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
 // tolerate is left to the reset, which refuses it; one needed only later (a client bound after this look,
 // a DRA plugin client) is a write of its own, as before.
 bool Uninstall::taints_with_first_write() const {
-  if (!gpu_clients_ || taint_refusal_) return false;
+  if (run_.own_pod.taint_refusal) return false;
   const bool resets = std::any_of(flow_.steps.begin(), flow_.steps.end(),
                                   [](const auto& planned) { return planned.step == Step::kTakeGpuUsersOff; });
-  return resets && gpu_clients_->reset_will_taint();
+  return resets && gpu_clients_.reset_will_taint();
 }
 
 void Uninstall::forget_changes_not_made(NodeOps& node_ops) {
