@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <set>
 
+#include "manager/commands/step_def.h"
+
 namespace dm::manager {
 namespace {
 
@@ -191,6 +193,22 @@ TEST(FlowSteps, EveryStepHasItsOwnName) {
   EXPECT_EQ(names.size(), static_cast<size_t>(Step::kUndoChanges) + 1);
   EXPECT_TRUE(step_is_report(Step::kReportSkipDecision));
   EXPECT_FALSE(step_is_report(Step::kUnloadDriver));
+}
+
+// The table (flow_steps.cc) lists each step's row, defined in the step's own file, at the step's place: a
+// row listed twice or out of order would give one step another one's body.
+TEST(FlowSteps, TheTableHoldsEachStepsOwnRowAndEachRowRuns) {
+  for (size_t i = 0; i < kStepCount; ++i) {
+    const auto step = static_cast<Step>(i);
+    const StepDef& row = step_def(step);
+    EXPECT_EQ(row.step, step) << "row " << i << " is " << row.name;
+    EXPECT_NE(row.run, nullptr) << row.name;
+    EXPECT_EQ(row.name, step_name(step));
+  }
+  // Only the lease's carrier skips the lease check before it; only a report runs without a check.
+  EXPECT_TRUE(step_def(Step::kPauseOperands).carries_first_write);
+  EXPECT_FALSE(step_def(Step::kTakeGpuUsersOff).carries_first_write);
+  EXPECT_FALSE(step_def(Step::kUnloadDriver).report);
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // The steps that are functions over the run's environment (step_env.h) alone, or over what an earlier step
 // handed on (run_context.h): those that act on the host (host_steps.cc: the kernel modules, the driver root,
 // vfio, MOFED), the pre-installed path's (pre_installed_steps.cc) and those that take pods off the node with
-// the run's collaborators only (pod_steps.cc). Each is taken by its row of the run's table
-// (Uninstall::step_run) and each runs alone in tests/unit/env_steps_test.cc.
+// the run's collaborators only (pod_steps.cc). Each is taken by its row (step_def.h), defined beside it,
+// and each runs alone in tests/unit/env_steps_test.cc.
 #pragma once
 
 #include "common/result.h"

@@ -3,54 +3,32 @@
 #include <algorithm>
 #include <array>
 
+#include "manager/commands/step_def.h"
 #include "manager/pods/drain.h"
 
 namespace dm::manager {
 
+// The steps' rows, each defined in its step's file beside its body (step_def.h).
+const StepDef& label_pre_installed_step();          // pre_installed_steps.cc
+const StepDef& await_removal_step();                // pre_installed_steps.cc
+const StepDef& pause_operands_step();               // uninstall_steps.cc
+const StepDef& take_gpu_users_off_step();           // uninstall_steps.cc
+const StepDef& report_skip_decision_step();         // pod_steps.cc
+const StepDef& drain_after_failed_eviction_step();  // pod_steps.cc
+const StepDef& evict_late_arrivals_step();          // uninstall_steps.cc
+const StepDef& check_dra_claims_step();             // pod_steps.cc
+const StepDef& reset_dra_plugin_clients_step();     // pod_steps.cc
+const StepDef& pause_dra_plugin_step();             // uninstall_steps.cc
+const StepDef& unload_driver_step();                // uninstall_steps.cc
+const StepDef& remove_stale_driver_root_step();     // host_steps.cc
+const StepDef& clean_stale_mounts_step();           // host_steps.cc
+const StepDef& unload_nouveau_step();               // host_steps.cc
+const StepDef& unbind_vfio_step();                  // host_steps.cc
+const StepDef& wait_mofed_step();                   // host_steps.cc
+const StepDef& restore_labels_step();               // uninstall_writes.cc
+const StepDef& undo_changes_step();                 // uninstall_writes.cc
+
 namespace {
-
-// One row per step, in Step order: its name, whether it is a report, and when a path that lists it takes
-// it (its path rule; the paths' lists below say where, in which phase).
-struct StepInfo {
-  Step step;
-  std::string_view name;
-  bool report = false;
-  bool (*taken)(const FlowFacts& f, bool evict_workloads) = nullptr;  // nullptr: always
-};
-
-constexpr bool dra_on(const FlowFacts& f, bool /*evict_workloads*/) {
-  return f.dra_on;
-}
-
-constexpr std::array kSteps{
-    StepInfo{.step = Step::kLabelPreInstalled, .name = "label-pre-installed"},
-    StepInfo{.step = Step::kAwaitRemoval, .name = "await-removal"},
-    StepInfo{.step = Step::kPauseOperands, .name = "pause-operands"},
-    StepInfo{.step = Step::kTakeGpuUsersOff, .name = "take-gpu-users-off"},
-    StepInfo{.step = Step::kReportSkipDecision, .name = "report-skip-decision", .report = true},
-    // The full-drain fallback of a failed GPU-workload eviction: only where the workloads are evicted.
-    StepInfo{.step = Step::kDrainAfterFailedEviction,
-             .name = "drain-after-failed-eviction",
-             .taken = [](const FlowFacts& f, bool evict) { return evict && f.auto_drain; }},
-    StepInfo{.step = Step::kEvictLateArrivals, .name = "evict-late-arrivals"},
-    StepInfo{.step = Step::kCheckDraClaims, .name = "check-dra-claims", .taken = dra_on},
-    StepInfo{.step = Step::kResetDraPluginClients, .name = "reset-dra-plugin-clients"},
-    StepInfo{.step = Step::kPauseDraPlugin, .name = "pause-dra-plugin", .taken = dra_on},
-    StepInfo{.step = Step::kUnloadDriver, .name = "unload-driver"},
-    StepInfo{.step = Step::kRemoveStaleDriverRoot, .name = "remove-stale-driver-root"},
-    StepInfo{.step = Step::kCleanStaleMounts, .name = "clean-stale-mounts"},
-    StepInfo{.step = Step::kUnloadNouveau, .name = "unload-nouveau"},
-    StepInfo{.step = Step::kUnbindVfio, .name = "unbind-vfio"},
-    StepInfo{.step = Step::kWaitMofed, .name = "wait-mofed"},
-    StepInfo{.step = Step::kRestoreLabels, .name = "restore-labels"},
-    StepInfo{.step = Step::kUndoChanges, .name = "undo-changes"},
-};
-
-static_assert(one_row_per_step(kSteps), "kSteps holds one row per Step, in Step order");
-
-const StepInfo& info(Step step) {
-  return kSteps[static_cast<size_t>(step)];
-}
 
 // Appends steps to a path's list, each in the phase last opened, when its path rule takes it.
 class PathBuilder {
@@ -62,7 +40,7 @@ class PathBuilder {
     return *this;
   }
   PathBuilder& add(Step s) {
-    const auto taken = info(s).taken;
+    const auto taken = step_def(s).taken;
     if (taken == nullptr || taken(facts_, evict_workloads_)) out_.push_back({s, phase_});
     return *this;
   }
@@ -192,12 +170,25 @@ const PathEnds& path_ends(RunPath path) {
   return path_row(path).ends;
 }
 
+// One row per step, in Step order (the row's `step` says which; tests/unit/flow_steps_test.cc checks it).
+const StepDef& step_def(Step step) {
+  static const std::array<const StepDef*, kStepCount> kRows{
+      &label_pre_installed_step(), &await_removal_step(),        &pause_operands_step(),
+      &take_gpu_users_off_step(),  &report_skip_decision_step(), &drain_after_failed_eviction_step(),
+      &evict_late_arrivals_step(), &check_dra_claims_step(),     &reset_dra_plugin_clients_step(),
+      &pause_dra_plugin_step(),    &unload_driver_step(),        &remove_stale_driver_root_step(),
+      &clean_stale_mounts_step(),  &unload_nouveau_step(),       &unbind_vfio_step(),
+      &wait_mofed_step(),          &restore_labels_step(),       &undo_changes_step(),
+  };
+  return *kRows.at(static_cast<size_t>(step));
+}
+
 std::string_view step_name(Step step) {
-  return info(step).name;
+  return step_def(step).name;
 }
 
 bool step_is_report(Step step) {
-  return info(step).report;
+  return step_def(step).report;
 }
 
 std::vector<Phase> FlowSteps::phases() const {

@@ -1,9 +1,8 @@
 // The run's path and its ordered steps, decided once as data from what was read (docs/ARCHITECTURE.md, The
 // uninstall flow and its undo list): `uninstall_driver` executes this list step by step, `plan` renders it,
 // and the phases it yields are the boundaries the run reports. A new step is one enumerator here, its row
-// (name, path rule) and its place in the path lists of flow_steps.cc, its row in the run's table (how it
-// runs, uninstall_flow.cc), its body (a function over the run's environment, env_steps.h, when it needs
-// nothing else) and one case in the plan's rendering (manager/plan/build.cc); a missing row fails to compile.
+// (step_def.h: its name, path rule, how the run takes it and how `plan` shows it) in its own file beside its
+// body, and the row's place in the table and the path lists of flow_steps.cc.
 #pragma once
 
 #include <cstddef>
@@ -69,17 +68,6 @@ enum class Step : std::uint8_t {
 };
 
 inline constexpr size_t kStepCount = static_cast<size_t>(Step::kUndoChanges) + 1;
-
-// Whether `rows` (each with a `step`) holds one row per Step, in Step order: each table indexed by Step
-// checks itself with it at compile time.
-template <class Rows>
-constexpr bool one_row_per_step(const Rows& rows) {
-  if (rows.size() != kStepCount) return false;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (static_cast<size_t>(rows[i].step) != i) return false;
-  }
-  return true;
-}
 
 // "pause-operands", ...: a step's name in test tables.
 std::string_view step_name(Step step);

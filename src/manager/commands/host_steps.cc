@@ -6,6 +6,7 @@
 #include <string>
 
 #include "manager/commands/env_steps.h"
+#include "manager/commands/step_def.h"
 #include "manager/pods/holders.h"
 
 namespace dm::manager {
@@ -67,6 +68,68 @@ Status wait_for_mofed(const StepEnv& env) {
                             : Deadline::after(env.run.clock, settings.mofed_wait_timeout);
   const auto mofed = settings.use_host_mofed ? host::Mofed::kHost : host::Mofed::kContainer;
   return host::wait_for_mofed(env.host, mofed, env.run.clock, deadline, env.run.cancel);
+}
+
+// The rows of the steps above (step_def.h).
+
+const StepDef& remove_stale_driver_root_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kRemoveStaleDriverRoot,
+      .name = "remove-stale-driver-root",
+      .run = [](StepCall& c) { return remove_stale_driver_root(c.env); },
+      .render = [](StepPlan& plan) { plan.line("unmount a stale " + std::string(host::kDriverRoot)); }};
+  return kDef;
+}
+
+// The skip path's: the same body, announced before its cancellation check.
+const StepDef& clean_stale_mounts_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kCleanStaleMounts,
+      .name = "clean-stale-mounts",
+      .run = [](StepCall& c) { return remove_stale_driver_root(c.env); },
+      .before_check = [](StepCall&) { spdlog::info("Cleaning up stale mounts and state files..."); },
+      .render =
+          [](StepPlan& plan) {
+            plan.line("unmount a stale " + std::string(host::kDriverRoot) + ", remove stale state files");
+          }};
+  return kDef;
+}
+
+const StepDef& unload_nouveau_step() {
+  static constexpr StepDef kDef{.step = Step::kUnloadNouveau,
+                                .name = "unload-nouveau",
+                                .run = [](StepCall& c) { return unload_nouveau(c.env); },
+                                .render =
+                                    [](StepPlan& plan) {
+                                      if (plan.host().nouveau_loaded) plan.line("unload nouveau");
+                                    }};
+  return kDef;
+}
+
+const StepDef& unbind_vfio_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kUnbindVfio,
+      .name = "unbind-vfio",
+      .run = [](StepCall& c) { return unbind_vfio(c.env); },
+      .render =
+          [](StepPlan& plan) { plan.line("unbind vfio-pci from all devices (vfio-manage unbind --all)"); }};
+  return kDef;
+}
+
+const StepDef& wait_mofed_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kWaitMofed,
+      .name = "wait-mofed",
+      .run = [](StepCall& c) { return wait_for_mofed(c.env); },
+      .render =
+          [](StepPlan& plan) {
+            if (!plan.settings().gpu_direct_rdma_enabled) return;
+            const PlannedHost& h = plan.host();
+            plan.line(h.mellanox_device ? "wait for MOFED (Mellanox device " + *h.mellanox_device + ", " +
+                                              (h.mofed_ready ? "ready now" : "not ready now") + ")"
+                                        : "MOFED: no Mellanox device, no wait");
+          }};
+  return kDef;
 }
 
 }  // namespace dm::manager

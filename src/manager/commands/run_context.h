@@ -1,8 +1,8 @@
-// What the steps of one run hand on to the steps after them (docs/ARCHITECTURE.md, The uninstall flow and
-// its undo list). A run has one RunContext; the table that runs the steps (Uninstall::step_run) gives it to
-// each step, which fills what it found out and reads what an earlier step left. The order of the steps in
-// each path (manager/commands/flow_steps.cc) is what makes a field filled before it is read; a field a step
-// may find unfilled (its filler is not on every path that reads it) says what it holds then.
+// What the steps of one run hand on to the steps after them (docs/ARCHITECTURE.md, The run context). A run
+// has one RunContext; the run gives it to each step (StepCall, step_def.h), which fills what it found out and
+// reads what an earlier step left. The order of the steps in each path (manager/commands/flow_steps.cc) is
+// what makes a field filled before it is read; a field a step may find unfilled (its filler is not on every
+// path that reads it) says what it holds then.
 #pragma once
 
 #include <optional>

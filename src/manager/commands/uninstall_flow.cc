@@ -14,6 +14,7 @@
 #include "manager/commands/env_steps.h"
 #include "manager/commands/preflight.h"
 #include "manager/commands/progress.h"
+#include "manager/commands/step_def.h"
 #include "manager/pods/dra_evidence.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/kept_off.h"
@@ -387,40 +388,27 @@ int Uninstall::conclude(const Status& s) {
   return ends.done_is_failure ? kExitFailed : kExitOk;
 }
 
-// One row per step, in Step order: what the step does, and how the run around it differs from the rule (a
-// cancellation check before each step, its phase opened when it is not the current one). A step gets the
-// run's context: what the steps before it handed on, and where it hands on what it found.
-struct Uninstall::StepRun {
-  Step step;
-  Status (*run)(Uninstall& u, RunContext& run);
-  // Whether it has anything to do, from what the steps before it found; false: passed over. nullptr: it
-  // always has.
-  bool (*needed)(const RunContext& run) = nullptr;
-  // Whether it opens its phase; nullptr: it does.
-  bool (*opens_phase)(const Uninstall& u) = nullptr;
-  // What it does before the cancellation check that precedes it (a registration made before a write must
-  // not be lost to a SIGTERM that arrives in between); nullptr: nothing.
-  void (*before_check)(Uninstall& u) = nullptr;
-};
-
-// Each path: docs/behaviour.md, The paths. A step that has nothing to do at run time is passed over (the
-// full-drain fallback) or runs without opening its phase (the DRA plugin clients, when there are none).
+// Each path: docs/behaviour.md, The paths. Each step through its row (step_def.h): a cancellation check
+// before it and, where the phase changes, the phase boundary, unless the row says otherwise. A step that has
+// nothing to do at run time is passed over (the full-drain fallback) or runs without opening its phase (the
+// DRA plugin clients, when there are none).
 Status Uninstall::execute() {
   const PathEnds& ends = path_ends(flow_.path);
   if (!ends.start_line.empty()) spdlog::info("{}", ends.start_line);
+  StepCall call{*this, env_, run_};
   for (const auto& [step, phase] : flow_.steps) {
-    const StepRun& r = step_run(step);
-    if (r.needed != nullptr && !r.needed(run_)) continue;
-    if (!step_is_report(step)) {
-      const bool opens = r.opens_phase == nullptr || r.opens_phase(*this);
+    const StepDef& d = step_def(step);
+    if (d.needed != nullptr && !d.needed(run_)) continue;
+    if (!d.report) {
+      const bool opens = d.opens_phase == nullptr || d.opens_phase(env_);
       if (phase && phase != reporter_.progress().current() && opens) enter(*phase, state_write_for(*phase));
-      if (r.before_check != nullptr) r.before_check(*this);
+      if (d.before_check != nullptr) d.before_check(call);
       if (auto c = check_cancelled(); !c) return c;
-      if (step != Step::kPauseOperands) {
+      if (!d.carries_first_write) {
         if (auto l = take_lease_if_pending(run_.first_write); !l) return l;
       }
     }
-    if (auto s = r.run(*this, run_); !s) return s;
+    if (auto s = d.run(call); !s) return s;
   }
   if (ends.done_is_failure) {
     spdlog::critical("{}", ends.done_line);
@@ -428,59 +416,6 @@ Status Uninstall::execute() {
     spdlog::info("{}", ends.done_line);
   }
   return ok_status();
-}
-
-const Uninstall::StepRun& Uninstall::step_run(Step step) {
-  static constexpr std::array<StepRun, kStepCount> kRows{{
-      {.step = Step::kLabelPreInstalled,
-       .run = [](Uninstall& u, RunContext&) { return label_pre_installed(u.env_); }},
-      {.step = Step::kAwaitRemoval, .run = [](Uninstall& u, RunContext&) { return await_removal(u.env_); }},
-      {.step = Step::kPauseOperands,
-       .run = [](Uninstall& u, RunContext& run) { return u.pause_operands(run); }},
-      // operands, annotated gpu clients and GPU workloads go side by side
-      {.step = Step::kTakeGpuUsersOff,
-       .run = [](Uninstall& u, RunContext& run) { return u.take_gpu_users_off(run); }},
-      {.step = Step::kReportSkipDecision,
-       .run =
-           [](Uninstall&, RunContext& run) {
-             report_skip_decision(run.skip);
-             return ok_status();
-           }},
-      // Only after a failed GPU-workload eviction.
-      {.step = Step::kDrainAfterFailedEviction,
-       .run = [](Uninstall& u, RunContext&) { return drain_after_failed_eviction(u.env_); },
-       .needed =
-           [](const RunContext& run) { return run.workload_eviction == WorkloadEviction::kDrainPending; }},
-      // It opens the phase of what is left before the unload itself, when something arrived.
-      {.step = Step::kEvictLateArrivals,
-       .run = [](Uninstall& u, RunContext& run) { return u.evict_late_arrivals(run); },
-       .opens_phase = [](const Uninstall&) { return false; }},
-      {.step = Step::kCheckDraClaims,
-       .run = [](Uninstall& u, RunContext&) { return check_dra_claims(u.env_); }},
-      // It opens the phase of what is left before the unload only when there are some.
-      {.step = Step::kResetDraPluginClients,
-       .run = [](Uninstall& u, RunContext&) { return reset_dra_plugin_clients(u.env_); },
-       .opens_phase = [](const Uninstall& u) { return u.gpu_clients_.dra_plugin_clients_present(); }},
-      {.step = Step::kPauseDraPlugin,
-       .run = [](Uninstall& u, RunContext& run) { return u.pause_dra_plugin(run); }},
-      {.step = Step::kUnloadDriver,
-       .run = [](Uninstall& u, RunContext& run) { return u.uninstall_driver_components(run); }},
-      {.step = Step::kRemoveStaleDriverRoot,
-       .run = [](Uninstall& u, RunContext&) { return remove_stale_driver_root(u.env_); }},
-      {.step = Step::kCleanStaleMounts,
-       .run = [](Uninstall& u, RunContext&) { return remove_stale_driver_root(u.env_); },
-       .before_check = [](Uninstall&) { spdlog::info("Cleaning up stale mounts and state files..."); }},
-      {.step = Step::kUnloadNouveau, .run = [](Uninstall& u, RunContext&) { return unload_nouveau(u.env_); }},
-      {.step = Step::kUnbindVfio, .run = [](Uninstall& u, RunContext&) { return unbind_vfio(u.env_); }},
-      {.step = Step::kWaitMofed, .run = [](Uninstall& u, RunContext&) { return wait_for_mofed(u.env_); }},
-      {.step = Step::kRestoreLabels,
-       .run = [](Uninstall& u, RunContext&) { return u.restore_labels(u.node_); },
-       .before_check = [](Uninstall& u) { u.register_legacy_uncordon(); }},
-      // taint, cordon and labels come back, newest change first
-      {.step = Step::kUndoChanges, .run = [](Uninstall& u, RunContext&) { return u.undo_changes(); }},
-  }};
-  static_assert(one_row_per_step(kRows), "one row per Step, in Step order");
-  return kRows[static_cast<size_t>(step)];
 }
 
 }  // namespace dm::manager

@@ -1,8 +1,8 @@
 // The uninstall_driver flow (docs/behaviour.md walks through it): one node GET for the snapshot, cordon
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
-// decided by manager/commands/flow_steps; `execute` runs them, the step bodies are functions over the run's
-// environment (env_steps.h) or members (uninstall_steps.cc).
+// decided by manager/commands/flow_steps; `execute` runs them, each through its row (step_def.h), whose body
+// is a function over the run's environment (env_steps.h) or one of the members below (uninstall_steps.cc).
 // Used by uninstall.cc only.
 #pragma once
 
@@ -75,6 +75,20 @@ class Uninstall {
   // run's only one).
   void finish(int exit_code);
 
+  // The bodies of the steps that need the run's own state (the lease, the snapshot, the undo list, the
+  // progress reporter), called by their rows (step_def.h) with the run's context.
+  Status pause_operands(RunContext& run);
+  Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
+  Status evict_late_arrivals(RunContext& run);
+  // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
+  Status pause_dra_plugin(RunContext& run);
+  Status uninstall_driver_components(RunContext& run);
+  Status restore_labels(NodeOps& node);  // through `node`: the run's writer, or the cleanup's
+  void register_legacy_uncordon();
+  // The success path's undo list and the lease release, in one node write when every change can be
+  // undone in it (each one alone otherwise, or when that write fails).
+  Status undo_changes();
+
  private:
   // Before the steps of a path that changes the node: the preflight, the lease, the leftovers, and what the
   // path is decided from (into `in`). An exit code: the run ended there.
@@ -85,36 +99,22 @@ class Uninstall {
   Status execute();
   // The exit code of the steps' outcome, by the path's row (PathEnds): restore, release, or log only.
   int conclude(const Status& s);
-  // How the run takes a step: one row per Step (uninstall_flow.cc), read by execute().
-  struct StepRun;
-  static const StepRun& step_run(Step step);
 
   void start_from_leased_node(const nlohmann::json& node);
   bool read_daemonset_templates();  // into snapshot_, when the label pause has a key
 
-  // Steps.
+  // What the steps' bodies share.
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
-  Status pause_operands(RunContext& run);
-  Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
   Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside, RunContext& run);
-  Status evict_late_arrivals(RunContext& run);
   LateArrivals& late_arrivals(RunContext& run);  // made by the first step that asks
   Status evict_late_holders_and_unload(Status& unloaded, RunContext& run);
   Status evict_host_holders(RunContext& run);
-  // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
-  Status pause_dra_plugin(RunContext& run);
-  Status uninstall_driver_components(RunContext& run);
 
   Status cordon(const FirstWrite& first);
   void register_uncordon();
-  void register_legacy_uncordon();
   void register_label_restore();
-  Status restore_labels(NodeOps& node);  // through `node`: the run's writer, or the cleanup's
   [[nodiscard]] bool nothing_to_restore() const;
   void fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const;
-  // The success path's undo list and the lease release, in one node write when every change can be
-  // undone in it (each one alone otherwise, or when that write fails).
-  Status undo_changes();
   // Once no other run holds the lease: the node as read then (uninstall_writes.cc).
   Result<nlohmann::json> wait_for_lease(const nlohmann::json& node);
   int lease_not_taken(const Error& error);  // the exit code when wait_for_lease() failed

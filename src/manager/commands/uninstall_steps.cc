@@ -7,8 +7,10 @@
 #include <set>
 #include <thread>
 
+#include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/commands/env_steps.h"
+#include "manager/commands/step_def.h"
 #include "manager/commands/uninstall_flow.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/holders.h"
@@ -397,6 +399,84 @@ void Uninstall::fold_label_restore(const nlohmann::json& node, FoldedPatch& part
   if (has_paused_record(node))
     part.body["metadata"]["annotations"][std::string(kPausedLabelsAnnotation)] = nullptr;
   if (patch_has_labels(plan.patch)) part.body["metadata"]["labels"] = plan.patch["metadata"]["labels"];
+}
+
+// The rows of the steps above (step_def.h).
+
+const StepDef& pause_operands_step() {
+  static constexpr StepDef kDef{.step = Step::kPauseOperands,
+                                .name = "pause-operands",
+                                .run = [](StepCall& c) { return c.flow.pause_operands(c.run); },
+                                .carries_first_write = true,
+                                .render = [](StepPlan& plan) { plan.pause_operands(); }};
+  return kDef;
+}
+
+// The operands, the annotated GPU clients and the GPU workloads go side by side.
+const StepDef& take_gpu_users_off_step() {
+  static constexpr StepDef kDef{.step = Step::kTakeGpuUsersOff,
+                                .name = "take-gpu-users-off",
+                                .run = [](StepCall& c) { return c.flow.take_gpu_users_off(c.run); },
+                                .render = [](StepPlan& plan) { plan.take_gpu_users_off(); }};
+  return kDef;
+}
+
+namespace {
+
+std::string late_arrivals_line(bool workloads) {
+  return fmt::format(
+      "look once more (a fresh list) for {} bound after the {}; evict them and look again after a pause, "
+      "for at most {}",
+      workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
+      workloads ? "cordon and the taint" : "taint",
+      format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
+}
+
+}  // namespace
+
+// It opens the phase of what is left before the unload itself, when something arrived.
+const StepDef& evict_late_arrivals_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kEvictLateArrivals,
+      .name = "evict-late-arrivals",
+      .run = [](StepCall& c) { return c.flow.evict_late_arrivals(c.run); },
+      .opens_phase = [](const StepEnv&) { return false; },
+      .render = [](StepPlan& plan) { plan.line(late_arrivals_line(plan.flow().evict_workloads)); }};
+  return kDef;
+}
+
+const StepDef& pause_dra_plugin_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kPauseDraPlugin,
+      .name = "pause-dra-plugin",
+      .taken = [](const FlowFacts& f, bool /*evict_workloads*/) { return f.dra_on; },
+      .run = [](StepCall& c) { return c.flow.pause_dra_plugin(c.run); },
+      .render = [](StepPlan& plan) { plan.pause_dra_plugin(); }};
+  return kDef;
+}
+
+namespace {
+
+// The unload with what precedes it on the host, and the full-drain fallback when auto drain is on.
+void render_unload_driver(StepPlan& plan) {
+  const FlowSteps& flow = plan.flow();
+  plan.line("unload the NVIDIA kernel modules (all or nothing), unmount " + std::string(host::kDriverRoot) +
+            ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
+            "fails the run" +
+            (flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
+            "; if pods that arrived late hold them: evict those, try once more");
+  if (flow.facts.auto_drain)
+    plan.line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
+}
+
+}  // namespace
+
+const StepDef& unload_driver_step() {
+  static constexpr StepDef kDef{.step = Step::kUnloadDriver,
+                                .name = "unload-driver",
+                                .run = [](StepCall& c) { return c.flow.uninstall_driver_components(c.run); },
+                                .render = render_unload_driver};
+  return kDef;
 }
 
 }  // namespace dm::manager

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kube/objects.h"
+#include "manager/commands/step_def.h"
 #include "manager/commands/uninstall_flow.h"
 
 namespace dm::manager {
@@ -112,6 +113,36 @@ Status Uninstall::undo_changes() {
   if (!folded && cancel_.cancelled()) return folded.error();
   if (!folded) spdlog::warn("{}; undoing each change on its own", folded.error().message);
   return undo_.run_all(run_writers(), cancel_);
+}
+
+// The rows of the steps that end a path by putting the node back (step_def.h).
+
+// The no-driver path's: labels left paused by a crashed run (the legacy uncordon registered first).
+const StepDef& restore_labels_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kRestoreLabels,
+      .name = "restore-labels",
+      .run = [](StepCall& c) { return c.flow.restore_labels(c.env.run.node); },
+      .before_check = [](StepCall& c) { c.flow.register_legacy_uncordon(); },
+      .render =
+          [](StepPlan& plan) { plan.line("restore labels left paused by an earlier run, undo its cordon"); }};
+  return kDef;
+}
+
+// The taint, the cordon and the labels come back, newest change first.
+const StepDef& undo_changes_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kUndoChanges,
+      .name = "undo-changes",
+      .run = [](StepCall& c) { return c.flow.undo_changes(); },
+      .render =
+          [](StepPlan& plan) {
+            const RunPath path = plan.flow().path;
+            if (path == RunPath::kFull)
+              plan.line("remove the taint, uncordon (if ours), restore the operand labels");
+            if (path == RunPath::kSkip) plan.line("restore the labels, remove the taint, undo our cordon");
+          }};
+  return kDef;
 }
 
 }  // namespace dm::manager

@@ -1,5 +1,6 @@
-// build_plan: the run's own path and steps (manager/commands/flow_steps), each step rendered with the pods it
-// would take, in the order the run takes them.
+// build_plan: the run's own path and steps (manager/commands/flow_steps), each step rendered by its own row
+// (manager/commands/step_def.h) through the plan being built, with the pods it would take, in the order the
+// run takes them.
 #include "manager/plan/build.h"
 
 #include <fmt/format.h>
@@ -9,6 +10,7 @@
 #include "common/duration_text.h"
 #include "kube/objects.h"
 #include "manager/commands/preflight.h"
+#include "manager/commands/step_def.h"
 #include "manager/node/lease.h"
 #include "manager/node/node_ops.h"
 #include "manager/node/taint_ops.h"
@@ -30,8 +32,8 @@ namespace {
 using Json = nlohmann::json;
 using kube::Taint;
 
-// The plan being built: what every step's rendering reads, and what the steps before it took.
-class PlanBuilder {
+// The plan being built: what every step's rendering reads (StepPlan), and what the steps before it took.
+class PlanBuilder final : public StepPlan {
  public:
   PlanBuilder(const Settings& settings, const PlanInputs& in, Plan& plan)
       : settings_(settings),
@@ -39,7 +41,10 @@ class PlanBuilder {
         plan_(plan),
         table_(operand_table(settings.node_label_for_gpu_pod_eviction)),
         snapshot_(take_snapshot(in.node, table_)),
-        ledger_(in.pods) {
+        ledger_(in.pods),
+        host_{.nouveau_loaded = in.nouveau_loaded,
+              .mellanox_device = in.mellanox_device,
+              .mofed_ready = in.mofed_ready} {
     if (auto t = parse_taint(settings.gpu_client_taint)) configured_ = *t;
     if (configured_) effective_ = decide_taint_add(in.node, *configured_).effective;
     // As the run reads them before its pause: the DaemonSets' templates place their pods (label_pause.h).
@@ -61,23 +66,32 @@ class PlanBuilder {
   [[nodiscard]] const std::optional<Taint>& configured_taint() const { return configured_; }
   PodLedger& ledger() { return ledger_; }
 
-  void render(Step step);
+  // One step of the run, as its row shows it (a step with nothing to show renders no line).
+  void render(Step step) {
+    if (const auto r = step_def(step).render) r(*this);
+  }
   void finish();
 
+  // StepPlan: what the steps' rows render with.
+  void line(std::string text) override { plan_.steps.push_back(std::move(text)); }
+  [[nodiscard]] const Settings& settings() const override { return settings_; }
+  [[nodiscard]] const FlowSteps& flow() const override { return plan_.flow; }
+  [[nodiscard]] const PlannedHost& host() const override { return host_; }
+  [[nodiscard]] const std::string& dra_in_use() const override { return plan_.dra_in_use; }
+  void label_pre_installed() override;
+  void pause_operands() override;
+  void take_gpu_users_off() override;
+  void report_skip_decision() override { plan_.skip = in_.skip.summary; }
+  void reset_dra_plugin_clients() override;
+  void pause_dra_plugin() override;
+
  private:
-  void line(std::string text) { plan_.steps.push_back(std::move(text)); }
   void add_labels(const Json& patch, const std::string& batch);
   void take_operand_pods(const std::vector<OperandWait>& waits, const std::string& step,
                          const std::string& why);
   PodListDecision take_gpu_clients(GpuClientPhase phase, const std::string& step);
-  void take_gpu_users_off();
   void take_gpu_workloads();
   void leave_gpu_workloads();
-  void reset_dra_plugin_clients();
-  void pause_dra_plugin();
-  void label_pre_installed();
-  void unload_driver();
-  void wait_for_mofed();
   void plan_taint();
   void plan_cordon();
 
@@ -89,6 +103,7 @@ class PlanBuilder {
   PodLedger ledger_;
   std::optional<Taint> configured_;  // GPU_CLIENT_TAINT, when it parses
   std::optional<Taint> effective_;   // the taint the clients must tolerate once the node is tainted
+  PlannedHost host_;
   std::shared_ptr<const LabelPause> pause_;
   std::vector<Json> to_evict_;
   bool needs_taint_ = false;
@@ -292,89 +307,14 @@ void PlanBuilder::label_pre_installed() {
        " (the driver DaemonSet leaves the node)");
 }
 
-// The unload with what precedes it on the host, and the full-drain fallback when auto drain is on.
-void PlanBuilder::unload_driver() {
-  line("unload the NVIDIA kernel modules (all or nothing), unmount " + std::string(host::kDriverRoot) +
-       ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
-       "fails the run" +
-       (plan_.flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
-       "; if pods that arrived late hold them: evict those, try once more");
-  if (plan_.auto_drain)
-    line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
-}
-
-void PlanBuilder::wait_for_mofed() {
-  line(in_.mellanox_device ? "wait for MOFED (Mellanox device " + *in_.mellanox_device + ", " +
-                                 (in_.mofed_ready ? "ready now" : "not ready now") + ")"
-                           : "MOFED: no Mellanox device, no wait");
-}
-
-// One step of the run, as the plan shows it (a step with nothing to show renders no line).
-void PlanBuilder::render(Step step) {
-  const RunPath path = plan_.flow.path;
-  const std::string root(host::kDriverRoot);
-  switch (step) {
-    case Step::kLabelPreInstalled:
-      label_pre_installed();
-      return;
-    case Step::kAwaitRemoval:
-      line("wait " + format_duration(settings_.pre_installed_sleep, DurationStyle::kWholeSeconds) +
-           " to be removed, then exit 1 (driver is pre-installed on host)");
-      return;
-    case Step::kPauseOperands:
-      add_labels(pause_patch(snapshot_, table_), "pause");
-      if (plan_.labels.empty()) return;
-      line("pause the operand labels (restored at the end)");
-      if (const auto empty = empty_operand_labels(snapshot_, table_); !empty.empty())
-        line(fmt::format(
-            "remove the empty operand labels an earlier driver manager left, with the restore: {}",
-            fmt::join(empty, ", ")));
-      return;
-    case Step::kTakeGpuUsersOff:
-      take_gpu_users_off();
-      return;
-    case Step::kReportSkipDecision:
-      plan_.skip = in_.skip.summary;
-      return;
-    case Step::kDrainAfterFailedEviction:  // shown with the eviction's refusal, when it would fail
-      return;
-    case Step::kCheckDraClaims:
-      line("check that no pod still holds a GPU resource claim" +
-           (plan_.dra_in_use.empty() ? "" : " (DRA is in use: " + plan_.dra_in_use + ")"));
-      return;
-    case Step::kResetDraPluginClients:
-      reset_dra_plugin_clients();
-      return;
-    case Step::kPauseDraPlugin:
-      pause_dra_plugin();
-      return;
-    case Step::kEvictLateArrivals:
-      line(late_arrivals_line(plan_.flow.evict_workloads));
-      return;
-    case Step::kUnloadDriver:
-      unload_driver();
-      return;
-    case Step::kRemoveStaleDriverRoot:
-    case Step::kCleanStaleMounts:
-      line("unmount a stale " + root + (step == Step::kCleanStaleMounts ? ", remove stale state files" : ""));
-      return;
-    case Step::kUnloadNouveau:
-      if (in_.nouveau_loaded) line("unload nouveau");
-      return;
-    case Step::kUnbindVfio:
-      line("unbind vfio-pci from all devices (vfio-manage unbind --all)");
-      return;
-    case Step::kWaitMofed:
-      if (settings_.gpu_direct_rdma_enabled) wait_for_mofed();
-      return;
-    case Step::kRestoreLabels:
-      line("restore labels left paused by an earlier run, undo its cordon");
-      return;
-    case Step::kUndoChanges:
-      if (path == RunPath::kFull) line("remove the taint, uncordon (if ours), restore the operand labels");
-      if (path == RunPath::kSkip) line("restore the labels, remove the taint, undo our cordon");
-      return;
-  }
+// The operand labels paused (restored at the end), with the empty ones an earlier driver manager left.
+void PlanBuilder::pause_operands() {
+  add_labels(pause_patch(snapshot_, table_), "pause");
+  if (plan_.labels.empty()) return;
+  line("pause the operand labels (restored at the end)");
+  if (const auto empty = empty_operand_labels(snapshot_, table_); !empty.empty())
+    line(fmt::format("remove the empty operand labels an earlier driver manager left, with the restore: {}",
+                     fmt::join(empty, ", ")));
 }
 
 // What a pod no step takes is told, per path.

@@ -6,9 +6,7 @@
 #include <algorithm>
 #include <array>
 
-#include "common/duration_text.h"
 #include "host/host.h"
-#include "manager/pods/late_arrivals.h"
 
 namespace dm::manager {
 
@@ -123,15 +121,6 @@ std::string_view action_name(TaintAction a) {
 }
 std::string_view action_name(CordonAction a) {
   return word_of(kCordonActions, a);
-}
-
-std::string late_arrivals_line(bool workloads) {
-  return fmt::format(
-      "look once more (a fresh list) for {} bound after the {}; evict them and look again after a pause, "
-      "for at most {}",
-      workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
-      workloads ? "cordon and the taint" : "taint",
-      format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
 }
 
 std::string render_plan_text(const Plan& p) {

@@ -15,10 +15,6 @@ std::string_view action_name(PodAction a);
 std::string_view action_name(TaintAction a);
 std::string_view action_name(CordonAction a);
 
-// The step that looks for GPU users once more before the unload, in words (`workloads`: GPU workloads are
-// evicted too, not only annotated clients).
-std::string late_arrivals_line(bool workloads);
-
 // The renderers: a table for people, JSON for tools.
 std::string render_plan_text(const Plan& plan);
 nlohmann::json plan_to_json(const Plan& plan);
