@@ -78,12 +78,29 @@ op_unpack() {
 
 k() { kubectl --kubeconfig "$OP_KC" "$@"; }
 
-# Images of the operator's names: the driver at every version the scenarios use, and the operator's own
-# (its binary and assets, and the validator's stand-in: both run from that image).
+# Images of the operator's names: the driver at every version the scenarios use, the operator's own (its
+# binary and assets, and the validator's and node status exporter's stand-in: all run from that image), and
+# the other operands' as the chart's values name them (the device plugin's image also runs GPU feature
+# discovery); the two that the operator runs without a command (DCGM, the DCGM exporter) with the stand-in's
+# (standin-images.sh, NAME@PROGRAM).
 op_image_names() {
   local v
   for v in "${OP_VERSIONS[@]}"; do printf 'nvcr.io/nvidia/driver:%s-%s\n' "$v" "$OP_OS_TAG"; done
   printf '%s\n' operator=nvcr.io/nvidia/gpu-operator:v26.7.0
+  python3 - "$OP_PEERS/values.yaml" <<'PY'
+import sys, yaml
+values = yaml.safe_load(open(sys.argv[1]))
+commands = {"dcgm": "nv-hostengine", "dcgmExporter": "dcgm-exporter"}
+names = []
+for key in ["toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager"]:
+    v = values[key]
+    name = "%s/%s:%s" % (v["repository"], v["image"], v["version"])
+    if key in commands:
+        name += "@" + commands[key]
+    if name not in names:
+        names.append(name)
+print("\n".join(names))
+PY
 }
 
 # Upstream's k8s-driver-manager image under each NAME (tests/operator/upstream-image.sh): its archives, one
@@ -100,7 +117,8 @@ op_down() {
 }
 
 # Cluster, node (with NODE_IMAGES from the stand-ins), CRDs, namespace, NFD labels. Sets OP_KC, OP_SIM,
-# OP_NODE_STATE, OP_WORK.
+# OP_NODE_STATE, OP_WORK. OP_NODE_GPUS: the nvidia.com/gpu capacity node-sim publishes (default 8; 0: none,
+# the device plugin's registration with the kubelet publishes it).
 op_up() {
   OP_WORK=$(mktemp -d /tmp/dm-operator.XXXXXX)
   OP_CLEANUP+=("rm -rf '$OP_WORK'")
@@ -118,6 +136,7 @@ op_up() {
   mkdir -p "$OP_SIM"
   # A fresh node: no driver loaded yet (the install scenario).
   OP_NODE_STATE=$(NODE_OPERATOR=1 NODE_KUBE_PROXY_KUBECONFIG="$OP_KC" NODE_IMAGES="$images" NODE_SIM_ARGS=--no-driver \
+    NODE_GPUS="${OP_NODE_GPUS:-8}" \
     NODE_WATCH_PID=$$ NODE_SIM_BIN="${NODE_SIM_BIN:-$SRC/build/bin/node-sim}" \
     "$SRC/scripts/node" up "$OP_KC" "$OP_NODE" "$OP_SIM") || op_die "scripts/node up failed"
   OP_CLEANUP+=("'$SRC/scripts/node' down '$OP_NODE_STATE' >/dev/null 2>&1")
@@ -210,8 +229,9 @@ op_free_port() {
 # op_policy VERSION [DRIVER_MANAGER_IMAGE] [extra python]: the ClusterPolicy, applied. From the chart's values
 # (the peers' script: no empty strings or nulls, podDeletion renamed; the values the chart keeps to itself
 # dropped) with these test changes:
-# * the operands that would write into the machine's own directories (toolkit, device plugin, DCGM, DCGM
-#   exporter, GFD, MIG manager, node status exporter) disabled, and CDI off: see docs/gpu-operator.md;
+# * the operands other than the driver and the validator (toolkit, device plugin, DCGM, DCGM exporter, GFD,
+#   MIG manager, node status exporter) disabled, and CDI off: the bench times the driver's upgrade alone, on
+#   node-sim's GPUs (OP_NODE_GPUS unset); the operator test runs them all (tests/operator/helm-values.yaml);
 # * the driver's startup probe checked every 2 s from the start (the chart's 60 s delay is for a real build);
 # * DRIVER_MANAGER_SIM_ROOT=/run/nvidia for the init container (the node's /run/nvidia is the simulated host);
 # * the driver version VERSION.
@@ -400,4 +420,40 @@ op_empty_deploy_labels() {
 op_cordon_seconds() {
   awk '$NF == "true" && !on { on = $1 } $NF != "true" && on && !off { off = $1 }
        END { if (on && off) printf "%.1f\n", off - on; else print "-" }' "$OP_WORK/states.$1"
+}
+
+# The operand DaemonSets with every operand on (tests/operator/helm-values.yaml), by name.
+OP_OPERANDS="gpu-feature-discovery nvidia-container-toolkit-daemonset nvidia-dcgm nvidia-dcgm-exporter
+  nvidia-device-plugin-daemonset nvidia-mig-manager nvidia-node-status-exporter nvidia-operator-validator"
+# The operands of OP_OPERANDS without a Ready pod (not terminating) on the node, one a line.
+op_operands_not_ready() {
+  k -n "$OP_NS" get pods -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '
+    [.items[] | select(.metadata.deletionTimestamp == null
+      and any(.status.conditions[]?; .type == "Ready" and .status == "True")) | .metadata.ownerReferences[0].name]
+    as $ready | $want | split(" ")[] | select(. as $n | $ready | index($n) | not)'
+}
+# "<DaemonSet> <pod uid>" of each operand pod (not terminating), sorted.
+op_operand_uids() {
+  k -n "$OP_NS" get pods -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '
+    ($want | split(" ")) as $w | .items[] | select(.metadata.deletionTimestamp == null)
+    | select(.metadata.ownerReferences[0].name as $n | $w | index($n))
+    | "\(.metadata.ownerReferences[0].name) \(.metadata.uid)"' | sort
+}
+# Host paths of the operator's pods that reach the machine: neither inside the node's own mounts (scripts/
+# node, NODE_OPERATOR=1: /run, the /etc and /usr/local overlays, the kubelet's /var/lib/kubelet, /var/log)
+# nor one of the machine's roots that exist anyway and that the stand-ins never write (/, /sys, /dev/char).
+# One "<path> (<pod>)" a line.
+op_unisolated_host_paths() {
+  k -n "$OP_NS" get pods -o json | jq -r '.items[] | .metadata.name as $pod | .spec.volumes[]? | select(.hostPath)
+    | .hostPath.path | select(test("^/(run|var/run|etc|usr/local|var/lib/kubelet|var/log)(/|$)|^/$|^/sys$|^/dev/char$") | not)
+    | "\(.) (\($pod))"' | sort -u
+}
+# The machine's own paths the operands would write on a real node (the toolkit's, the device plugin's, GPU
+# feature discovery's, the validations), those that exist in the machine's mount namespace, one a line.
+OP_MACHINE_PATHS="/run/nvidia /usr/local/nvidia /etc/containerd /run/containerd /run/cdi /etc/cdi
+  /etc/kubernetes/node-feature-discovery /run/containers/oci/hooks.d /var/lib/kubelet/device-plugins
+  /var/lib/kubelet/pod-resources"
+op_machine_paths() {
+  local p
+  for p in $OP_MACHINE_PATHS; do [[ ! -e $p ]] || echo "$p"; done
 }

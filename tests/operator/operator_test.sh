@@ -6,11 +6,16 @@
 #   install   the chart installed by Helm as it comes (the operator in the cluster, its ClusterPolicy, the
 #             chart's own k8s-driver-manager image: upstream's v0.12.0): upstream's no-driver path, the
 #             driver and the validator up, upgrade-done
+#   operands  every operand of the chart (toolkit, device plugin, DCGM, DCGM exporter, GPU feature discovery,
+#             MIG manager, node status exporter, validator) Ready from its stand-in; the node's nvidia.com/gpu
+#             capacity is the kubelet's, from the device plugin stand-in's registration; no host path of
+#             theirs reaches the machine
 #   upstream  a driver upgrade under upstream's image: it completes; what it leaves on the node is listed
 #             (empty nvidia.com/gpu.deploy.* labels)
 #   switch    annotated GPU clients and a GPU workload; the README's Helm upgrade with the project's values
-#             file (our image) and a new driver version: clients reset, driver unloaded, everything back,
-#             nothing of ours left and none of upstream's leftovers kept
+#             file (our image) and a new driver version: every operand pod taken off the node and back,
+#             clients reset, driver unloaded, everything back, nothing of ours left and none of upstream's
+#             leftovers kept
 #   rollback  the clients stopped (upstream does not know them), then docs/gpu-operator.md's roll-back to
 #             upstream's image: upstream's upgrade completes and nothing of ours is left on the node
 #   blocked   the documented ClusterPolicy patch (our image again); a client held by a PodDisruptionBudget:
@@ -34,7 +39,13 @@ t_all=$(date +%s)
 # Upstream's image under the chart's own name: the install runs it, as on a cluster that has not switched.
 OP_EXTRA_IMAGES=$(op_upstream_images "$OP_UPSTREAM_IMAGE" | tr '\n' ' ') || op_die "cannot build upstream's image"
 op_unpack
+# No GPUs of node-sim's: the device plugin stand-in registers them with the kubelet.
+OP_NODE_GPUS=0
+machine_paths_before=$(op_machine_paths)
 op_up
+# The label GPU feature discovery writes on a MIG-capable GPU (its stand-in writes none): the operator then
+# deploys the MIG manager.
+k label node "$OP_NODE" --overwrite nvidia.com/mig.capable=true >/dev/null
 printf '[ operator ] control plane and node up in %d s\n' $(($(date +%s) - t_all))
 
 # A scenario's end: its wall time and the label sequence.
@@ -113,6 +124,31 @@ else
 fi
 scenario_end install "$t0"
 
+# --- every operand ---------------------------------------------------------------------------------------
+t0=$(date +%s)
+operands_ready() {  # NAME: every operand Ready (a check) within 300 s
+  if op_wait 300 "every operand pod to be Ready" '[[ -z $(op_operands_not_ready) ]]'; then
+    pass "$1: every operand runs Ready"
+  else
+    fail_debug "$1: every operand runs Ready" "not Ready: $(op_operands_not_ready | tr '\n' ' ')"
+  fi
+}
+operands_ready operands
+gpus() { op_node_json | jq -r '"\(.status.capacity["nvidia.com/gpu"] // "-") \(.status.allocatable["nvidia.com/gpu"] // "-")"'; }
+op_wait 60 "the node's nvidia.com/gpu capacity" '[[ $(gpus) == "2 2" ]]'
+check_eq "operands: the node's nvidia.com/gpu capacity and allocatable are the device plugin's 2 devices" "2 2" "$(gpus)"
+dp_pod=$(k -n "$OP_NS" get pods -l app=nvidia-device-plugin-daemonset -o jsonpath='{.items[0].metadata.name}')
+check_has "operands: the device plugin stand-in registered nvidia.com/gpu with the kubelet" \
+  "registered nvidia.com/gpu with the kubelet: 2 device(s)" "$(op_pod_log "$OP_NS" "$dp_pod" nvidia-device-plugin)"
+check_has "operands: ... and the kubelet took the registration" 'resourceName="nvidia.com/gpu"' \
+  "$(grep -i 'registration' "$OP_NODE_STATE/logs/kubelet.log")"
+check_eq "operands: node-sim published no nvidia.com/gpu capacity of its own" "" \
+  "$(grep 'nvidia.com/gpu capacity' "$OP_NODE_STATE/logs/node-sim.log")"
+check_eq "operands: no host path of the operator's pods reaches the machine" "" "$(op_unisolated_host_paths)"
+check_eq "operands: none of the machine's operand paths appeared outside the node" "$machine_paths_before" \
+  "$(op_machine_paths)"
+printf '[ operator ] operands: Ready %d s after the install\n' $(($(date +%s) - t0))
+
 # --- an upgrade under upstream's image -------------------------------------------------------------------
 # A new driver version, nothing else: the chart keeps its own k8s-driver-manager image.
 t0=$(date +%s)
@@ -149,6 +185,8 @@ op_wait 120 "the GPU clients and the workload to run" 'all_apps_running && [[ $(
   fail_debug "switch: the clients did not start"
 declare -A before
 for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do before[$app]=$(uids "$app"); done
+operands_ready "switch: before the upgrade,"
+operands_before=$(op_operand_uids)
 # The pilot checklist's optional Events rule: a run then leaves an Event on the node.
 k apply -f "$SRC/deploy/gpu-operator/events-rbac.yaml" >/dev/null || fail "switch: the Events RBAC applies"
 t0=$(date +%s)
@@ -191,6 +229,14 @@ if op_wait_upgrade_done 480 "$v"; then
   for key in $UPSTREAM_LEFT; do
     check_eq "switch: upstream's empty label $key is gone" "(absent)" "$(label_or_absent "$key")"
   done
+  # Our label pause took the operand pods off the node: it waited for them, and each came back as a new pod.
+  check_has "switch: it waited for the operand pods to shut down" "All GPU operand pods on the node have shut down" "$log"
+  printf '[ operator ] switch: our operand waits: %s\n' "$(grep -oE 'Waiting for [^ ]+ to shutdown|Still waiting for GPU operand pods[^"]*' <<<"$log" |
+    sed 's/^Waiting for //; s/ to shutdown$//' | tr '\n' ' ')"
+  operands_ready "switch: after the upgrade,"
+  check_eq "switch: every operand pod was replaced (taken off the node and back)" "" \
+    "$(join <(echo "$operands_before") <(op_operand_uids) | awk '$2 == $3 { print $1 }')"
+  check_eq "switch: the node's nvidia.com/gpu is the device plugin's again" "2 2" "$(gpus)"
   printf '[ operator ] switch: our run said: %s\n' "$(grep -o 'Removing the empty node label "[^"]*"' <<<"$log" |
     sed 's/Removing the empty node label //' | tr '\n' ' ')"
   check_eq "switch: it left an Event on the node (the optional RBAC)" yes "$( (($(our_events) > 0)) && echo yes)"

@@ -44,7 +44,8 @@ int main(int argc, char** argv) {
   app.add_option("--sim-root", opt.sim_root,
                  "root of the simulated host (sys/module/... is written under it)")
       ->required();
-  app.add_option("--gpus", opt.gpus, "nvidia.com/gpu capacity of the node")
+  app.add_option("--gpus", opt.gpus,
+                 "nvidia.com/gpu capacity of the node (with --kernel-only, 0 leaves it to a device plugin)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--no-driver", no_driver, "do not create the NVIDIA module files (driver not loaded)");

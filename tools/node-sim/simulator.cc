@@ -139,6 +139,8 @@ dm::Status Simulator::register_node() {
 dm::Status Simulator::publish_capacity() {
   auto node = client_->get(paths::node(opt_.node));
   if (!node) return node.error().wrap("reading node " + opt_.node);
+  // No GPUs of node-sim's: a device plugin on the node has the kubelet publish them.
+  if (opt_.gpus == 0) return dm::ok_status();
   const std::string want = std::to_string(opt_.gpus);
   const Json& status = node->value("status", Json::object());
   const auto has = [&](const char* list) {
