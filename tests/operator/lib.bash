@@ -439,12 +439,14 @@ op_operand_uids() {
     | select(.metadata.ownerReferences[0].name as $n | $w | index($n))
     | "\(.metadata.ownerReferences[0].name) \(.metadata.uid)"' | sort
 }
-# Host paths of the operator's pods that reach the machine: neither inside the node's own mounts (scripts/
-# node, NODE_OPERATOR=1: /run, the /etc and /usr/local overlays, the kubelet's /var/lib/kubelet, /var/log)
-# nor one of the machine's roots that exist anyway and that the stand-ins never write (/, /sys, /dev/char).
-# One "<path> (<pod>)" a line.
+# Host paths of the operand pods (OP_OPERANDS) that reach the machine: neither inside the node's own mounts
+# (scripts/node, NODE_OPERATOR=1: /run, the /etc and /usr/local overlays, the kubelet's /var/lib/kubelet,
+# /var/log) nor one of the machine's roots that exist anyway and that the stand-ins never write (/, /sys,
+# /dev/char). One "<path> (<pod>)" a line.
 op_unisolated_host_paths() {
-  k -n "$OP_NS" get pods -o json | jq -r '.items[] | .metadata.name as $pod | .spec.volumes[]? | select(.hostPath)
+  k -n "$OP_NS" get pods -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '($want | split(" ")) as $w | .items[]
+    | select(.metadata.ownerReferences[0].name as $n | $w | index($n))
+    | .metadata.name as $pod | .spec.volumes[]? | select(.hostPath)
     | .hostPath.path | select(test("^/(run|var/run|etc|usr/local|var/lib/kubelet|var/log)(/|$)|^/$|^/sys$|^/dev/char$") | not)
     | "\(.) (\($pod))"' | sort -u
 }

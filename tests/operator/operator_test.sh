@@ -144,7 +144,7 @@ check_has "operands: ... and the kubelet took the registration" 'resourceName="n
   "$(grep -i 'registration' "$OP_NODE_STATE/logs/kubelet.log")"
 check_eq "operands: node-sim published no nvidia.com/gpu capacity of its own" "" \
   "$(grep 'nvidia.com/gpu capacity' "$OP_NODE_STATE/logs/node-sim.log")"
-check_eq "operands: no host path of the operator's pods reaches the machine" "" "$(op_unisolated_host_paths)"
+check_eq "operands: no host path of the operand pods reaches the machine" "" "$(op_unisolated_host_paths)"
 check_eq "operands: none of the machine's operand paths appeared outside the node" "$machine_paths_before" \
   "$(op_machine_paths)"
 printf '[ operator ] operands: Ready %d s after the install\n' $(($(date +%s) - t0))
