@@ -185,7 +185,7 @@ op_wait 120 "the GPU clients and the workload to run" 'all_apps_running && [[ $(
   fail_debug "switch: the clients did not start"
 declare -A before
 for app in gpu-health-agent gpu-metrics gpu-cache gpu-tolerant training; do before[$app]=$(uids "$app"); done
-operands_ready "switch: before the upgrade,"
+operands_ready "switch: before the upgrade"
 operands_before=$(op_operand_uids)
 # The pilot checklist's optional Events rule: a run then leaves an Event on the node.
 k apply -f "$SRC/deploy/gpu-operator/events-rbac.yaml" >/dev/null || fail "switch: the Events RBAC applies"
@@ -229,13 +229,16 @@ if op_wait_upgrade_done 480 "$v"; then
   for key in $UPSTREAM_LEFT; do
     check_eq "switch: upstream's empty label $key is gone" "(absent)" "$(label_or_absent "$key")"
   done
-  # Our label pause took the operand pods off the node: it waited for them, and each came back as a new pod.
+  # Our label pause took the operand pods off the node: it waited for them, and each came back as a new pod;
+  # the node status exporter, whose label neither upstream nor driver-manager pauses (it holds no GPU),
+  # stayed.
   check_has "switch: it waited for the operand pods to shut down" "All GPU operand pods on the node have shut down" "$log"
-  printf '[ operator ] switch: our operand waits: %s\n' "$(grep -oE 'Waiting for [^ ]+ to shutdown|Still waiting for GPU operand pods[^"]*' <<<"$log" |
-    sed 's/^Waiting for //; s/ to shutdown$//' | tr '\n' ' ')"
-  operands_ready "switch: after the upgrade,"
-  check_eq "switch: every operand pod was replaced (taken off the node and back)" "" \
-    "$(join <(echo "$operands_before") <(op_operand_uids) | awk '$2 == $3 { print $1 }')"
+  printf '[ operator ] switch: our operand waits: %s; "Still waiting" lines: %s\n' \
+    "$(grep -oE 'Waiting for [^ ]+ to shutdown' <<<"$log" | sed 's/^Waiting for //; s/ to shutdown$//' | tr '\n' ' ')" \
+    "$(grep -c 'Still waiting for GPU operand pods' <<<"$log")"
+  operands_ready "switch: after the upgrade"
+  check_eq "switch: every paused operand's pod was replaced (taken off the node and back), the node status exporter's kept" \
+    nvidia-node-status-exporter "$(join <(echo "$operands_before") <(op_operand_uids) | awk '$2 == $3 { print $1 }')"
   check_eq "switch: the node's nvidia.com/gpu is the device plugin's again" "2 2" "$(gpus)"
   printf '[ operator ] switch: our run said: %s\n' "$(grep -o 'Removing the empty node label "[^"]*"' <<<"$log" |
     sed 's/Removing the empty node label //' | tr '\n' ' ')"
