@@ -26,3 +26,34 @@ pod_delete_request_at() {
 upgrade_done_at() {
   awk '$2 != "upgrade-done" { left = 1 } left && $2 == "upgrade-done" { print $1; exit }' "$1"
 }
+
+# The last of the pods named in $2.. to be gone (the latest of their first DELETED lines in the pod watch file
+# $1), or nothing when one of them never was.
+pods_all_gone_at() {
+  local file=$1 p at last=
+  shift
+  for p in "$@"; do
+    at=$(pod_gone_at "$file" "$p")
+    [[ -n $at ]] || return 0
+    [[ -n $last ]] && awk -v a="$at" -v b="$last" 'BEGIN { exit !(a <= b) }' || last=$at
+  done
+  printf '%s\n' "$last"
+}
+
+# A container log as the kubelet keeps it ("<RFC 3339 time> <stream> <F|P> <line>"), each line with the
+# seconds from $1 (epoch seconds) to its time in front: "+12.34 <line>". Lines of another shape are kept as
+# they are.
+log_since() {
+  local t0=$1 line stamp at
+  while IFS= read -r line; do
+    stamp=${line%% *}
+    if at=$(date -d "$stamp" +%s.%N 2>/dev/null); then
+      line=${line#* }  # the stream
+      line=${line#* }  # the tag
+      line=${line#* }
+      printf '%+6.2f %s\n' "$(awk -v a="$at" -v b="$t0" 'BEGIN { print a - b }')" "$line"
+    else
+      printf '%s\n' "$line"
+    fi
+  done
+}

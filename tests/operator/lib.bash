@@ -13,10 +13,7 @@
 # * the operator installed as users install it: the chart (peers/gpu-operator/chart) by Helm, with the test's
 #   choices in tests/operator/helm-values.yaml (op_helm_install); the operator runs in the cluster as the
 #   chart's Deployment, from an image holding its binary and assets (unpacked from $DM_SHARED/peers/
-#   gpu-operator) under its own name;
-# * bench/operator-upgrade still runs the operator out of cluster (op_start_operator, op_policy): a private
-#   mount namespace whose /opt is a tmpfs with the operator's assets and manifests at /opt/gpu-operator, and a
-#   ClusterPolicy made from the chart's values (the peers' clusterpolicy-from-values.py).
+#   gpu-operator) under its own name. bench/operator-upgrade sets up the same way.
 
 OP_NS=gpu-operator
 OP_NODE=gpu-node-1
@@ -40,7 +37,7 @@ op_check_peers() {
   OP_SHARED=$(realpath -m "${DM_SHARED:-$SRC/../shared}")
   OP_PEERS="$OP_SHARED/peers/gpu-operator"
   local f
-  for f in gpu-operator.xz clusterpolicy-from-values.py values.yaml crds assets manifests chart/Chart.yaml; do
+  for f in gpu-operator.xz values.yaml crds assets manifests chart/Chart.yaml; do
     if [[ ! -e "$OP_PEERS/$f" ]]; then
       echo "SKIP: no stock GPU Operator at $OP_PEERS ($f missing; set DM_SHARED to the folder holding peers/)"
       exit 77
@@ -160,6 +157,29 @@ EOF
     '[[ -n $(k -n "$OP_NS" get sa default -o jsonpath="{.metadata.name}" 2>/dev/null) ]]'
 }
 
+# op_sim_node_up NODE LABEL=VALUE...: a second GPU node beside the real one, played by node-sim (its simulated
+# kubelet: every pod bound to it is Running and Ready at once, its init containers terminated with exit 0;
+# docs/node-sim.md), with the NFD labels the operator reads (as op_up's) and the given labels. Pods run
+# nothing there: it shows what the operator does with a node (its DaemonSets' pods, upgrade states), not a
+# driver-manager run. Returns once the node is Ready.
+op_sim_node_up() {
+  local node=$1 kernel
+  shift
+  mkdir -p "$OP_WORK/sim-$node"
+  setsid "${NODE_SIM_BIN:-$SRC/build/bin/node-sim}" --kubeconfig "$OP_KC" --node "$node" \
+    --sim-root "$OP_WORK/sim-$node" --gpus 2 </dev/null >"$OP_WORK/node-sim-$node.log" 2>&1 &
+  local pid=$!
+  OP_CLEANUP+=("kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null")
+  op_wait 60 "node $node to be Ready" \
+    '[[ $(k get node "$node" -o jsonpath="{.status.conditions[?(@.type==\"Ready\")].status}" 2>/dev/null) == True ]]' ||
+    return 1
+  kernel=$(uname -r)
+  k label node "$node" --overwrite feature.node.kubernetes.io/pci-10de.present=true \
+    feature.node.kubernetes.io/system-os_release.ID=ubuntu \
+    feature.node.kubernetes.io/system-os_release.VERSION_ID=22.04 \
+    "feature.node.kubernetes.io/kernel-version.full=$kernel" "$@" >/dev/null
+}
+
 # helm with its own configuration and caches in $OP_WORK, on the test cluster. The binary comes from
 # `scripts/cluster build helm` (ctest's build.helm fixture; a no-op once built).
 op_helm() {
@@ -200,69 +220,6 @@ op_pod_log() {  # NS POD CONTAINER
   cat "$logs/${1}_${2}_${uid}/$3"/*.log 2>/dev/null || true
 }
 
-# The operator, out of cluster, in a private mount namespace with its assets at /opt/gpu-operator.
-op_start_operator() {
-  local m h
-  m=$(op_free_port); h=$(op_free_port)
-  OPERATOR_NAMESPACE=$OP_NS setsid unshare --mount --propagation private -- sh -c '
-    mount -t tmpfs -o mode=755 operator-opt /opt && mkdir /opt/gpu-operator &&
-    mount --bind -o ro "$1" /opt/gpu-operator &&
-    exec "$2" --kubeconfig "$3" --metrics-bind-address="127.0.0.1:$4" --health-probe-bind-address="127.0.0.1:$5"' \
-    operator "$OP_CACHE/opt" "$OP_CACHE/gpu-operator" "$OP_KC" "$m" "$h" \
-    </dev/null >"$OP_WORK/operator.log" 2>&1 &
-  OP_PID=$!
-  OP_CLEANUP+=("op_stop_operator")
-}
-op_stop_operator() {
-  [[ -n ${OP_PID:-} ]] || return 0
-  kill -TERM "$OP_PID" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 50; i++)); do kill -0 "$OP_PID" 2>/dev/null || break; sleep 0.1; done
-  kill -KILL "$OP_PID" 2>/dev/null || true
-  OP_PID=
-}
-
-op_free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
-}
-
-# op_policy VERSION [DRIVER_MANAGER_IMAGE] [extra python]: the ClusterPolicy, applied. From the chart's values
-# (the peers' script: no empty strings or nulls, podDeletion renamed; the values the chart keeps to itself
-# dropped) with these test changes:
-# * the operands other than the driver and the validator (toolkit, device plugin, DCGM, DCGM exporter, GFD,
-#   MIG manager, node status exporter) disabled, and CDI off: the bench times the driver's upgrade alone, on
-#   node-sim's GPUs (OP_NODE_GPUS unset); the operator test runs them all (tests/operator/helm-values.yaml);
-# * the driver's startup probe checked every 2 s from the start (the chart's 60 s delay is for a real build);
-# * DRIVER_MANAGER_SIM_ROOT=/run/nvidia for the init container (the node's /run/nvidia is the simulated host);
-# * the driver version VERSION.
-op_policy() {
-  local version=$1 image=${2:-localhost/driver-manager:dev} extra=${3:-}
-  python3 "$OP_PEERS/clusterpolicy-from-values.py" "$OP_PEERS/values.yaml" "$image" |
-    VERSION=$version EXTRA=$extra python3 -c '
-import os, sys, yaml
-cp = yaml.safe_load(sys.stdin)
-s = cp["spec"]
-# Values the chart consumes itself and does not render into the ClusterPolicy (its CRD has no such fields:
-# the API server validates them strictly).
-for path in [("devicePlugin", "config", "create"), ("migManager", "config", "create"),
-             ("driver", "nvidiaDriverCRD"), ("operator", "env"), ("operator", "nodeSelector")]:
-    parent = s
-    for key in path[:-1]:
-        parent = parent.get(key, {}) if isinstance(parent, dict) else {}
-    if isinstance(parent, dict):
-        parent.pop(path[-1], None)
-for op in ["toolkit", "devicePlugin", "dcgm", "dcgmExporter", "gfd", "migManager", "nodeStatusExporter", "cdi"]:
-    s.setdefault(op, {})["enabled"] = False
-d = s["driver"]
-d["version"] = os.environ["VERSION"]
-d["startupProbe"] = {"initialDelaySeconds": 1, "periodSeconds": 2, "timeoutSeconds": 10, "failureThreshold": 120}
-d["manager"]["env"] = [{"name": "DRIVER_MANAGER_SIM_ROOT", "value": "/run/nvidia"}]
-exec(os.environ["EXTRA"])
-yaml.safe_dump(cp, sys.stdout, sort_keys=False)
-' >"$OP_WORK/clusterpolicy.yaml" || op_die "cannot make the ClusterPolicy"
-  k apply -f "$OP_WORK/clusterpolicy.yaml" >/dev/null || op_die "cannot apply the ClusterPolicy"
-}
-
 # op_wait SECONDS WHAT CONDITION: evaluates CONDITION every second until it holds; 1 (with a line) if not.
 op_wait() {
   local deadline=$(($(date +%s) + $1)) what=$2 cond=$3
@@ -280,12 +237,17 @@ op_wait() {
 op_watch_start() {
   OP_WATCH_FILE="$OP_WORK/states.$1"
   : >"$OP_WATCH_FILE"
-  # A process group of its own (setsid), so that op_watch_stop ends the whole pipeline by its id.
+  op_node_watch "$OP_NODE" "$OP_WATCH_FILE"
+  OP_WATCH_PID=$!
+}
+# op_node_watch NODE FILE: the watch of op_watch_start for node NODE, appending to FILE, in the background ($!
+# its process group: `kill -- -PID` ends it).
+op_node_watch() {
+  # A process group of its own (setsid), so that the whole pipeline ends by its id.
   setsid bash -c 'kubectl --kubeconfig "$1" get node "$2" --watch --output-watch-events=false \
       -o "jsonpath={.metadata.labels.nvidia\.com/gpu-driver-upgrade-state}{\" \"}{.spec.unschedulable}{\"\n\"}" \
       2>/dev/null | while IFS= read -r line; do printf "%s %s\n" "$(date +%s.%N | cut -c1-14)" "$line"; done' \
-    watch "$OP_KC" "$OP_NODE" >>"$OP_WATCH_FILE" </dev/null &
-  OP_WATCH_PID=$!
+    watch "$OP_KC" "$1" >>"$2" </dev/null &
 }
 op_watch_stop() {
   [[ -n ${OP_WATCH_PID:-} ]] || return 0
@@ -311,7 +273,10 @@ op_state_time() {
 op_driver_pod() {  # the driver pod's name (not terminating), or nothing
   op_driver_json | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0].metadata.name // empty'
 }
-op_driver_json() { k -n "$OP_NS" get pods -l "$OP_DRIVER_SELECTOR" -o json 2>/dev/null; }
+# The driver pods on the node ($1, default OP_NODE).
+op_driver_json() {
+  k -n "$OP_NS" get pods -l "$OP_DRIVER_SELECTOR" --field-selector "spec.nodeName=${1:-$OP_NODE}" -o json 2>/dev/null
+}
 op_node_json() { k get node "$OP_NODE" -o json; }
 op_label() { op_node_json | jq -r --arg l "$1" '.metadata.labels[$l] // ""'; }
 
@@ -393,7 +358,8 @@ op_wait_upgrade_done() {
     '[[ $(op_label "$OP_UPGRADE_LABEL") == upgrade-done ]]'
 }
 op_validator_ready() {
-  k -n "$OP_NS" get pods -l app=nvidia-operator-validator -o json 2>/dev/null | jq -e '
+  k -n "$OP_NS" get pods -l app=nvidia-operator-validator --field-selector "spec.nodeName=$OP_NODE" -o json \
+    2>/dev/null | jq -e '
     [.items[] | select(.metadata.deletionTimestamp == null)
       | select(any(.status.conditions[]?; .type == "Ready" and .status == "True"))] | length == 1' >/dev/null
 }
@@ -427,14 +393,14 @@ OP_OPERANDS="gpu-feature-discovery nvidia-container-toolkit-daemonset nvidia-dcg
   nvidia-device-plugin-daemonset nvidia-mig-manager nvidia-node-status-exporter nvidia-operator-validator"
 # The operands of OP_OPERANDS without a Ready pod (not terminating) on the node, one a line.
 op_operands_not_ready() {
-  k -n "$OP_NS" get pods -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '
+  k -n "$OP_NS" get pods --field-selector "spec.nodeName=$OP_NODE" -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '
     [.items[] | select(.metadata.deletionTimestamp == null
       and any(.status.conditions[]?; .type == "Ready" and .status == "True")) | .metadata.ownerReferences[0].name]
     as $ready | $want | split(" ")[] | select(. as $n | $ready | index($n) | not)'
 }
 # "<DaemonSet> <pod uid>" of each operand pod (not terminating), sorted.
 op_operand_uids() {
-  k -n "$OP_NS" get pods -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '
+  k -n "$OP_NS" get pods --field-selector "spec.nodeName=$OP_NODE" -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '
     ($want | split(" ")) as $w | .items[] | select(.metadata.deletionTimestamp == null)
     | select(.metadata.ownerReferences[0].name as $n | $w | index($n))
     | "\(.metadata.ownerReferences[0].name) \(.metadata.uid)"' | sort
@@ -444,7 +410,7 @@ op_operand_uids() {
 # /var/log) nor one of the machine's roots that exist anyway and that the stand-ins never write (/, /sys,
 # /dev/char). One "<path> (<pod>)" a line.
 op_unisolated_host_paths() {
-  k -n "$OP_NS" get pods -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '($want | split(" ")) as $w | .items[]
+  k -n "$OP_NS" get pods --field-selector "spec.nodeName=$OP_NODE" -o json | jq -r --arg want "$(echo $OP_OPERANDS)" '($want | split(" ")) as $w | .items[]
     | select(.metadata.ownerReferences[0].name as $n | $w | index($n))
     | .metadata.name as $pod | .spec.volumes[]? | select(.hostPath)
     | .hostPath.path | select(test("^/(run|var/run|etc|usr/local|var/lib/kubelet|var/log)(/|$)|^/$|^/sys$|^/dev/char$") | not)

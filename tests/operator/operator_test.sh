@@ -21,7 +21,10 @@
 #   blocked   the documented ClusterPolicy patch (our image again); a client held by a PodDisruptionBudget:
 #             each attempt fails naming it and restores the node; the budget relaxed: the next attempt
 #             completes
-#   crd       the NVIDIADriver CRD path: the same init container, one install and one upgrade
+#   crd       the NVIDIADriver CRD path as docs/gpu-operator.md's canary, on two nodes (the real node and a
+#             node-sim node, each in its own pool with its own NVIDIADriver): the hand-over from the
+#             ClusterPolicy (install), then our image and a new driver in the canary pool's object only
+#             (upgrade): the canary node is upgraded by our init container, the other pool's keeps upstream's
 # Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
 # saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
 # Set-up and test choices: tests/operator/lib.bash and docs/gpu-operator.md, "Under the stock operator".
@@ -445,43 +448,76 @@ fi
 k -n gpu-apps delete pdb gpu-metrics-budget >/dev/null
 scenario_end blocked "$t0"
 
-# --- the NVIDIADriver CRD path ---------------------------------------------------------------------------
-# The ClusterPolicy hands the driver to the NVIDIADriver controller; its DaemonSet's first pod finds the
-# ClusterPolicy's driver loaded and replaces it (install), then a new version in the NVIDIADriver (upgrade).
-nvidiadriver() {  # VERSION
+# --- the NVIDIADriver CRD path, two pools: the canary -------------------------------------------------------
+# docs/gpu-operator.md's canary: one NVIDIADriver per node pool, each selecting its pool's nodes; our image in
+# the canary pool's object only. Two nodes: the real node in the pool "canary", and a second GPU node played by
+# node-sim in the pool "main" (its pods run nothing: it shows what the operator does with a node of a pool
+# that keeps upstream's image). The ClusterPolicy hands the driver to the two objects: each node's driver pod,
+# orphaned when the ClusterPolicy's DaemonSet goes, is replaced through the upgrade states (install); then a
+# new driver version and our image in the canary's object (upgrade): the canary node is upgraded by our init
+# container, the main node keeps its driver pod and upstream's image and is never cordoned.
+POOL_LABEL=example.com/gpu-pool
+NODE2=gpu-node-2
+t_canary=$(date +%s)
+k label node "$OP_NODE" --overwrite "$POOL_LABEL=canary" >/dev/null
+op_sim_node_up "$NODE2" "$POOL_LABEL=main" || fail_debug "canary: a second GPU node (node-sim) is Ready"
+op_wait 120 "the operator's driver pod on $NODE2" \
+  '[[ $(op_driver_json "$NODE2" | jq "[.items[] | select(.status.phase == \"Running\")] | length") == 1 ]]' ||
+  fail_debug "canary: the operator runs its driver DaemonSet's pod on $NODE2"
+canary_setup=$(($(date +%s) - t_canary))
+# What the nodes run, for the checks: NODE's driver pod "<uid> <init container image> <owner>".
+driver_of() {
+  op_driver_json "$1" | jq -r '[.items[] | select(.metadata.deletionTimestamp == null)][0]
+    | "\(.metadata.uid) \(.spec.initContainers[] | select(.name == "k8s-driver-manager") | .image) \(.metadata.ownerReferences[0].name // "-")"'
+}
+node2_label() { k get node "$NODE2" -o json | jq -r --arg l "$OP_UPGRADE_LABEL" '.metadata.labels[$l] // ""'; }
+node2_watch() { : >"$OP_WORK/states.$1"; op_node_watch "$NODE2" "$OP_WORK/states.$1"; NODE2_WATCH_PID=$!; }
+node2_watch_stop() { kill -- "-$NODE2_WATCH_PID" 2>/dev/null; wait "$NODE2_WATCH_PID" 2>/dev/null; }
+# NVIDIADriver NAME with the ClusterPolicy's driver as it is now (our image since the blocked scenario), driver
+# VERSION, for the nodes of pool POOL; with "upstream", the chart's own k8s-driver-manager image.
+nvidiadriver() {  # NAME VERSION POOL [upstream]
   python3 -c '
 import sys, yaml
-cp = yaml.safe_load(open(sys.argv[1]))
-d = cp["spec"]["driver"]
-spec = {"driverType": "gpu", "default": True, "repository": d["repository"], "image": d["image"],
-        "version": sys.argv[2], "imagePullPolicy": "IfNotPresent", "manager": d["manager"],
+policy, name, version, pool_label, pool, program, upstream = sys.argv[1:8]
+d = yaml.safe_load(open(policy))["spec"]["driver"]
+manager = dict(d["manager"])
+if program == "upstream":
+    reference, tag = upstream.rsplit(":", 1)
+    repository, image = reference.rsplit("/", 1)
+    manager.update(repository=repository, image=image, version=tag)
+spec = {"driverType": "gpu", "nodeSelector": {pool_label: pool}, "repository": d["repository"],
+        "image": d["image"], "version": version, "imagePullPolicy": "IfNotPresent", "manager": manager,
         "startupProbe": d["startupProbe"]}
-yaml.safe_dump({"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": "gpu-driver"},
-                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy-now.yaml" "$1" | k apply -f - >/dev/null
+yaml.safe_dump({"apiVersion": "nvidia.com/v1alpha1", "kind": "NVIDIADriver", "metadata": {"name": name},
+                "spec": spec}, sys.stdout)' "$OP_WORK/clusterpolicy-now.yaml" "$1" "$2" "$POOL_LABEL" "$3" \
+    "${4:-ours}" "$OP_UPSTREAM_IMAGE" | k apply -f - >/dev/null
 }
-# The ClusterPolicy's driver as it is now (our image since the blocked scenario) is the NVIDIADriver's.
+# The ClusterPolicy's driver as it is now (our image since the blocked scenario) is the NVIDIADrivers'.
 k get clusterpolicy cluster-policy -o yaml >"$OP_WORK/clusterpolicy-now.yaml"
 t0=$(date +%s)
 op_watch_start crd-install
+node2_watch crd-install-main
 v=${OP_VERSIONS[5]}
 OP_DRIVER_SELECTOR=app.kubernetes.io/component=nvidia-driver
 k patch clusterpolicy cluster-policy --type merge -p '{"spec":{"driver":{"useNvidiaDriverCRD":true}}}' >/dev/null
-nvidiadriver "$v"
-# The ClusterPolicy's driver pod, orphaned when its DaemonSet goes, is replaced through the upgrade states: the
-# operator's node-labeling controller marks its node upgrade-required. That controller runs on events only, and
-# when its run came before the NVIDIADriver's owner label reached its cache, nothing runs it again (the new pod
-# stays Pending beside the old one, kept off the node by its anti-affinity; the upgrade controller alone
-# takes the node back to upgrade-done). A ClusterPolicy change runs it: the test nudges when the node was not
-# marked upgrade-required in 60 s, at most three times.
+nvidiadriver canary "$v" canary
+nvidiadriver main "$v" main upstream
+# Each node's ClusterPolicy driver pod, orphaned when its DaemonSet goes, is replaced through the upgrade
+# states: the operator's node-labeling controller marks its node upgrade-required. That controller runs on
+# events only, and when its run came before the NVIDIADriver's owner label reached its cache, nothing runs it
+# again (the new pod stays Pending beside the old one, kept off the node by its anti-affinity; the upgrade
+# controller alone takes the node back to upgrade-done). A ClusterPolicy change runs it: the test nudges when
+# a node was not marked upgrade-required in 60 s, at most three times.
 for nudge in 1 2 3; do
-  op_wait 60 "the operator to mark the node upgrade-required for the driver's replacement" \
-    '[[ $(op_states crd-install) == *upgrade-required* ]]' && break
-  op_log "the node was not marked upgrade-required: nudging the operator's node labeling ($nudge)"
+  op_wait 60 "the operator to mark both nodes upgrade-required for the driver's replacement" \
+    '[[ $(op_states crd-install) == *upgrade-required* && $(op_states crd-install-main) == *upgrade-required* ]]' &&
+    break
+  op_log "a node was not marked upgrade-required: nudging the operator's node labeling ($nudge)"
   op_nudge
 done
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
-  check_eq "crd install: the NVIDIADriver's DaemonSet runs the driver" true \
+  check_eq "crd install: the canary NVIDIADriver's DaemonSet runs the driver" true \
     "$(k -n "$OP_NS" get pod "$pod" -o json | jq '.metadata.ownerReferences[0].name != "nvidia-driver-daemonset"')"
   check_eq "crd install: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   check_has "crd install: ... replacing the ClusterPolicy's driver" "Driver uninstallation completed successfully" \
@@ -492,17 +528,35 @@ if op_wait_upgrade_done 480 "$v"; then
 else
   fail_debug "crd install: the NVIDIADriver's driver did not come up and reach upgrade-done"
 fi
+# The main pool's node: its driver pod replaced by the main NVIDIADriver's, with upstream's image (the
+# controller may wait for its 2-minute requeue there too: nudged once when needed).
+t_main=$(date +%s)
+main_done() {
+  [[ $(node2_label) == upgrade-done && $(driver_of "$NODE2" | cut -d' ' -f3) != nvidia-driver-daemonset &&
+     $(op_states crd-install-main) == *upgrade-required* ]]
+}
+op_wait 30 "the main pool's node to be upgrade-done" main_done || { op_nudge; op_wait 150 "the main pool's node" main_done; } ||
+  fail_debug "crd install: the main pool's node reached upgrade-done with the main NVIDIADriver's pod" \
+    "$NODE2: $(op_states crd-install-main); driver pod: $(driver_of "$NODE2")"
+canary_setup=$((canary_setup + $(date +%s) - t_main))
+main_driver=$(driver_of "$NODE2")
+check_eq "crd install: the main pool's node runs upstream's image (the main NVIDIADriver's)" "$OP_UPSTREAM_IMAGE" \
+  "$(cut -d' ' -f2 <<<"$main_driver")"
+node2_watch_stop
 scenario_end crd-install "$t0"
+printf '[ operator ] crd-install: %s (main pool): %s\n' "$NODE2" "$(op_states crd-install-main)"
+
 t0=$(date +%s)
 op_watch_start crd-upgrade
+node2_watch crd-upgrade-main
 v=${OP_VERSIONS[6]}
-nvidiadriver "$v"
-# The manager image of this NVIDIADriver set as docs/gpu-operator.md gives it (a canary pool's object).
-k patch nvidiadriver gpu-driver --type merge --patch-file "$(doc_patch nvidiadriver.yaml canary)" >/dev/null ||
-  fail "crd upgrade: the documented NVIDIADriver patch applies to an object of any name"
+nvidiadriver canary "$v" canary
+# Our image in the canary pool's object, as docs/gpu-operator.md gives it.
+k patch nvidiadriver canary --type merge --patch-file "$(doc_patch nvidiadriver.yaml canary)" >/dev/null ||
+  fail "crd upgrade: the documented NVIDIADriver patch applies to the canary pool's object"
 if op_wait_upgrade_done 480 "$v"; then
   pod=$(op_driver_pod)
-  check_eq "crd upgrade: the documented NVIDIADriver patch set the init container's image" \
+  check_eq "crd upgrade: the documented NVIDIADriver patch set the canary's init container image" \
     localhost/driver-manager:canary "$(init_image "$pod")"
   check_eq "crd upgrade: the init container exited 0 on its first run" "0 0" "$(init_state "$pod")"
   log=$(op_init_log "$pod")
@@ -517,6 +571,16 @@ if op_wait_upgrade_done 480 "$v"; then
 else
   fail_debug "crd upgrade: the node did not reach upgrade-done with driver $v"
 fi
+node2_watch_stop
+check_eq "canary: the main pool's node kept its driver pod and upstream's image" "$main_driver" "$(driver_of "$NODE2")"
+check_eq "canary: ... and stayed upgrade-done while the canary was upgraded" "upgrade-done" \
+  "$(op_states crd-upgrade-main)"
+check_eq "canary: ... never cordoned" "" "$(awk '$NF == "true"' "$OP_WORK/states.crd-upgrade-main")"
+check_eq "canary: the main pool's NVIDIADriver still names upstream's image and the first version" \
+  "$OP_UPSTREAM_IMAGE ${OP_VERSIONS[5]}" \
+  "$(k get nvidiadriver main -o json | jq -r '.spec.manager | "\(.repository)/\(.image):\(.version)"') $(k get nvidiadriver main -o jsonpath='{.spec.version}')"
 scenario_end crd-upgrade "$t0"
+printf '[ operator ] canary: the second node cost %d s (its start, and waiting for it beyond the real node)\n' \
+  "$canary_setup"
 
 finish

@@ -41,4 +41,21 @@ check "upgrade-done is the first one after the node left it" "$(upgrade_done_at 
 head -n 4 "$dir/states" >"$dir/unfinished"
 check "no upgrade-done while the upgrade has not finished" "$(upgrade_done_at "$dir/unfinished")" ""
 
+cat >>"$dir/pods" <<'W'
+1796404380.500 MODIFIED nvidia-operator-validator-9szvn 2026-12-04T17:13:30Z 30
+1796404396.044 DELETED nvidia-operator-validator-9szvn 2026-12-04T17:13:00Z 0
+W
+check "the last of the pods to be gone is the latest of their DELETED lines" \
+  "$(pods_all_gone_at "$dir/pods" nvidia-operator-validator-9szvn nvidia-driver-daemonset-76trv)" "1796404396.044"
+check "nothing while one of them is still there" \
+  "$(pods_all_gone_at "$dir/pods" nvidia-operator-validator-9szvn nvidia-driver-daemonset-t6hcf)" ""
+
+t0=$(date -d 2026-12-04T17:12:45Z +%s)
+check "each kubelet log line gets its seconds after the start, the line itself kept" \
+  "$(printf '%s\n' '2026-12-04T17:13:16.250000000Z stderr F time="2026-12-04T17:13:16Z" level=info msg="a b"' | log_since "$t0")" \
+  '+31.25 time="2026-12-04T17:13:16Z" level=info msg="a b"'
+check "a line before the start counts back" \
+  "$(printf '%s\n' '2026-12-04T17:12:44.500000000Z stdout F x' | log_since "$t0")" ' -0.50 x'
+check "a line of another shape is kept as it is" "$(printf 'no time here\n' | log_since "$t0")" 'no time here'
+
 ((failures == 0)) || { echo "$failures check(s) failed"; exit 1; }
