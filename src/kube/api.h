@@ -98,6 +98,10 @@ class Api {
   // Resumes from the last resourceVersion after a dropped connection; re-lists on 410.
   virtual Status list_watch(const std::string& path, const ListOptions& options,
                             const WatchHandlers& handlers, Deadline deadline = {}) = 0;
+
+  // When the last API server outage this client met ended (the server answered again after not answering
+  // or turning requests away); nullopt when it met none. The controllers' caches lag for a while after it.
+  [[nodiscard]] virtual std::optional<TimePoint> outage_ended_at() const { return std::nullopt; }
 };
 
 // The Event create_event() posts (to /api/v1/namespaces/<metadata.namespace>/events): about a full object

@@ -159,6 +159,21 @@ Result<Json> success_answer(bool list, const HttpResponse& resp, std::optional<L
 
 namespace {
 
+// A read stops the moment the token fires. A write already under way is let finish for up to `settle`:
+// its answer tells whether it was applied, where an abort would leave the caller unsure of a change the
+// server may still apply after the caller's next look (a signal on a write).
+std::function<bool()> keep_going_for(const CancelToken& cancel, bool write,
+                                     std::chrono::milliseconds settle) {
+  return [cancel, write, settle,
+          cancel_seen = std::optional<std::chrono::steady_clock::time_point>()]() mutable {
+    if (!cancel.cancelled()) return true;
+    if (!write) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!cancel_seen) cancel_seen = now;
+    return now - *cancel_seen < settle;
+  };
+}
+
 // The error of a request given up at the deadline of what it served.
 Error gave_up(Error err, Duration tried_for) {
   err.message += " (not answered for " + format_duration(tried_for, DurationStyle::kWholeSeconds) +
@@ -177,7 +192,8 @@ Result<Json> Client::Impl::send(const Call& call) {
   req.content_type = call.content_type;
   req.timeout = options.request_timeout;
   const CancelToken cancel = current_cancel();
-  req.keep_going = [&cancel] { return !cancel.cancelled(); };
+  req.keep_going = keep_going_for(cancel, call.method != "GET", options.write_settle);
+
   const std::string what = call.method + " " + call.path;
   // A List is parsed while it arrives (a fresh parser per attempt): its text is never held whole.
   std::optional<ListBodyParser> list_body;
@@ -474,6 +490,10 @@ Status Client::create_event(const Json& involved_object, const std::string& reas
     return r.error().wrap("cannot record event " + reason + " on " + ref.value("kind", "") + " " +
                           ref.value("name", ""));
   return {};
+}
+
+std::optional<TimePoint> Client::outage_ended_at() const {
+  return impl_->outage_log.last_ended();
 }
 
 uint64_t Client::request_count() const {

@@ -30,6 +30,9 @@ struct ClientOptions {
   const Clock* clock = nullptr;  // nullptr: a SystemClock
   // Aborts retries and watches, unless they are sent through a view with a token of its own (StoppedBy).
   CancelToken cancel;
+  // How long a write already under way when its token fires is let finish, so that its answer says whether
+  // it was applied (inside the 5 s a SIGTERM's budget keeps back from the grace period).
+  std::chrono::milliseconds write_settle{2000};
   // How old a token read from a file (Config::token_file) may get before it is read again; a 401 re-reads
   // it at once and repeats the request when the token changed.
   std::chrono::milliseconds token_refresh{60000};
@@ -71,6 +74,7 @@ class Client final : public Api {
   // "cancelled"). Resumes from the last resourceVersion after a dropped connection; re-lists on 410.
   Status list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
                     Deadline deadline = {}) override;
+  [[nodiscard]] std::optional<TimePoint> outage_ended_at() const override;
 
   // Number of HTTP requests sent so far (for benchmarks and tests).
   [[nodiscard]] uint64_t request_count() const;

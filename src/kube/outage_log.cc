@@ -44,6 +44,12 @@ void OutageLog::answered(TimePoint now) {
                last_why_ == Unanswered::kTooManyRequests ? "taking requests" : "answering",
                format_duration(now - *since_, DurationStyle::kWholeSeconds));
   since_.reset();
+  ended_ = now;
+}
+
+std::optional<TimePoint> OutageLog::last_ended() const {
+  const std::lock_guard lock(mu_);
+  return ended_;
 }
 
 }  // namespace dm::kube

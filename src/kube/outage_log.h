@@ -28,10 +28,13 @@ class OutageLog {
                   Unanswered why = Unanswered::kNoAnswer);
   // The API server answered a request: the outage, if one is under way, has ended.
   void answered(TimePoint now);
+  // When the last outage ended (nullopt: none has, or none was met).
+  [[nodiscard]] std::optional<TimePoint> last_ended() const;
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::optional<TimePoint> since_;               // the outage under way began then
+  std::optional<TimePoint> ended_;               // the last one ended then
   TimePoint said_at_{};                          // when the last line about it was logged
   Unanswered last_why_ = Unanswered::kNoAnswer;  // what the last unanswered attempt met
 };

@@ -33,6 +33,7 @@ class StoppedBy final : public Api {
                       const std::string& message, const std::string& type = "Normal") override;
   Status list_watch(const std::string& path, const ListOptions& options, const WatchHandlers& handlers,
                     Deadline deadline = {}) override;
+  [[nodiscard]] std::optional<TimePoint> outage_ended_at() const override { return api_.outage_ended_at(); }
 
   [[nodiscard]] const CancelToken& token() const { return token_; }
   [[nodiscard]] Api& inner() const { return api_; }

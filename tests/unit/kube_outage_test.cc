@@ -46,6 +46,7 @@ TEST(OutageWindowTest, A403IsTheRestartOnlyWithinTheWindowAfterMeetingTheOutage)
 struct Reply {
   int status = 200;
   std::string retry_after = "7";
+  std::chrono::milliseconds delay{0};  // before the answer (the server busy with the request)
 };
 
 // Answers each request with the next scripted reply. One request per connection.
@@ -115,6 +116,7 @@ class ScriptedServer {
       }
       const int reply = next.status;
       ++requests_;
+      std::this_thread::sleep_for(next.delay);
       if (reply != 0) {
         const std::string body = reply == 200
                                      ? "{}"
@@ -296,6 +298,85 @@ TEST(RetryUntilDeadlineTest, A429IsMetWithItsRetryAfterUntilTheServerTakesTheReq
   EXPECT_EQ(occurrences(text, "not answer"), 0U) << text;
   EXPECT_THAT(text, ::testing::HasSubstr("The API server has turned requests away for "));
   EXPECT_EQ(occurrences(text, "info The API server is taking requests again after 1m10s"), 1U) << text;
+}
+
+// A signal that lands on a write: the write already sent is let finish, so that its answer says whether it
+// was applied (a caller told "cancelled" could not know, and the server may apply it after the caller's next
+// look); a read stops at once; a write whose answer does not come within the settle time is given up as
+// cancelled, and never sent again.
+std::unique_ptr<Client> cancellable_client(const ScriptedServer& server, const CancelToken& cancel,
+                                           std::chrono::milliseconds settle) {
+  Config config;
+  config.server = server.url();
+  config.token = "t";
+  ClientOptions o;
+  o.cancel = cancel;
+  o.write_settle = settle;
+  o.request_timeout = 5000ms;
+  auto c = Client::create(config, o);
+  EXPECT_TRUE(c) << c.error().message;
+  return std::move(*c);
+}
+
+// Fires `cancel` once the server has read `n` requests.
+std::thread cancel_when_read(const ScriptedServer& server, const CancelToken& cancel, int n) {
+  return std::thread([&server, cancel, n] {
+    while (server.requests() < n) std::this_thread::sleep_for(1ms);
+    cancel.cancel();
+  });
+}
+
+TEST(CancelledRequestTest, AWriteUnderWayWhenTheSignalLandsIsLetFinishAndItsAnswerCounts) {
+  ScriptedServer server;
+  const CancelToken cancel;
+  auto client = cancellable_client(server, cancel, 2000ms);
+  server.script({Reply{.status = 200, .delay = 300ms}});
+  auto canceller = cancel_when_read(server, cancel, 1);
+  auto r = client->create("/api/v1/namespaces/a/events", nlohmann::json{{"kind", "Event"}});
+  canceller.join();
+  ASSERT_TRUE(cancel.cancelled());
+  EXPECT_TRUE(r) << "the write's answer, not an abort: " << r.error().message;
+  EXPECT_EQ(server.requests(), 1);
+}
+
+TEST(CancelledRequestTest, AReadUnderWayWhenTheSignalLandsStopsAtOnce) {
+  ScriptedServer server;
+  const CancelToken cancel;
+  auto client = cancellable_client(server, cancel, 2000ms);
+  server.script({Reply{.status = 200, .delay = 300ms}});
+  auto canceller = cancel_when_read(server, cancel, 1);
+  auto r = client->get("/api/v1/nodes/n");
+  canceller.join();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().cancelled()) << r.error().message;
+}
+
+TEST(CancelledRequestTest, AWriteNotAnsweredWithinTheSettleTimeIsGivenUpAndNotSentAgain) {
+  ScriptedServer server;
+  const CancelToken cancel;
+  auto client = cancellable_client(server, cancel, 50ms);
+  server.script({Reply{.status = 200, .delay = 1000ms}, Reply{.status = 200}});
+  auto canceller = cancel_when_read(server, cancel, 1);
+  auto r = client->create("/api/v1/namespaces/a/events", nlohmann::json{{"kind", "Event"}});
+  canceller.join();
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().cancelled()) << r.error().message;
+  EXPECT_EQ(server.requests(), 1);
+}
+
+// The end of an outage is kept: what decides from the controllers' caches gives them time to catch up.
+TEST(RetryUntilDeadlineTest, TheClientTellsWhenTheLastOutageItMetEnded) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock);
+  server.script(std::vector<int>{200});
+  ASSERT_TRUE(client->get("/api/v1/nodes/n"));
+  EXPECT_FALSE(client->outage_ended_at().has_value()) << "no outage met";
+  server.script({503, 0, 200});
+  const RequestDeadline step(Deadline::after(clock, std::chrono::minutes(1)));
+  ASSERT_TRUE(client->get("/api/v1/nodes/n"));
+  ASSERT_TRUE(client->outage_ended_at().has_value());
+  EXPECT_EQ(*client->outage_ended_at(), clock.now());
 }
 
 TEST(RetryUntilDeadlineTest, AWriteThatMayHaveArrivedIsNotSentAgainWhateverTheDeadline) {
