@@ -180,6 +180,56 @@ TEST_F(LateArrivals, AHolderThatArrivedAfterTheLastLookIsFoundOnTheHostAndEvicte
   EXPECT_EQ(s.label(deploy_label("dra-driver")), "true");
 }
 
+TEST_F(LateArrivals, ADaemonSetsClientPutBackEarlyIsFoundOnTheHostAndResetAsAClient) {
+  // A DaemonSet controller deciding from a node it has not seen tainted yet (after an API server restart)
+  // puts an annotated client's pod back while the DRA plugin drains: the host's holder scan finds it, and
+  // it is reset as the GPU client it is, not refused as a DaemonSet's pod.
+  Scenario s(cluster(), "late-ds-holder");
+  auto ops = default_operands();
+  ops.push_back({"dra-driver", "nvidia-dra-driver-kubelet-plugin", false, /*stuck=*/true});
+  s.deploy_operands(ops);
+  s.deploy_client({.name = "agent"});  // a client to reset: the run taints the node
+  s.deploy_client(
+      {.name = "late-ds", .kind = "DaemonSet", .node_selector = {{"example.com/late-ds", "true"}}});
+  s.wait_running(s.operator_ns(), ops.size());
+  s.wait_running(s.workload_ns(), 1);
+
+  auto dm = s.start(sa_kubeconfig(), make_temp_dir("late-ds-holder") + "/dm.log");
+  ASSERT_TRUE(wait_for_log(*dm, "Draining the DRA kubelet-plugin")) << dm->log();
+  ASSERT_FALSE(s.taints().empty()) << dm->log();
+  // The node now selects the DaemonSet, whose controller places nothing on the tainted node; the pod a
+  // lagging controller would have made is made here, owned by the DaemonSet (which keeps it: NoSchedule
+  // does not evict a running pod).
+  kubectl_ok(cluster(), {"label", "node", s.node(), "example.com/late-ds=true"});
+  const json ds = cluster().get_json({"-n", s.workload_ns(), "daemonset", "late-ds"});
+  json pod = s.client_object({.name = "late-ds-early", .kind = "Pod"});
+  pod["metadata"]["labels"] = {{"app", "late-ds"}};
+  pod["metadata"]["ownerReferences"] = json::array({{{"apiVersion", "apps/v1"},
+                                                     {"kind", "DaemonSet"},
+                                                     {"name", "late-ds"},
+                                                     {"uid", ds["metadata"]["uid"]},
+                                                     {"controller", true},
+                                                     {"blockOwnerDeletion", true}}});
+  pod["spec"].erase("nodeSelector");
+  pod["spec"]["nodeName"] = s.node();
+  cluster().apply(pod.dump());
+  ASSERT_TRUE(eventually([&] { return holds(s, "late-ds-early"); }, 60)) << s.sim().log();
+  kubectl_ok(cluster(), {"-n", s.operator_ns(), "annotate", "pods", "-l",
+                         "app=nvidia-dra-driver-kubelet-plugin", "node-sim/stuck-terminating-"});
+
+  ASSERT_EQ(dm->wait(120), 0) << dm->log();
+  const std::string log = dm->log();
+  EXPECT_THAT(log, ::testing::ContainsRegex(s.workload_ns() +
+                                            "/late-ds-early \\(pid [0-9]+ \\([^)]*\\)\\): found holding "
+                                            "the GPU on the host: resetting it as a GPU client"));
+  EXPECT_THAT(log, Not(HasSubstr("cannot be evicted")));
+  EXPECT_THAT(log, Not(HasSubstr("driver is in use")));
+  EXPECT_FALSE(s.sim().refcnt().has_value()) << "unloaded";
+  for (const auto& p : s.pods_in(s.workload_ns(), "app=late-ds"))
+    EXPECT_NE(p["metadata"].value("name", ""), "late-ds-early") << "reset";
+  expect_restored(s, ops);
+}
+
 // With GPU workload eviction off, a workload bound late is not evicted: the unload is refused naming it, as
 // for any workload the run may not evict, and the node is restored.
 TEST_F(LateArrivals, WithEvictionOffALateWorkloadIsLeftAndTheUnloadIsRefusedNamingIt) {

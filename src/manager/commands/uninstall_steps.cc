@@ -293,6 +293,7 @@ Status Uninstall::evict_host_holders(RunContext& run) {
   if (run.own_pod.pod) own.insert(run.own_pod.pod->uid);
   auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
   add_uids(run.evicted.workloads, late.workload_uids());
+  add_uids(run.evicted.late_clients, late.client_uids());
   if (!n) return n.error();
   reporter_.progress().add_host_holders_evicted(*n);
   return check_cancelled();

@@ -112,7 +112,9 @@ Status LateArrivals::evict_until_none() {
     const std::string names = join_names(found->names, kMaxNamed);
     const TimePoint now = ctx_.clock.now();
     if (!first_found) first_found = now;
-    if (now - *first_found >= kLateArrivalPatience) {
+    const auto outage_ended = ctx_.client.outage_ended_at();
+    const bool after_outage = late_arrivals_after_outage(now, outage_ended);
+    if (late_arrivals_exhausted(now, *first_found, outage_ended)) {
       return Error(fmt::format(
           "GPU pods keep arriving on node {} after it was cordoned and tainted: evicted late arrivals {} "
           "times "
@@ -125,9 +127,12 @@ Status LateArrivals::evict_until_none() {
         "{} GPU pod(s) arrived late on node {}: {}. A pod the scheduler chose for the node before the cordon "
         "or the taint can still be bound to it afterwards (the scheduler's caches lag behind, most of all "
         "after an API server restart), and it would hold the GPU at the unload: evicting them too (round {}; "
-        "pods still arriving {} after the first late one fail the run)",
+        "pods still arriving {} fail the run)",
         found->names.size(), node, names, round,
-        format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
+        after_outage ? format_duration(kLateArrivalPatienceAfterOutage, DurationStyle::kWholeSeconds) +
+                           " after the API server came back"
+                     : format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds) +
+                           " after the first late one");
     if (auto s = evict(*found); !s) return s;
     // The scheduler's caches need a moment to catch up; a look at once would find the next pod it is placing.
     spdlog::info("Looking again for GPU pods on node {} in {}", node,
@@ -169,7 +174,7 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
         "then run driver-manager again; nothing was unloaded",
         node, join_labels(outside->second)));
   }
-  if (by_pod.empty() || !workloads_) return size_t{0};  // without eviction, the unload names them
+  if (by_pod.empty()) return size_t{0};
   auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, node, "", ctx_.cancel);
   if (!pods) return pods.error();
   // Decided as GPU workloads: what the host saw is the GPU use, whatever the spec says.
@@ -177,6 +182,23 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
   facts.holds_gpu_claim = [](const Json&) -> Result<bool> { return true; };
   const PodPipeline pipeline = gpu_workload_pipeline(drain_options(ctx_.settings), facts);
   LateLook found;
+  // A designated GPU client (a DaemonSet's pod the controller put back early) is reset as a client.
+  PodSnapshot client_pods;
+  for (const auto& p : *pods) {
+    const auto it = by_pod.find(kube::uid(*p));
+    if (it == by_pod.end() || gpu_client_designation(*p) != ClientDesignation::kClient) continue;
+    spdlog::warn("{} ({}): found holding the GPU on the host: resetting it as a GPU client",
+                 kube::ref_string(*p), join_labels(it->second));
+    client_pods.push_back(p);
+    by_pod.erase(it);
+  }
+  if (!client_pods.empty()) {
+    const PodListDecision clients = clients_.decide_clients(client_pods);
+    found.clients = targets_of(clients);
+    add_names(clients, "GPU client found holding the GPU on the host", found.names);
+    found.refused = clients.errors;
+  }
+  if (!workloads_) by_pod.clear();  // without GPU workload eviction, the unload names the rest
   for (const auto& p : *pods) {
     const auto it = by_pod.find(kube::uid(*p));
     if (it == by_pod.end()) continue;
@@ -206,7 +228,7 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
         node, fmt::format("{}", fmt::join(found.refused, "; "))));
   }
   if (auto s = evict(found); !s) return s.error();
-  return found.workloads.size();
+  return found.workloads.size() + found.clients.size();
 }
 
 }  // namespace dm::manager

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -21,9 +22,25 @@
 namespace dm::manager {
 
 // How long pods may keep arriving before the run gives up (something keeps placing them): a lagging
-// scheduler sees the cordon and the taint within seconds, even after an API server restart (its watches
-// come back with a back-off of a few seconds); whatever still places pods after this is something else.
+// scheduler sees the cordon and the taint within seconds; whatever still places pods after this is
+// something else.
 inline constexpr Duration kLateArrivalPatience = std::chrono::seconds(30);
+// After an API server outage the run met, pods may keep arriving until this long after the server answered
+// again: the scheduler's and the controllers' caches relist at the back-off their watches reached during
+// the outage (client-go's reflectors: doubling up to 30 s, jittered up to twice that), and decide from the
+// node as it was until then.
+inline constexpr Duration kLateArrivalPatienceAfterOutage = std::chrono::seconds(90);
+
+// Whether the patience with pods arriving late still runs at `now` because of an API server outage that
+// ended at `outage_ended` (nullopt: none met).
+[[nodiscard]] inline bool late_arrivals_after_outage(TimePoint now, std::optional<TimePoint> outage_ended) {
+  return outage_ended && now - *outage_ended < kLateArrivalPatienceAfterOutage;
+}
+// Whether pods still arriving at `now`, the first of them found at `first_found`, end the run.
+[[nodiscard]] inline bool late_arrivals_exhausted(TimePoint now, TimePoint first_found,
+                                                  std::optional<TimePoint> outage_ended) {
+  return now - first_found >= kLateArrivalPatience && !late_arrivals_after_outage(now, outage_ended);
+}
 // The pause before the next look after a round's evictions: the first, then doubled, at most the last.
 inline constexpr Duration kLateArrivalFirstPause = std::chrono::seconds(1);
 inline constexpr Duration kLateArrivalLongestPause = std::chrono::seconds(8);
@@ -59,10 +76,11 @@ class LateArrivals {
 
   // The host's evidence, right before the unload (docs/behaviour.md, Late arrivals): `holders` are the
   // processes holding the NVIDIA driver. One outside any pod fails at once, naming it (nothing is unloaded).
-  // With `workloads` on, a pod of the node that holds it and that no step took off is decided as a GPU
-  // workload (same controller and force rules), evicted and waited for, each said "found holding the GPU
-  // on the host"; one that may not be evicted, or a UID that is no pod of the node, fails naming it. Pods
-  // among `skip_uids` (this program's own) are passed over. Returns the pods it evicted.
+  // A designated GPU client among the pods holding it (put back early by its DaemonSet controller) is reset
+  // as a client. With `workloads` on, any other pod of the node that holds it and that no step took off is
+  // decided as a GPU workload (same controller and force rules), evicted and waited for, each said "found
+  // holding the GPU on the host"; one that may not be evicted, or a UID that is no pod of the node, fails
+  // naming it. Pods among `skip_uids` (this program's own) are passed over. Returns the pods it evicted.
   Result<size_t> evict_host_holders(const std::vector<host::HolderProcess>& holders,
                                     const std::set<std::string>& skip_uids);
 
