@@ -3,6 +3,7 @@
 // the GPU-holding pods, and PDBs block evictions of its (Ready) pods with 429.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <chrono>
@@ -196,6 +197,30 @@ TEST_F(HarnessTest, DaemonSetPodIsScheduledAndBecomesRunningAndReady) {
     return ds["status"].value("numberReady", 0) == 1 && ds["status"].value("desiredNumberScheduled", 0) == 1;
   }));
   EXPECT_THAT(sim_->log(), HasSubstr("pod harness-ds/" + pod["metadata"].value("name", "") + ": started"));
+}
+
+// As the kubelet restarts a control plane's static pods: kube-scheduler and kube-controller-manager are
+// started again when they exit (kube-scheduler exits on purpose on a corrupted cache), said in
+// logs/supervisor.log, and pods created afterwards are scheduled.
+TEST_F(HarnessTest, AControlPlaneComponentThatExitsIsStartedAgain) {
+  const std::string pid_file = cluster_->state_dir() + "/pids/kube-scheduler.pid";
+  const std::string before = read_file(pid_file);
+  ASSERT_EQ(::kill(std::stoi(before), SIGKILL), 0);
+  ASSERT_TRUE(eventually([&] { return read_file(pid_file) != before; }, 30)) << "not started again";
+  EXPECT_EQ(::kill(std::stoi(read_file(pid_file)), 0), 0) << "the new one runs";
+  EXPECT_THAT(read_file(cluster_->state_dir() + "/logs/supervisor.log"),
+              HasSubstr("kube-scheduler exited (last line: "));
+  create_namespace("harness-restart");
+  cluster_->apply(
+      "apiVersion: v1\nkind: Pod\nmetadata:\n  name: after-restart\n  namespace: harness-restart\nspec:\n"
+      "  containers:\n  - name: main\n    image: example.com/after-restart:1\n");
+  EXPECT_TRUE(eventually(
+      [&] {
+        return cluster_->get_json({"pod", "after-restart", "-n", "harness-restart"})["spec"].value(
+                   "nodeName", "") == kNode;
+      },
+      60))
+      << "scheduled by the restarted kube-scheduler";
 }
 
 TEST_F(HarnessTest, DeletionTakesTheAnnotatedDelayOrTheGracePeriod) {
