@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -152,21 +153,28 @@ class ScriptedServer {
 // A client with the backoff of the program (200 ms doubling up to 10 s), or a fast one (1-2 ms).
 enum class Backoff { kFast, kReal };
 
-std::unique_ptr<Client> client_for(const ScriptedServer& server, const Clock& clock,
-                                   Backoff backoff = Backoff::kFast) {
+std::unique_ptr<Client> client_for(const ScriptedServer& server, const Clock* clock,
+                                   Backoff backoff = Backoff::kFast,
+                                   const std::function<void(ClientOptions&)>& adjust = nullptr) {
   Config config;
   config.server = server.url();
   config.token = "t";
   ClientOptions o;
-  o.clock = &clock;
+  o.clock = clock;
   if (backoff == Backoff::kFast) {
     o.retry_base = 1ms;
     o.retry_max = 2ms;
   }
   o.request_timeout = 5000ms;
+  if (adjust) adjust(o);
   auto c = Client::create(config, o);
   EXPECT_TRUE(c) << c.error().message;
   return std::move(*c);
+}
+
+std::unique_ptr<Client> client_for(const ScriptedServer& server, const Clock& clock,
+                                   Backoff backoff = Backoff::kFast) {
+  return client_for(server, &clock, backoff);
 }
 
 TEST(OutageWindowTest, OnlyTheRequestThatMetTheOutageRetriesA403) {
@@ -306,16 +314,10 @@ TEST(RetryUntilDeadlineTest, A429IsMetWithItsRetryAfterUntilTheServerTakesTheReq
 // cancelled, and never sent again.
 std::unique_ptr<Client> cancellable_client(const ScriptedServer& server, const CancelToken& cancel,
                                            std::chrono::milliseconds settle) {
-  Config config;
-  config.server = server.url();
-  config.token = "t";
-  ClientOptions o;
-  o.cancel = cancel;
-  o.write_settle = settle;
-  o.request_timeout = 5000ms;
-  auto c = Client::create(config, o);
-  EXPECT_TRUE(c) << c.error().message;
-  return std::move(*c);
+  return client_for(server, nullptr, Backoff::kFast, [&](ClientOptions& o) {
+    o.cancel = cancel;
+    o.write_settle = settle;
+  });
 }
 
 // Fires `cancel` once the server has read `n` requests.
