@@ -212,10 +212,9 @@ Result<Json> Client::Impl::send(const Call& call) {
   bool renewed_token = false;  // one repeat after a 401 per token change is enough
   OutageWindow own_outage;     // this request's, never another's
   OutageWindow& outage = call.outage != nullptr ? *call.outage : own_outage;
-  const TimePoint started = clock->now();
-  const Duration budget =
-      retry_budget(*clock, {call.deadline, RequestDeadline::current()}, options.retry_for);
+  RetryBudget tries(*clock, {call.deadline, RequestDeadline::current()}, options.retry_for);
   for (int attempt = 0;; ++attempt) {
+    const TimePoint attempt_started = clock->now();
     if (cancel.cancelled()) return Error::cancellation(what + ": cancelled");
     auto credentials_now = current_credentials();
     if (!credentials_now) return credentials_now.error().wrap(what);
@@ -252,15 +251,28 @@ Result<Json> Client::Impl::send(const Call& call) {
     const Attempt sent{
         .request_sent = resp.request_sent, .replay_harmless = call.replay_harmless, .on_429 = call.on_429};
     if (!may_send_again(call.method, resp.status, sent) && !starting_up) return err;
-    const Duration spent = clock->now() - started;
-    if (spent >= budget) return attempt == 0 && budget == Duration::zero() ? err : gave_up(err, spent);
-    const auto delay = std::min<Duration>(
-        backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after)), budget - spent);
-    outage_log.unanswered(clock->now(), err.message, budget - spent,
-                          resp.status == 429 ? Unanswered::kTooManyRequests : Unanswered::kNoAnswer);
-    spdlog::debug("{}; retrying in {}", err.message, format_duration(delay, DurationStyle::kWholeSeconds));
-    if (!clock->sleep_for(delay, cancel)) return Error::cancellation(what + ": cancelled");
+    tries.spent(attempt_started, resp.status == 429);
+    if (auto end = wait_to_retry(what, err, resp, attempt, tries, cancel)) return *end;
   }
+}
+
+std::optional<Error> Client::Impl::wait_to_retry(const std::string& what, const Error& err,
+                                                 const HttpResponse& resp, int attempt, RetryBudget& tries,
+                                                 const CancelToken& cancel) {
+  const bool overloaded = resp.status == 429;
+  const bool unlimited = tries.unlimited(overloaded);
+  if (!unlimited && tries.left() <= Duration::zero()) {
+    return attempt == 0 && tries.single_attempt() ? err : gave_up(err, tries.tried_for());
+  }
+  const Duration backoff = backoff_delay(retry, attempt, random01(), parse_retry_after(resp.retry_after));
+  const Duration delay = unlimited ? backoff : std::min<Duration>(backoff, tries.left());
+  outage_log.unanswered(clock->now(), err.message, unlimited ? std::nullopt : std::optional(tries.left()),
+                        overloaded ? Unanswered::kTooManyRequests : Unanswered::kNoAnswer);
+  spdlog::debug("{}; retrying in {}", err.message, format_duration(delay, DurationStyle::kWholeSeconds));
+  const TimePoint wait_started = clock->now();
+  if (!clock->sleep_for(delay, cancel)) return Error::cancellation(what + ": cancelled");
+  tries.spent(wait_started, overloaded);
+  return std::nullopt;
 }
 
 Result<std::pair<std::vector<Json>, std::string>> Client::Impl::list_everything(

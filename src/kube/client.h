@@ -21,8 +21,10 @@ namespace dm::kube {
 
 struct ClientOptions {
   std::chrono::milliseconds request_timeout{30000};  // every request but watches
-  // How long a request that the API server does not answer (connection errors, 5xx, 429) is tried again
-  // when what it serves has no deadline of its own (kube::RequestDeadline); zero: never tried again.
+  // How long a request that the API server does not answer (connection errors, 5xx) is tried again when
+  // what it serves has no deadline of its own (kube::RequestDeadline); zero: never tried again. Time turned
+  // away with 429 (an overloaded server that did not look at the request) is not counted: such a request
+  // is tried until the server takes it (or the run is stopped).
   std::chrono::milliseconds retry_for{std::chrono::minutes(5)};
   std::chrono::milliseconds retry_base{200};  // backoff base, doubled per attempt, with jitter
   std::chrono::milliseconds retry_max{10000};

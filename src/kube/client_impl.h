@@ -102,6 +102,10 @@ struct Client::Impl {
   // may_send_again in kube/retry.h allows) until the deadline of what it serves, and returns the parsed 2xx
   // body.
   Result<nlohmann::json> send(const Call& call);
+  // After attempt `attempt` of `what` failed with `err` (answered `resp`) and may be sent again: waits
+  // before the next attempt (nullopt), or returns the error to end with (the budget spent, or cancelled).
+  std::optional<Error> wait_to_retry(const std::string& what, const Error& err, const HttpResponse& resp,
+                                     int attempt, RetryBudget& tries, const CancelToken& cancel);
   // Lists every page of `path`; returns the items (with kind/apiVersion filled in) and the list's
   // resourceVersion.
   Result<std::pair<std::vector<nlohmann::json>, std::string>> list_everything(

@@ -36,14 +36,24 @@ Deadline RequestDeadline::current() {
   return this_threads_deadline;
 }
 
-Duration retry_budget(const Clock& clock, std::initializer_list<Deadline> deadlines, Duration otherwise) {
+RetryBudget::RetryBudget(const Clock& clock, std::initializer_list<Deadline> deadlines, Duration otherwise)
+    : clock_(clock), started_(clock.now()) {
   std::optional<Duration> earliest;
   for (const Deadline& d : deadlines) {
     if (d.unlimited()) continue;
     const Duration left = d.remaining(clock);
     if (!earliest || left < *earliest) earliest = left;
   }
-  return earliest.value_or(otherwise);
+  own_deadline_ = earliest.has_value();
+  budget_ = earliest.value_or(otherwise);
+}
+
+void RetryBudget::spent(TimePoint since, bool turned_away) {
+  if (unlimited(turned_away)) turned_away_ += clock_.now() - since;
+}
+
+Duration RetryBudget::left() const {
+  return budget_ - (clock_.now() - started_ - turned_away_);
 }
 
 std::optional<std::chrono::milliseconds> parse_retry_after(std::string_view value) {

@@ -34,8 +34,32 @@ class RequestDeadline {
   Deadline previous_;
 };
 
-// How long a request may still be tried from now: the earliest of `deadlines` that is set, else `otherwise`.
-Duration retry_budget(const Clock& clock, std::initializer_list<Deadline> deadlines, Duration otherwise);
+// How long one request may still be tried. With a deadline of its own (the earliest of `deadlines` that is
+// set): until then, whatever the failures. Without one: for `otherwise` of time not answered (no response,
+// 5xx), and for as long as it takes while the server turns it away (429: an overloaded server that did not
+// look at it; giving up would only bring the request back with the run's restart, adding to that load).
+class RetryBudget {
+ public:
+  RetryBudget(const Clock& clock, std::initializer_list<Deadline> deadlines, Duration otherwise);
+  // Counts the time since `since` (an attempt, or the wait after one) as spent on a failure of this kind.
+  void spent(TimePoint since, bool turned_away);
+  // Whether a request turned away now may be tried again without a limit.
+  [[nodiscard]] bool unlimited(bool turned_away) const {
+    return turned_away && !own_deadline_ && budget_ > Duration::zero();
+  }
+  // The time left of the counted budget (zero or less: give up).
+  [[nodiscard]] Duration left() const;
+  // A budget of zero: one attempt, its error returned as it is.
+  [[nodiscard]] bool single_attempt() const { return budget_ == Duration::zero(); }
+  [[nodiscard]] Duration tried_for() const { return clock_.now() - started_; }
+
+ private:
+  const Clock& clock_;
+  TimePoint started_;
+  bool own_deadline_ = false;
+  Duration budget_{0};
+  Duration turned_away_{0};  // not counted (without a deadline of its own)
+};
 
 // What a 429 Too Many Requests is to the caller: worth another attempt, or the answer to return (an
 // eviction that a PodDisruptionBudget blocks: the caller decides whether and when to try again).

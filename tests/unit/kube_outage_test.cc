@@ -308,6 +308,64 @@ TEST(RetryUntilDeadlineTest, A429IsMetWithItsRetryAfterUntilTheServerTakesTheReq
   EXPECT_EQ(occurrences(text, "info The API server is taking requests again after 1m10s"), 1U) << text;
 }
 
+// The first node write of a run serves no deadline of its own. An overloaded server (API Priority and
+// Fairness) that turns it away for longer than the client's budget does not end the run: the server did not
+// look at the request, and giving up would only bring it back with the run's restart.
+TEST(RetryUntilDeadlineTest, WithoutADeadlineA429StormLongerThanTheBudgetIsRiddenOut) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, &clock, Backoff::kReal, [](ClientOptions& o) { o.retry_for = 45s; });
+  auto replies = times(20, 429);  // 20 x Retry-After 7 s = 140 s turned away, three times the budget
+  replies.push_back(200);
+  server.script(replies);
+  const TimePoint start = clock.now();
+  const test::LogCapture log;
+  auto r = client->patch("/api/v1/nodes/a", PatchType::kMerge, {{"metadata", {{"labels", {{"a", "b"}}}}}});
+  EXPECT_TRUE(r) << r.error().message;
+  EXPECT_EQ(server.requests(), 21);
+  EXPECT_EQ(clock.now() - start, 140s);
+  const std::string text = log.text();
+  EXPECT_THAT(text, ::testing::HasSubstr("The API server is overloaded and turning requests away: PATCH "
+                                         "/api/v1/nodes/a: "));
+  EXPECT_EQ(occurrences(text, "trying again for up to"), 0U) << "no limit is announced: " << text;
+  EXPECT_THAT(text, ::testing::HasSubstr("The API server is taking requests again after 2m20s"));
+}
+
+// Time turned away is not counted, time not answered is: a server that turns requests away and then stops
+// answering is given up on once it has not answered for the budget.
+TEST(RetryUntilDeadlineTest, WithoutADeadlineOnlyTimeNotAnsweredCountsAgainstTheBudget) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, &clock, Backoff::kReal, [](ClientOptions& o) { o.retry_for = 45s; });
+  auto replies = times(10, 429);  // 70 s turned away
+  for (int i = 0; i < 1000; ++i) replies.push_back(0);
+  server.script(replies);
+  const TimePoint start = clock.now();
+  auto r = client->get("/api/v1/nodes/a");
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().unanswered) << r.error().message;
+  EXPECT_EQ(clock.now() - start, 70s + 45s);
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("not answered for 1m55s: gave up at the deadline"));
+}
+
+// A step's deadline bounds 429s like any other unanswered attempt: the step fails there, and is restored.
+TEST(RetryUntilDeadlineTest, WithADeadlineA429StormEndsTheRetriesThere) {
+  ScriptedServer server;
+  test::FakeClock clock;
+  auto client = client_for(server, clock, Backoff::kReal);
+  server.script(times(1000, 429));
+  const TimePoint start = clock.now();
+  Result<nlohmann::json> r = Error("not sent");
+  {
+    const RequestDeadline step(Deadline::after(clock, 60s));
+    r = client->get("/api/v1/nodes/a");
+  }
+  ASSERT_FALSE(r);
+  EXPECT_TRUE(r.error().unanswered) << r.error().message;
+  EXPECT_EQ(r.error().http_status, 429);
+  EXPECT_EQ(clock.now() - start, 60s);
+}
+
 // A signal that lands on a write: the write already sent is let finish, so that its answer says whether it
 // was applied (a caller told "cancelled" could not know, and the server may apply it after the caller's next
 // look); a read stops at once; a write whose answer does not come within the settle time is given up as

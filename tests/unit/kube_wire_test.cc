@@ -11,6 +11,7 @@
 #include "kube/list_stream.h"
 #include "kube/retry.h"
 #include "kube/watch_stream.h"
+#include "support/doubles.h"
 
 namespace dm::kube {
 
@@ -105,6 +106,37 @@ TEST(RetryTest, RetryAfterWinsBetweenTheBaseAndTheCap) {
   EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(60000)), milliseconds(5000));
   EXPECT_EQ(backoff_delay(p, 4, 0.3, milliseconds(0)), milliseconds(200));
   EXPECT_EQ(backoff_delay({milliseconds(0), milliseconds(5000)}, 4, 0.3, milliseconds(0)), milliseconds(0));
+}
+
+TEST(RetryTest, ABudgetWithoutADeadlineCountsOnlyTimeNotAnswered) {
+  using namespace std::chrono_literals;
+  test::FakeClock clock;
+  RetryBudget tries(clock, {Deadline{}}, 60s);
+  TimePoint since = clock.now();
+  clock.advance(40s);
+  tries.spent(since, /*turned_away=*/true);  // 40 s of 429s: not counted
+  EXPECT_EQ(tries.left(), 60s);
+  EXPECT_TRUE(tries.unlimited(true));
+  EXPECT_FALSE(tries.unlimited(false));
+  since = clock.now();
+  clock.advance(50s);
+  tries.spent(since, /*turned_away=*/false);  // 50 s without an answer: counted
+  EXPECT_EQ(tries.left(), 10s);
+  EXPECT_EQ(tries.tried_for(), 90s);
+}
+
+TEST(RetryTest, ABudgetWithADeadlineCountsEverything) {
+  using namespace std::chrono_literals;
+  test::FakeClock clock;
+  RetryBudget tries(clock, {Deadline{}, Deadline::after(clock, 30s)}, 5min);
+  EXPECT_FALSE(tries.unlimited(true)) << "a step's deadline bounds 429s too";
+  const TimePoint since = clock.now();
+  clock.advance(20s);
+  tries.spent(since, /*turned_away=*/true);
+  EXPECT_EQ(tries.left(), 10s);
+  RetryBudget once(clock, {Deadline{}}, 0s);
+  EXPECT_TRUE(once.single_attempt());
+  EXPECT_FALSE(once.unlimited(true)) << "no retry at all stays no retry";
 }
 
 TEST(ApiErrorTest, StatusBody) {
