@@ -53,9 +53,9 @@ struct RunContext {
   // Filled by each step that evicts (take-gpu-users-off, evict-late-arrivals, unload-driver); read at each
   // phase boundary and at the end, for the summary (PhaseTally).
   EvictedPods evicted;
-  // GPU users bound after the cordon or the taint: made by the first step that looks for them
-  // (evict-late-arrivals, or unload-driver on a path without it; Uninstall::late_arrivals()) and kept, so
-  // that the unload goes on from what the look before it found. Empty until then.
+  // The looks for GPU users bound after the cordon or the taint: made by the run before its first step
+  // (Uninstall::execute), kept from evict-late-arrivals to unload-driver, so that the unload goes on from
+  // what the look before it found. Steps that read it run only after the run made it.
   std::optional<LateArrivals> late;
 };
 

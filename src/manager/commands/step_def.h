@@ -9,6 +9,7 @@
 #include "common/result.h"
 #include "manager/commands/flow_steps.h"
 #include "manager/commands/run_context.h"
+#include "manager/commands/run_services.h"
 #include "manager/commands/step_env.h"
 #include "manager/commands/step_plan.h"
 
@@ -18,11 +19,12 @@ class Uninstall;
 
 // What the run hands a step's functions when it takes the step.
 struct StepCall {
-  // The run itself, for the steps whose bodies need its own state (the lease, the snapshot, the undo list,
-  // the progress reporter): Uninstall members (uninstall_steps.cc).
+  // The run itself, for the steps whose bodies still need its own state (the lease, the snapshot, the
+  // paused-label record): Uninstall members (uninstall_steps.cc).
   Uninstall& flow;
-  const StepEnv& env;  // the collaborators every path has (step_env.h)
-  RunContext& run;     // what the steps before it handed on, and where it hands on what it finds
+  const StepEnv& env;     // the collaborators every path has (step_env.h)
+  RunContext& run;        // what the steps before it handed on, and where it hands on what it finds
+  RunServices& services;  // the path, the undo list, the progress and its phases (run_services.h)
 };
 
 struct StepDef {

@@ -18,6 +18,7 @@
 #include "manager/pods/dra_evidence.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/kept_off.h"
+#include "manager/pods/waits.h"
 #include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
@@ -395,7 +396,10 @@ int Uninstall::conclude(const Status& s) {
 Status Uninstall::execute() {
   const PathEnds& ends = path_ends(flow_.path);
   if (!ends.start_line.empty()) spdlog::info("{}", ends.start_line);
-  StepCall call{*this, env_, run_};
+  // The late-arrival looks of evict-late-arrivals and unload-driver share what the first one found.
+  run_.late.emplace(ctx_, gpu_clients_, flow_.evict_workloads,
+                    operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
+  StepCall call{*this, env_, run_, services_};
   for (const auto& [step, phase] : flow_.steps) {
     const StepDef& d = step_def(step);
     if (d.needed != nullptr && !d.needed(run_)) continue;

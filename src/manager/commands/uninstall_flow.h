@@ -24,6 +24,7 @@
 #include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
 #include "manager/commands/run_context.h"
+#include "manager/commands/run_services.h"
 #include "manager/commands/step_env.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
@@ -79,10 +80,8 @@ class Uninstall {
   // progress reporter), called by their rows (step_def.h) with the run's context.
   Status pause_operands(RunContext& run);
   Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
-  Status evict_late_arrivals(RunContext& run);
   // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
   Status pause_dra_plugin(RunContext& run);
-  Status uninstall_driver_components(RunContext& run);
   Status restore_labels(NodeOps& node);  // through `node`: the run's writer, or the cleanup's
   void register_legacy_uncordon();
   // The success path's undo list and the lease release, in one node write when every change can be
@@ -106,12 +105,7 @@ class Uninstall {
   // What the steps' bodies share.
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
   Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside, RunContext& run);
-  LateArrivals& late_arrivals(RunContext& run);  // made by the first step that asks
-  Status evict_late_holders_and_unload(Status& unloaded, RunContext& run);
-  Status evict_host_holders(RunContext& run);
 
-  Status cordon(const FirstWrite& first);
-  void register_uncordon();
   void register_label_restore();
   [[nodiscard]] bool nothing_to_restore() const;
   void fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const;
@@ -183,6 +177,8 @@ class Uninstall {
   ProgressReporter reporter_;
   std::optional<Phase> failed_in_;  // the phase a failure or SIGTERM ended
   PhaseTally tally_;                // what left the node during each phase
+  // What the steps that are functions over it share with the run (run_services.h).
+  RunServices services_{flow_, undo_, reporter_.progress(), [this](Phase phase) { enter(phase); }};
 };
 
 }  // namespace dm::manager

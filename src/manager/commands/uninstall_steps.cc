@@ -9,27 +9,18 @@
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
+#include "manager/commands/cordon_steps.h"
 #include "manager/commands/env_steps.h"
 #include "manager/commands/step_def.h"
 #include "manager/commands/uninstall_flow.h"
 #include "manager/pods/drain.h"
 #include "manager/pods/holders.h"
+#include "manager/pods/waits.h"
 #include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
 
 namespace {
-
-// The operand pods: their paused labels keep them off the node, and their wait is the operands' step.
-TakenBeside operand_pods(std::vector<OperandWait> waits, std::string ns) {
-  return [waits = std::move(waits),
-          ns = std::move(ns)](const nlohmann::json& pod) -> std::optional<std::string> {
-    for (const auto& w : waits) {
-      if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
-    }
-    return std::nullopt;
-  };
-}
 
 void add_uids(std::set<std::string>& to, const std::vector<std::string>& uids) {
   to.insert(uids.begin(), uids.end());
@@ -154,23 +145,8 @@ Status Uninstall::adopt_leftovers(const nlohmann::json& node, LeftoverTaint tain
   spdlog::info(
       "Node {} was cordoned by an earlier run of driver-manager ({}); it will be uncordoned at the end",
       settings_.node_name, kCordonedAnnotation);
-  register_uncordon();
+  register_uncordon(undo_, node_, settings_);
   return ok_status();
-}
-
-void Uninstall::register_uncordon() {
-  if (settings_.legacy_uncordon) return;  // the legacy uncordon covers it
-  undo_.add({.key = "uncordon-ours",
-             .name = "uncordon node " + settings_.node_name,
-             .run = [this](const NodeWriters& with) -> Status {
-               if (auto u = with.node.uncordon(NodeOps::Whose::kOurs); !u) {
-                 return u.error().wrap("failed to uncordon node " + settings_.node_name);
-               }
-               return ok_status();
-             },
-             .need = UndoNeed::kOptional,
-             .upstream_name = "uncordon node",
-             .fold = node_.uncordon_fold(NodeOps::Whose::kOurs)});
 }
 
 // UNCORDON_ALWAYS: upstream's rule, uncordon whoever cordoned the node when eviction or drain is enabled.
@@ -202,25 +178,12 @@ void Uninstall::register_label_restore() {
                  }});
 }
 
-Status Uninstall::cordon(const FirstWrite& first) {
-  if (first.cordoned) return ok_status();  // by the run's first write
-  auto c = node_.cordon();
-  if (!c) {
-    // A write cut short (SIGTERM, a lost connection) may still have been applied; the uncordon only acts
-    // on a cordon carrying our annotation.
-    register_uncordon();
-    return c.error();
-  }
-  if (*c != CordonOutcome::kAlreadyCordonedByOther) register_uncordon();
-  return ok_status();
-}
-
 // See docs/behaviour.md, GPU workload eviction. Runs beside the operand wait and the client reset: the pods
 // those take off the node are not this step's, and `stop` fires when one of them fails (its error is then
 // the run's, so a stopped eviction logs no failure of its own).
 Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside,
                                   RunContext& run) {
-  if (auto c = cordon(run.first_write); !c) return c;
+  if (auto c = cordon_node(node_, undo_, settings_, run.first_write); !c) return c;
   if (stop.cancelled())
     return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
   const DrainContext ctx{settings_, run_requests_, clock_, stop, node_, pods_};
@@ -247,58 +210,6 @@ Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<Ope
   return ok_status();
 }
 
-LateArrivals& Uninstall::late_arrivals(RunContext& run) {
-  if (!run.late) {
-    run.late.emplace(ctx_, gpu_clients_, flow_.evict_workloads,
-                     operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
-  }
-  return *run.late;
-}
-
-// See docs/behaviour.md, Late arrivals. The evict-workloads phase opens only when something did arrive.
-Status Uninstall::evict_late_arrivals(RunContext& run) {
-  auto& late = late_arrivals(run);
-  late.on_first_eviction([this] {
-    if (reporter_.progress().current() != Phase::kEvictWorkloads) enter(Phase::kEvictWorkloads);
-  });
-  auto s = late.evict_until_none();
-  add_uids(run.evicted.workloads, late.workload_uids());
-  add_uids(run.evicted.late_clients, late.client_uids());
-  return s;
-}
-
-// A refused unload whose holders are all pods this run may evict (bound after the last look): they are
-// evicted and the unload tried once more; `unloaded` becomes that attempt's outcome. Otherwise the
-// refusal stands.
-Status Uninstall::evict_late_holders_and_unload(Status& unloaded, RunContext& run) {
-  std::set<std::string> uids;
-  for (const auto& h : host_.nvidia_holder_processes()) uids.insert(h.pod_uid);
-  auto& late = late_arrivals(run);
-  auto evicted = late.evict_holders(uids);
-  add_uids(run.evicted.workloads, late.workload_uids());
-  add_uids(run.evicted.late_clients, late.client_uids());
-  if (!evicted) return evicted.error();
-  if (!*evicted) return ok_status();
-  if (auto k = check_cancelled(); !k) return k;
-  unloaded = unload_nvidia_modules(env_);
-  return ok_status();
-}
-
-// The host's evidence before the unload (docs/behaviour.md, Late arrivals): pods holding the driver that
-// no step took off are evicted as GPU workloads; a holder outside any pod fails the run here.
-Status Uninstall::evict_host_holders(RunContext& run) {
-  auto& late = late_arrivals(run);
-  late.on_first_eviction(nullptr);  // in the unload's phase
-  std::set<std::string> own;
-  if (run.own_pod.pod) own.insert(run.own_pod.pod->uid);
-  auto n = late.evict_host_holders(host_.nvidia_holder_processes(), own);
-  add_uids(run.evicted.workloads, late.workload_uids());
-  add_uids(run.evicted.late_clients, late.client_uids());
-  if (!n) return n.error();
-  reporter_.progress().add_host_holders_evicted(*n);
-  return check_cancelled();
-}
-
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
 Status Uninstall::pause_dra_plugin(RunContext& run) {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
@@ -309,31 +220,6 @@ Status Uninstall::pause_dra_plugin(RunContext& run) {
   }
   return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
                            operand_deadline(), cancel_);
-}
-
-// With the full-drain fallback (`kubectl drain` semantics: cordon first; docs/behaviour.md, Full-drain
-// fallback).
-Status Uninstall::uninstall_driver_components(RunContext& run) {
-  if (!host_.module_loaded("nvidia")) return remove_stale_driver_root(env_);
-  if (auto h = evict_host_holders(run); !h) return h;
-  auto s = unload_nvidia_modules(env_);
-  if (!s && !cancel_.cancelled()) {
-    if (auto e = evict_late_holders_and_unload(s, run); !e) return e;
-  }
-  if (!s && flow_.facts.auto_drain && !cancel_.cancelled()) {
-    spdlog::warn("{}", s.error().message);  // handled here: the drain and a second unload follow
-    spdlog::info("Unable to cleanup driver modules, attempting again with node drain...");
-    if (auto c = cordon(run.first_write); !c) return c;
-    if (auto d = drain_node(ctx_); !d) return d;
-    if (auto k = check_cancelled(); !k) return k;
-    s = unload_nvidia_modules(env_);
-  }
-  if (!s) {
-    spdlog::error("Failed to uninstall nvidia driver components");
-    return s;
-  }
-  spdlog::info("Successfully uninstalled nvidia driver components");
-  return ok_status();
 }
 
 // Pauses `labels` and records, in the same patch, what they were before (see paused_record.h); the
@@ -422,30 +308,6 @@ const StepDef& take_gpu_users_off_step() {
   return kDef;
 }
 
-namespace {
-
-std::string late_arrivals_line(bool workloads) {
-  return fmt::format(
-      "look once more (a fresh list) for {} bound after the {}; evict them and look again after a pause, "
-      "for at most {}",
-      workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
-      workloads ? "cordon and the taint" : "taint",
-      format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
-}
-
-}  // namespace
-
-// It opens the phase of what is left before the unload itself, when something arrived.
-const StepDef& evict_late_arrivals_step() {
-  static constexpr StepDef kDef{
-      .step = Step::kEvictLateArrivals,
-      .name = "evict-late-arrivals",
-      .run = [](StepCall& c) { return c.flow.evict_late_arrivals(c.run); },
-      .opens_phase = [](const StepEnv&) { return false; },
-      .render = [](StepPlan& plan) { plan.line(late_arrivals_line(plan.flow().evict_workloads)); }};
-  return kDef;
-}
-
 const StepDef& pause_dra_plugin_step() {
   static constexpr StepDef kDef{
       .step = Step::kPauseDraPlugin,
@@ -453,30 +315,6 @@ const StepDef& pause_dra_plugin_step() {
       .taken = [](const FlowFacts& f, bool /*evict_workloads*/) { return f.dra_on; },
       .run = [](StepCall& c) { return c.flow.pause_dra_plugin(c.run); },
       .render = [](StepPlan& plan) { plan.pause_dra_plugin(); }};
-  return kDef;
-}
-
-namespace {
-
-// The unload with what precedes it on the host, and the full-drain fallback when auto drain is on.
-void render_unload_driver(StepPlan& plan) {
-  const FlowSteps& flow = plan.flow();
-  plan.line("unload the NVIDIA kernel modules (all or nothing), unmount " + std::string(host::kDriverRoot) +
-            ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
-            "fails the run" +
-            (flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
-            "; if pods that arrived late hold them: evict those, try once more");
-  if (flow.facts.auto_drain)
-    plan.line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
-}
-
-}  // namespace
-
-const StepDef& unload_driver_step() {
-  static constexpr StepDef kDef{.step = Step::kUnloadDriver,
-                                .name = "unload-driver",
-                                .run = [](StepCall& c) { return c.flow.uninstall_driver_components(c.run); },
-                                .render = render_unload_driver};
   return kDef;
 }
 

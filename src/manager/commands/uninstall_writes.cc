@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "kube/objects.h"
+#include "manager/commands/cordon_steps.h"
 #include "manager/commands/step_def.h"
 #include "manager/commands/uninstall_flow.h"
 
@@ -42,7 +43,7 @@ Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
   if (flow_.evict_workloads && !snapshot_.policy_enabled()) {
     folds.emplace_back([this, &first](const nlohmann::json& node, FoldedPatch& part) {
       if (kube::node_unschedulable(node)) return;  // the cordon step decides, on a fresh read
-      register_uncordon();                         // before the write: it may be applied without an answer
+      register_uncordon(undo_, node_, settings_);  // before the write: it may be applied without an answer
       part.lines.push_back({.text = "Cordoning node " + settings_.node_name});
       part.body["spec"]["unschedulable"] = true;
       part.body["metadata"]["annotations"][std::string(kCordonedAnnotation)] = "true";

@@ -29,6 +29,16 @@ std::optional<std::string> wait_reason(const Json& pod, const OperandWait& wait,
   return wait.description();
 }
 
+TakenBeside operand_pods(std::vector<OperandWait> waits, std::string operator_namespace) {
+  return [waits = std::move(waits),
+          ns = std::move(operator_namespace)](const Json& pod) -> std::optional<std::string> {
+    for (const auto& w : waits) {
+      if (pod_matches_wait(pod, w, ns)) return "an operand pod, waited for beside";
+    }
+    return std::nullopt;
+  };
+}
+
 bool pod_matches_wait(const Json& pod, const OperandWait& wait, const std::string& operator_namespace) {
   if (wait.kind == WaitKind::kDaemonSetNodeSelectorKey) return taken_off(pod, wait).has_value();
   if (wait.kind != WaitKind::kAppLabel) return false;

@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "manager/pods/drain.h"
 #include "manager/pods/pod_watch.h"
 #include "manager/rules/operands.h"
 
@@ -18,6 +19,9 @@ namespace dm::manager {
 // (its nodeSelector or its required node affinity, label_pause.h).
 bool pod_matches_wait(const nlohmann::json& pod, const OperandWait& wait,
                       const std::string& operator_namespace);
+// The operand pods of `waits`, as the steps beside them see them: their paused labels keep them off the
+// node, and their wait is the operands' step ("an operand pod, waited for beside").
+TakenBeside operand_pods(std::vector<OperandWait> waits, std::string operator_namespace);
 // What `wait` waits for, as said of `pod`: its description(), or for a DaemonSet pod caught by its node
 // affinity "daemon set pods with node affinity on <k>". nullopt when the pod is not one it waits for.
 std::optional<std::string> wait_reason(const nlohmann::json& pod, const OperandWait& wait,

@@ -1,0 +1,33 @@
+#include "manager/commands/cordon_steps.h"
+
+#include <string>
+
+namespace dm::manager {
+
+void register_uncordon(UndoList& undo, NodeOps& node, const Settings& settings) {
+  if (settings.legacy_uncordon) return;  // the legacy uncordon covers it
+  undo.add({.key = "uncordon-ours",
+            .name = "uncordon node " + settings.node_name,
+            .run = [name = settings.node_name](const NodeWriters& with) -> Status {
+              if (auto u = with.node.uncordon(NodeOps::Whose::kOurs); !u) {
+                return u.error().wrap("failed to uncordon node " + name);
+              }
+              return ok_status();
+            },
+            .need = UndoNeed::kOptional,
+            .upstream_name = "uncordon node",
+            .fold = node.uncordon_fold(NodeOps::Whose::kOurs)});
+}
+
+Status cordon_node(NodeOps& node, UndoList& undo, const Settings& settings, const FirstWrite& first) {
+  if (first.cordoned) return ok_status();  // by the run's first write
+  auto c = node.cordon();
+  if (!c) {
+    register_uncordon(undo, node, settings);
+    return c.error();
+  }
+  if (*c != CordonOutcome::kAlreadyCordonedByOther) register_uncordon(undo, node, settings);
+  return ok_status();
+}
+
+}  // namespace dm::manager

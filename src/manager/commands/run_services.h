@@ -1,0 +1,23 @@
+// What the steps that change the node share with the run besides its environment (step_env.h) and what the
+// steps before them handed on (run_context.h): the path decided, the undo list every change registers with,
+// the run's progress and its phases. Made with the run (Uninstall) and handed to each step by the run's
+// table (StepCall, step_def.h); a test gives a step one of its own (tests/unit/run_steps_test.cc).
+#pragma once
+
+#include <functional>
+
+#include "manager/commands/flow_steps.h"
+#include "manager/commands/progress.h"
+#include "manager/node/undo.h"
+
+namespace dm::manager {
+
+struct RunServices {
+  const FlowSteps& flow;  // the path and the facts it was decided from (workloads evicted, auto drain)
+  UndoList& undo;         // every change to the node registers its undo here, before its write
+  RunProgress& progress;  // what the run reports of itself (the pods found holding the GPU on the host, ...)
+  // Opens `phase` from inside a step (the evict-workloads phase, once late arrivals are found).
+  std::function<void(Phase)> enter;
+};
+
+}  // namespace dm::manager

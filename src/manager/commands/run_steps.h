@@ -1,0 +1,22 @@
+// The steps that need the run's services (run_services.h) beside its environment (step_env.h) and what the
+// steps before them handed on (run_context.h): functions over the three, each taken by its row (step_def.h)
+// defined beside its body, and each run alone in tests/unit/run_steps_test.cc against the in-memory cluster.
+#pragma once
+
+#include "common/result.h"
+#include "manager/commands/run_context.h"
+#include "manager/commands/run_services.h"
+#include "manager/commands/step_env.h"
+
+namespace dm::manager {
+
+// evict-late-arrivals: a fresh look for GPU users bound after the cordon or the taint, evicted until none
+// arrive (RunContext::late); the evict-workloads phase opens only when something did arrive.
+Status evict_late_arrivals(RunServices& services, RunContext& run);
+// unload-driver: the holders the host shows first (a process outside any pod fails the run; a pod no step
+// took off is evicted), then the modules, all or nothing, and the old driver root. A refusal whose holders
+// are all pods this run may evict (bound after the last look) evicts them and tries once more; with auto
+// drain on, a refusal after that cordons, drains the node and tries once more.
+Status unload_driver(const StepEnv& env, RunServices& services, RunContext& run);
+
+}  // namespace dm::manager

@@ -1,0 +1,143 @@
+// The steps that need the run's services (manager/commands/run_steps.h), each run alone on a test::Bench
+// (support/step_bench.h) with services and a run context of the test's own: no Uninstall, no other step.
+#include "manager/commands/run_steps.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "kube/api.h"
+#include "manager/pods/late_arrivals.h"
+#include "support/step_bench.h"
+
+namespace dm::manager {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+// A bench with what the run hands a step besides its environment: the path's facts, the undo list, the
+// progress, the phases it opens (recorded), and the late-arrival looks the run makes before its first step.
+struct RunBench : test::Bench {
+  explicit RunBench(bool evict_workloads = true, bool auto_drain = false) : progress(clock) {
+    flow.path = RunPath::kFull;
+    flow.evict_workloads = evict_workloads;
+    flow.facts.auto_drain = auto_drain;
+    run.late.emplace(ctx, clients, evict_workloads, TakenBeside{});
+    host.loaded.insert("nvidia");
+  }
+  // A running pod of n1 in "work" owned by ReplicaSet rs (a workload the eviction may take), gone at once
+  // when evicted (grace 0: no kubelet stand-in needed). Returns its UID.
+  std::string add_workload(const std::string& name, bool gpu) {
+    nlohmann::json spec = {{"terminationGracePeriodSeconds", 0}};
+    if (gpu) {
+      spec["containers"] = nlohmann::json::array(
+          {{{"name", "main"}, {"image", "app:1"}, {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}});
+    }
+    add_pod(name, spec);
+    auto pod = cluster.get(kube::paths::pod("work", name));
+    EXPECT_TRUE(pod);
+    (*pod)["metadata"]["ownerReferences"] = nlohmann::json::array({{{"apiVersion", "apps/v1"},
+                                                                    {"kind", "ReplicaSet"},
+                                                                    {"name", "rs"},
+                                                                    {"uid", "rs-uid"},
+                                                                    {"controller", true}}});
+    cluster.apply(*pod);
+    return (*pod)["metadata"].value("uid", "");
+  }
+  FlowSteps flow;
+  RunProgress progress;
+  std::vector<Phase> entered;
+  RunServices services{flow, undo, progress, [this](Phase p) { entered.push_back(p); }};
+  RunContext run;
+};
+
+TEST(UnloadDriverStep, WithoutTheDriverLoadedOnlyTheStaleRootGoes) {
+  RunBench b;
+  b.host.loaded.clear();
+  ASSERT_TRUE(unload_driver(b.env, b.services, b.run));
+  EXPECT_THAT(b.host.calls, ElementsAre("unmount", "remove-pid"));
+}
+
+TEST(UnloadDriverStep, AProcessOutsideAnyPodFailsTheRunBeforeAnyUnload) {
+  RunBench b;
+  b.watch_pods();
+  b.host.holders = {{.pid = 4242, .comm = "nvidia-smi", .pod_uid = "", .modules = {"nvidia"}}};
+  auto s = unload_driver(b.env, b.services, b.run);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("held on node n1 outside any pod by pid 4242 (nvidia-smi)"));
+  EXPECT_THAT(b.host.calls, IsEmpty()) << "nothing unloaded, nothing unmounted";
+}
+
+TEST(UnloadDriverStep, APodNoStepTookOffThatHoldsTheGpuIsEvictedBeforeTheUnload) {
+  RunBench b;
+  const std::string uid = b.add_workload("stray", /*gpu=*/false);
+  b.watch_pods();
+  b.host.holders = {{.pid = 7, .comm = "python3", .pod_uid = uid, .modules = {"nvidia"}}};
+  ASSERT_TRUE(unload_driver(b.env, b.services, b.run));
+  EXPECT_FALSE(b.cluster.get(kube::paths::pod("work", "stray"))) << "evicted and gone";
+  EXPECT_THAT(b.run.evicted.workloads, ElementsAre(uid));
+  EXPECT_THAT(b.log.text(), HasSubstr("work/stray (pid 7 (python3)): found holding the GPU on the host, and "
+                                      "no rule took it off: evicting it as a GPU workload"));
+  EXPECT_THAT(b.host.calls, ElementsAre("unload-nvidia", "unmount", "remove-pid"));
+  EXPECT_THAT(b.entered, IsEmpty()) << "in the unload's own phase";
+}
+
+TEST(UnloadDriverStep, WithAutoDrainARefusedUnloadCordonsDrainsAndTriesOnceMore) {
+  RunBench b(/*evict_workloads=*/true, /*auto_drain=*/true);
+  b.watch_pods();
+  b.host.unload_nvidia_answers = {Error("nvidia is in use")};
+  ASSERT_TRUE(unload_driver(b.env, b.services, b.run));
+  EXPECT_THAT(b.host.calls, ElementsAre("unload-nvidia", "unload-nvidia", "unmount", "remove-pid"));
+  auto n = b.cluster.get(kube::paths::node("n1"));
+  ASSERT_TRUE(n);
+  EXPECT_TRUE((*n)["spec"].value("unschedulable", false)) << n->dump();
+  EXPECT_FALSE(b.undo.empty()) << "the cordon registered its undo";
+  EXPECT_THAT(b.log.text(), HasSubstr("Unable to cleanup driver modules, attempting again with node drain"));
+}
+
+TEST(UnloadDriverStep, WithoutAutoDrainARefusedUnloadFailsTheStepAndCordonsNothing) {
+  RunBench b;
+  b.watch_pods();
+  b.host.unload_nvidia = Error("nvidia is in use");
+  auto s = unload_driver(b.env, b.services, b.run);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("failed to unload NVIDIA driver kernel modules"));
+  EXPECT_TRUE(b.undo.empty());
+  EXPECT_THAT(b.log.text(), HasSubstr("error Failed to uninstall nvidia driver components"));
+}
+
+TEST(EvictLateArrivalsStep, NothingArrivedOpensNoPhase) {
+  RunBench b;
+  b.add_pod("plain");
+  b.watch_pods();
+  ASSERT_TRUE(evict_late_arrivals(b.services, b.run));
+  EXPECT_THAT(b.entered, IsEmpty());
+  EXPECT_THAT(b.run.evicted.workloads, IsEmpty());
+  EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "plain"))) << "no GPU user: left alone";
+}
+
+TEST(EvictLateArrivalsStep, AGpuWorkloadThatArrivedIsEvictedInTheEvictWorkloadsPhase) {
+  RunBench b;
+  const std::string uid = b.add_workload("late", /*gpu=*/true);
+  b.watch_pods();
+  ASSERT_TRUE(evict_late_arrivals(b.services, b.run));
+  EXPECT_THAT(b.entered, ElementsAre(Phase::kEvictWorkloads));
+  EXPECT_THAT(b.run.evicted.workloads, ElementsAre(uid));
+  EXPECT_FALSE(b.cluster.get(kube::paths::pod("work", "late")));
+}
+
+TEST(EvictLateArrivalsStep, WithoutWorkloadEvictionAGpuWorkloadIsNotItsToTake) {
+  RunBench b(/*evict_workloads=*/false);
+  b.add_workload("late", /*gpu=*/true);
+  b.watch_pods();
+  ASSERT_TRUE(evict_late_arrivals(b.services, b.run));
+  EXPECT_THAT(b.entered, IsEmpty());
+  EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "late")));
+}
+
+}  // namespace
+}  // namespace dm::manager
