@@ -51,9 +51,71 @@ struct RunBench : test::Bench {
   FlowSteps flow;
   RunProgress progress;
   std::vector<Phase> entered;
-  RunServices services{flow, undo, progress, [this](Phase p) { entered.push_back(p); }};
+  Snapshot snapshot;
+  std::vector<OperandSpec> operands;
+  RunServices services{.flow = flow,
+                       .undo = undo,
+                       .progress = progress,
+                       .snapshot = snapshot,
+                       .operands = operands,
+                       .enter = [this](Phase p) { entered.push_back(p); }};
   RunContext run;
 };
+
+bool unschedulable(test::Bench& b) {
+  auto n = b.cluster.get(kube::paths::node("n1"));
+  EXPECT_TRUE(n);
+  return n && n->contains("spec") && (*n)["spec"].value("unschedulable", false);
+}
+
+TEST(TakeGpuUsersOffStep, TheNodeIsCordonedAndItsGpuWorkloadsEvicted) {
+  RunBench b;
+  const std::string uid = b.add_workload("trainer", /*gpu=*/true);
+  b.add_pod("web");
+  b.watch_pods();
+  ASSERT_TRUE(take_gpu_users_off(b.env, b.services, b.run));
+  EXPECT_TRUE(unschedulable(b));
+  EXPECT_FALSE(b.undo.empty()) << "the cordon registered its undo";
+  EXPECT_FALSE(b.cluster.get(kube::paths::pod("work", "trainer")));
+  EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "web"))) << "no GPU: not a workload to evict";
+  EXPECT_THAT(b.run.evicted.workloads, ElementsAre(uid));
+  EXPECT_EQ(b.run.workload_eviction, WorkloadEviction::kDone);
+}
+
+TEST(TakeGpuUsersOffStep, WithoutWorkloadEvictionNothingIsCordonedOrEvicted) {
+  RunBench b(/*evict_workloads=*/false);
+  b.add_workload("trainer", /*gpu=*/true);
+  b.watch_pods();
+  ASSERT_TRUE(take_gpu_users_off(b.env, b.services, b.run));
+  EXPECT_FALSE(unschedulable(b));
+  EXPECT_TRUE(b.undo.empty());
+  EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "trainer")));
+}
+
+TEST(TakeGpuUsersOffStep, ARefusedEvictionFailsTheStepOrHandsTheDrainOnWithAutoDrain) {
+  for (const bool auto_drain : {false, true}) {
+    SCOPED_TRACE(auto_drain ? "auto drain on" : "auto drain off");
+    RunBench b(/*evict_workloads=*/true, auto_drain);
+    // No controller and no DRAIN_USE_FORCE: the eviction may not take it.
+    b.add_pod("bare", {{"containers",
+                        nlohmann::json::array({{{"name", "main"},
+                                                {"image", "app:1"},
+                                                {"resources", {{"limits", {{"nvidia.com/gpu", "1"}}}}}}})}});
+    b.watch_pods();
+    auto s = take_gpu_users_off(b.env, b.services, b.run);
+    EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "bare")));
+    if (auto_drain) {
+      EXPECT_TRUE(s) << s.error().message;
+      EXPECT_EQ(b.run.workload_eviction, WorkloadEviction::kDrainPending);
+    } else {
+      ASSERT_FALSE(s);
+      EXPECT_THAT(s.error().message,
+                  HasSubstr("cannot proceed until all GPU pods are drained from the node"));
+      EXPECT_EQ(b.run.workload_eviction, WorkloadEviction::kDone);
+    }
+    EXPECT_TRUE(unschedulable(b)) << "cordoned before the eviction, undone by the run's restore";
+  }
+}
 
 TEST(UnloadDriverStep, WithoutTheDriverLoadedOnlyTheStaleRootGoes) {
   RunBench b;
@@ -92,9 +154,7 @@ TEST(UnloadDriverStep, WithAutoDrainARefusedUnloadCordonsDrainsAndTriesOnceMore)
   b.host.unload_nvidia_answers = {Error("nvidia is in use")};
   ASSERT_TRUE(unload_driver(b.env, b.services, b.run));
   EXPECT_THAT(b.host.calls, ElementsAre("unload-nvidia", "unload-nvidia", "unmount", "remove-pid"));
-  auto n = b.cluster.get(kube::paths::node("n1"));
-  ASSERT_TRUE(n);
-  EXPECT_TRUE((*n)["spec"].value("unschedulable", false)) << n->dump();
+  EXPECT_TRUE(unschedulable(b));
   EXPECT_FALSE(b.undo.empty()) << "the cordon registered its undo";
   EXPECT_THAT(b.log.text(), HasSubstr("Unable to cleanup driver modules, attempting again with node drain"));
 }

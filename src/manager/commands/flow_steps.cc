@@ -12,7 +12,7 @@ namespace dm::manager {
 const StepDef& label_pre_installed_step();          // pre_installed_steps.cc
 const StepDef& await_removal_step();                // pre_installed_steps.cc
 const StepDef& pause_operands_step();               // uninstall_steps.cc
-const StepDef& take_gpu_users_off_step();           // uninstall_steps.cc
+const StepDef& take_gpu_users_off_step();           // gpu_users_steps.cc
 const StepDef& report_skip_decision_step();         // pod_steps.cc
 const StepDef& drain_after_failed_eviction_step();  // pod_steps.cc
 const StepDef& evict_late_arrivals_step();          // unload_steps.cc

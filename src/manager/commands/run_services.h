@@ -9,6 +9,7 @@
 #include "manager/commands/flow_steps.h"
 #include "manager/commands/progress.h"
 #include "manager/node/undo.h"
+#include "manager/rules/operands.h"
 
 namespace dm::manager {
 
@@ -16,6 +17,10 @@ struct RunServices {
   const FlowSteps& flow;  // the path and the facts it was decided from (workloads evicted, auto drain)
   UndoList& undo;         // every change to the node registers its undo here, before its write
   RunProgress& progress;  // what the run reports of itself (the pods found holding the GPU on the host, ...)
+  // The node's operand labels as the lease found them, and the operand table: what the label pause takes
+  // off and waits for (pause_waits). Read only; the run takes the snapshot before any step.
+  const Snapshot& snapshot;
+  const std::vector<OperandSpec>& operands;
   // Opens `phase` from inside a step (the evict-workloads phase, once late arrivals are found).
   std::function<void(Phase)> enter;
 };

@@ -326,12 +326,6 @@ Status Uninstall::check_cancelled() const {
   return ok_status();
 }
 
-Deadline Uninstall::operand_deadline() const {
-  return settings_.operand_wait_timeout == Duration::zero()
-             ? Deadline::none()
-             : Deadline::after(clock_, settings_.operand_wait_timeout);
-}
-
 // What the path of a run that changes the node is decided from (the host driver is ruled out already).
 FlowInputs Uninstall::path_inputs() {
   const bool policy = snapshot_.policy_enabled();

@@ -79,7 +79,6 @@ class Uninstall {
   // The bodies of the steps that need the run's own state (the lease, the snapshot, the undo list, the
   // progress reporter), called by their rows (step_def.h) with the run's context.
   Status pause_operands(RunContext& run);
-  Status take_gpu_users_off(RunContext& run);  // the workloads too when flow_.evict_workloads
   // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
   Status pause_dra_plugin(RunContext& run);
   Status restore_labels(NodeOps& node);  // through `node`: the run's writer, or the cleanup's
@@ -104,7 +103,6 @@ class Uninstall {
 
   // What the steps' bodies share.
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
-  Status evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside, RunContext& run);
 
   void register_label_restore();
   [[nodiscard]] bool nothing_to_restore() const;
@@ -125,7 +123,6 @@ class Uninstall {
   // The run's node writers, for the undo list on the success path.
   NodeWriters run_writers() { return {node_, taint_}; }
   Status check_cancelled() const;
-  Deadline operand_deadline() const;
   void log_snapshot() const;
   Result<std::optional<OwnPod>> locate_own_pod(const std::optional<OwnPodRef>& ref);
   // Into run_.own_pod: the own pod, and the taint refusal when it does not tolerate the taint.
@@ -178,7 +175,12 @@ class Uninstall {
   std::optional<Phase> failed_in_;  // the phase a failure or SIGTERM ended
   PhaseTally tally_;                // what left the node during each phase
   // What the steps that are functions over it share with the run (run_services.h).
-  RunServices services_{flow_, undo_, reporter_.progress(), [this](Phase phase) { enter(phase); }};
+  RunServices services_{.flow = flow_,
+                        .undo = undo_,
+                        .progress = reporter_.progress(),
+                        .snapshot = snapshot_,
+                        .operands = table_,
+                        .enter = [this](Phase phase) { enter(phase); }};
 };
 
 }  // namespace dm::manager

@@ -3,9 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <atomic>
 #include <set>
-#include <thread>
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
@@ -21,10 +19,6 @@
 namespace dm::manager {
 
 namespace {
-
-void add_uids(std::set<std::string>& to, const std::vector<std::string>& uids) {
-  to.insert(uids.begin(), uids.end());
-}
 
 constexpr const char* kLabelRestoreLine =
     "Rescheduling all GPU clients on the current node by enabling their component-specific nodeSelector "
@@ -63,63 +57,6 @@ Status Uninstall::pause_operands(RunContext& run) {
     }
   }
   return ok_status();
-}
-
-// The operand waits, the reset of the pods annotated nvidia.com/gpu.client (not DRA plugins) and, when
-// `with_workloads`, the cordon and the GPU-workload eviction run side by side: none needs another one's pods
-// gone (docs/gpu-clients.md, Clients go while the operands go). All of them end before the skip decision is
-// logged; the clients go also on the skip path and with the upgrade policy on (they are clients, not
-// workloads). The first to fail stops the others and is the run's error; the taint and the cordon register
-// their own undo (the undo list takes registrations from any thread). The client reset runs on this thread,
-// the operand wait (it only reads the pod watch) and the workload eviction on their own. A failed eviction
-// that falls back to the full drain is no failure here: the drain runs once the others are done, so it
-// never evicts a client or an operand that they are still taking off the node.
-Status Uninstall::take_gpu_users_off(RunContext& run) {
-  const auto waits = pause_waits(snapshot_, table_);
-  const auto& ns = settings_.operator_namespace;
-  log_operand_waits_start(pods_, waits, ns);
-  const CancelToken stop_wait = cancel_.child();
-  const CancelToken stop_clients = cancel_.child();
-  const CancelToken stop_workloads = cancel_.child();
-  enum Side : int { kNone, kOperands, kClients, kWorkloads };
-  std::atomic<int> failed_first{kNone};
-  auto failed = [&](Side side) {
-    int none = kNone;
-    failed_first.compare_exchange_strong(none, side);
-    if (side != kOperands) stop_wait.cancel();
-    if (side != kClients) stop_clients.cancel();
-    if (side != kWorkloads) stop_workloads.cancel();
-  };
-  Status waited = ok_status();
-  std::thread waiter([&] {
-    waited = await_operands(pods_, waits, ns, operand_deadline(), stop_wait);
-    if (!waited) failed(kOperands);
-  });
-  Status evicted = ok_status();
-  std::thread evictor;
-  if (flow_.evict_workloads) {
-    evictor = std::thread([&] {
-      evicted = evict_workloads(stop_workloads, waits, run);
-      if (!evicted) failed(kWorkloads);
-    });
-  }
-  Status reset = gpu_clients_.reset_clients(stop_clients);
-  if (!reset) failed(kClients);
-  waiter.join();
-  if (evictor.joinable()) evictor.join();
-  switch (failed_first.load()) {
-    case kClients:
-      return reset;
-    case kWorkloads:
-      return evicted;
-    case kOperands: {
-      const Error e = operand_wait_failed(pods_, waits, ns, waited.error());
-      spdlog::error("Failed to evict GPU operator components, attempting cleanup");
-      return e;
-    }
-    default:
-      return ok_status();
-  }
 }
 
 // Leftovers of an earlier run that crashed (our taint, our cordon): a path that will unload the driver
@@ -178,38 +115,6 @@ void Uninstall::register_label_restore() {
                  }});
 }
 
-// See docs/behaviour.md, GPU workload eviction. Runs beside the operand wait and the client reset: the pods
-// those take off the node are not this step's, and `stop` fires when one of them fails (its error is then
-// the run's, so a stopped eviction logs no failure of its own).
-Status Uninstall::evict_workloads(const CancelToken& stop, const std::vector<OperandWait>& beside,
-                                  RunContext& run) {
-  if (auto c = cordon_node(node_, undo_, settings_, run.first_write); !c) return c;
-  if (stop.cancelled())
-    return Error("cancelled before the GPU pods of node " + settings_.node_name + " were evicted");
-  const DrainContext ctx{settings_, run_requests_, clock_, stop, node_, pods_};
-  const TakenBeside operands = operand_pods(beside, settings_.operator_namespace);
-  const TakenBeside taken = [&](const nlohmann::json& pod) -> std::optional<std::string> {
-    if (auto why = operands(pod)) return why;
-    if (gpu_client_designation(pod) == ClientDesignation::kClient && !is_dra_plugin_client(pod))
-      return "an annotated GPU client, reset beside";
-    return std::nullopt;
-  };
-  std::vector<std::string> uids;
-  auto s = evict_gpu_workloads(ctx, taken, &uids);
-  add_uids(run.evicted.workloads, uids);
-  if (s) return s;
-  if (stop.cancelled() && !cancel_.cancelled()) return s;
-  spdlog::info("Failed to drain node of GPU pods");
-  // The error is logged by whoever handles it: the run's end when it fails the run, here when the full
-  // drain takes over.
-  if (cancel_.cancelled()) return s;
-  if (!flow_.facts.auto_drain)
-    return s.error().wrap("cannot proceed until all GPU pods are drained from the node");
-  spdlog::error("{}", s.error().message);
-  run.workload_eviction = WorkloadEviction::kDrainPending;  // once the steps beside are done
-  return ok_status();
-}
-
 // The DRA kubelet plugin goes last (docs/behaviour.md, DRA claims).
 Status Uninstall::pause_dra_plugin(RunContext& run) {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
@@ -219,7 +124,7 @@ Status Uninstall::pause_dra_plugin(RunContext& run) {
     if (auto s = pause_labels(body["metadata"]["labels"], run.first_write); !s) return s.error();
   }
   return wait_for_operands(pods_, plugin_waits(snapshot_, table_), settings_.operator_namespace,
-                           operand_deadline(), cancel_);
+                           operand_wait_deadline(ctx_), cancel_);
 }
 
 // Pauses `labels` and records, in the same patch, what they were before (see paused_record.h); the
@@ -296,15 +201,6 @@ const StepDef& pause_operands_step() {
                                 .run = [](StepCall& c) { return c.flow.pause_operands(c.run); },
                                 .carries_first_write = true,
                                 .render = [](StepPlan& plan) { plan.pause_operands(); }};
-  return kDef;
-}
-
-// The operands, the annotated GPU clients and the GPU workloads go side by side.
-const StepDef& take_gpu_users_off_step() {
-  static constexpr StepDef kDef{.step = Step::kTakeGpuUsersOff,
-                                .name = "take-gpu-users-off",
-                                .run = [](StepCall& c) { return c.flow.take_gpu_users_off(c.run); },
-                                .render = [](StepPlan& plan) { plan.take_gpu_users_off(); }};
   return kDef;
 }
 

@@ -29,6 +29,11 @@ std::optional<std::string> wait_reason(const Json& pod, const OperandWait& wait,
   return wait.description();
 }
 
+Deadline operand_wait_deadline(const DrainContext& ctx) {
+  const Duration timeout = ctx.settings.operand_wait_timeout;
+  return timeout == Duration::zero() ? Deadline::none() : Deadline::after(ctx.clock, timeout);
+}
+
 TakenBeside operand_pods(std::vector<OperandWait> waits, std::string operator_namespace) {
   return [waits = std::move(waits),
           ns = std::move(operator_namespace)](const Json& pod) -> std::optional<std::string> {

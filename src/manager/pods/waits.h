@@ -27,6 +27,8 @@ TakenBeside operand_pods(std::vector<OperandWait> waits, std::string operator_na
 std::optional<std::string> wait_reason(const nlohmann::json& pod, const OperandWait& wait,
                                        const std::string& operator_namespace);
 
+// The deadline of an operand wait that starts now: OPERAND_WAIT_TIMEOUT from now (none when it is 0).
+Deadline operand_wait_deadline(const DrainContext& ctx);
 // Waits until no pod matches any of `waits`. Logs upstream's start line of each wait (start_line()), then
 // progress every 5 s; on failure logs upstream's failure line (failure_line()) for each wait that still
 // had pods and returns the error. The three parts below in a row.
