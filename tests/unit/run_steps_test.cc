@@ -148,6 +148,33 @@ TEST(UnloadDriverStep, APodNoStepTookOffThatHoldsTheGpuIsEvictedBeforeTheUnload)
   EXPECT_THAT(b.entered, IsEmpty()) << "in the unload's own phase";
 }
 
+// A holder the run may not evict fails the step before the unload; the advice to designate it as a GPU client
+// is given only for a pod that is not one already.
+TEST(UnloadDriverStep, AHolderThatMayNotBeEvictedFailsWithAdviceThatFitsIt) {
+  for (const bool annotated : {false, true}) {
+    SCOPED_TRACE(annotated ? "an annotated GPU client" : "an ordinary pod");
+    RunBench b;
+    b.add_pod("bare");  // no controller, no DRAIN_USE_FORCE
+    auto pod = b.cluster.get(kube::paths::pod("work", "bare"));
+    ASSERT_TRUE(pod);
+    if (annotated) {
+      (*pod)["metadata"]["annotations"]["nvidia.com/gpu.client"] = "true";
+      b.cluster.apply(*pod);
+    }
+    b.watch_pods();
+    b.host.holders = {
+        {.pid = 9, .comm = "agent", .pod_uid = (*pod)["metadata"].value("uid", ""), .modules = {}}};
+    auto s = unload_driver(b.env, b.services, b.run);
+    ASSERT_FALSE(s);
+    EXPECT_THAT(s.error().message,
+                HasSubstr("pods found holding the GPU on the host of node n1 cannot be evicted"));
+    EXPECT_THAT(s.error().message, HasSubstr("work/bare"));
+    EXPECT_EQ(s.error().message.find("Annotate a DaemonSet's pods") == std::string::npos, annotated)
+        << s.error().message;
+    EXPECT_THAT(b.host.calls, IsEmpty()) << "nothing unloaded";
+  }
+}
+
 TEST(UnloadDriverStep, WithAutoDrainARefusedUnloadCordonsDrainsAndTriesOnceMore) {
   RunBench b(/*evict_workloads=*/true, /*auto_drain=*/true);
   b.watch_pods();

@@ -102,10 +102,11 @@ namespace {
 std::string late_arrivals_line(bool workloads) {
   return fmt::format(
       "look once more (a fresh list) for {} bound after the {}; evict them and look again after a pause, "
-      "for at most {}",
+      "for at most {} ({} right after an API server outage)",
       workloads ? "GPU workloads and annotated GPU clients" : "annotated GPU clients",
       workloads ? "cordon and the taint" : "taint",
-      format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds));
+      format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds),
+      format_duration(kLateArrivalPatienceAfterOutage, DurationStyle::kWholeSeconds));
 }
 
 // The unload with what precedes it on the host, and the full-drain fallback when auto drain is on.

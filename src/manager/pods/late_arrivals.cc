@@ -182,6 +182,7 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
   facts.holds_gpu_claim = [](const Json&) -> Result<bool> { return true; };
   const PodPipeline pipeline = gpu_workload_pipeline(drain_options(ctx_.settings), facts);
   LateLook found;
+  size_t clients_refused = 0;
   // A designated GPU client (a DaemonSet's pod the controller put back early) is reset as a client.
   PodSnapshot client_pods;
   for (const auto& p : *pods) {
@@ -197,6 +198,7 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
     found.clients = targets_of(clients);
     add_names(clients, "GPU client found holding the GPU on the host", found.names);
     found.refused = clients.errors;
+    clients_refused = clients.errors.size();
   }
   if (!workloads_) by_pod.clear();  // without GPU workload eviction, the unload names the rest
   for (const auto& p : *pods) {
@@ -220,12 +222,14 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
                             ", which is no pod of the node");
   }
   if (!found.refused.empty()) {
+    // Designated clients need no designation: only a refused undesignated pod gets that advice.
+    const bool only_clients = found.refused.size() == clients_refused;
     return Error(fmt::format(
-        "pods found holding the GPU on the host of node {} cannot be evicted: {}. Annotate a DaemonSet's "
-        "pods "
-        "nvidia.com/gpu.client=true or have them select nvidia.com/gpu.deploy.client; stop a pod without a "
+        "pods found holding the GPU on the host of node {} cannot be evicted: {}. {}stop a pod without a "
         "controller yourself (or set DRAIN_USE_FORCE=true); nothing was unloaded",
-        node, fmt::format("{}", fmt::join(found.refused, "; "))));
+        node, fmt::format("{}", fmt::join(found.refused, "; ")),
+        only_clients ? "" : "Annotate a DaemonSet's pods nvidia.com/gpu.client=true or have them select "
+                            "nvidia.com/gpu.deploy.client; "));
   }
   if (auto s = evict(found); !s) return s.error();
   return found.workloads.size() + found.clients.size();
