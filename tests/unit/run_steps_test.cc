@@ -10,6 +10,7 @@
 
 #include "kube/api.h"
 #include "manager/pods/late_arrivals.h"
+#include "manager/rules/node_keys.h"
 #include "support/step_bench.h"
 
 namespace dm::manager {
@@ -51,16 +52,97 @@ struct RunBench : test::Bench {
   FlowSteps flow;
   RunProgress progress;
   std::vector<Phase> entered;
+  // The node's labels as the lease found them: the snapshot the label steps work from.
+  void label_node(const nlohmann::json& labels) {
+    auto n = cluster.get(kube::paths::node("n1"));
+    ASSERT_TRUE(n);
+    (*n)["metadata"]["labels"] = labels;
+    cluster.apply(*n);
+    snapshot = take_snapshot(*cluster.get(kube::paths::node("n1")), operands);
+    labels_of_run.start_from(*cluster.get(kube::paths::node("n1")));
+  }
+  [[nodiscard]] nlohmann::json node_labels() {
+    auto n = cluster.get(kube::paths::node("n1"));
+    EXPECT_TRUE(n);
+    return n ? (*n)["metadata"].value("labels", nlohmann::json::object()) : nlohmann::json::object();
+  }
+  std::vector<OperandSpec> operands = operand_table();
   Snapshot snapshot;
-  std::vector<OperandSpec> operands;
+  OperandLabels labels_of_run{settings, snapshot, operands};
+  std::vector<nlohmann::json> paused;  // what the run's label write was asked to pause
   RunServices services{.flow = flow,
                        .undo = undo,
                        .progress = progress,
                        .snapshot = snapshot,
                        .operands = operands,
+                       .labels = labels_of_run,
+                       // The run's label write without the lease: the labels and their record, one patch.
+                       .pause_labels =
+                           [this](const nlohmann::json& labels, FirstWrite&) {
+                             paused.push_back(labels);
+                             labels_of_run.record_pause(labels);
+                             return node.update_labels(labels, {{std::string(kPausedLabelsAnnotation),
+                                                                 labels_of_run.record_value()}});
+                           },
                        .enter = [this](Phase p) { entered.push_back(p); }};
   RunContext run;
 };
+
+TEST(PauseOperandsStep, TheOperandLabelsArePausedAfterTheirRestoreIsRegistered) {
+  RunBench b;
+  b.label_node({{"nvidia.com/gpu.deploy.device-plugin", "true"}, {"nvidia.com/gpu.deploy.dcgm", "true"}});
+  b.watch_pods();
+  ASSERT_TRUE(pause_operands(b.env, b.services, b.run));
+  ASSERT_EQ(b.paused.size(), 1U);
+  EXPECT_EQ(b.node_labels().value("nvidia.com/gpu.deploy.device-plugin", ""), "paused-for-driver-upgrade");
+  EXPECT_EQ(b.node_labels().value("nvidia.com/gpu.deploy.dcgm", ""), "paused-for-driver-upgrade");
+  ASSERT_FALSE(b.undo.empty()) << "the restore is registered";
+  // The run's undo puts them back, and the record with them.
+  ASSERT_TRUE(b.undo.run_all({b.node, b.taint}, b.cancel));
+  EXPECT_EQ(b.node_labels().value("nvidia.com/gpu.deploy.device-plugin", ""), "true");
+  EXPECT_EQ(b.node_labels().value("nvidia.com/gpu.deploy.dcgm", ""), "true");
+  auto n = b.cluster.get(kube::paths::node("n1"));
+  ASSERT_TRUE(n);
+  EXPECT_FALSE((*n)["metadata"]
+                   .value("annotations", nlohmann::json::object())
+                   .contains(std::string(kPausedLabelsAnnotation)))
+      << n->dump();
+}
+
+TEST(PauseOperandsStep, WithNoOperandLabelNothingIsWrittenOrRegistered) {
+  RunBench b;
+  b.label_node({{"kubernetes.io/hostname", "n1"}});
+  b.watch_pods();
+  ASSERT_TRUE(pause_operands(b.env, b.services, b.run));
+  EXPECT_THAT(b.paused, IsEmpty());
+  EXPECT_TRUE(b.undo.empty());
+}
+
+TEST(PauseDraPluginStep, TheDraPluginLabelIsPausedAndItsPodsWaitedFor) {
+  RunBench b;
+  b.label_node({{"nvidia.com/gpu.deploy.dra-driver", "true"}});
+  b.watch_pods();
+  ASSERT_TRUE(pause_dra_plugin(b.env, b.services, b.run));
+  ASSERT_EQ(b.paused.size(), 1U);
+  EXPECT_EQ(b.node_labels().value("nvidia.com/gpu.deploy.dra-driver", ""), "paused-for-driver-upgrade");
+  EXPECT_FALSE(b.undo.empty());
+  EXPECT_THAT(b.log.text(),
+              HasSubstr("Draining the DRA kubelet-plugin (last, after its claim-holding clients)"));
+}
+
+TEST(RestoreLabelsStep, LabelsAnEarlierRunLeftPausedArePutBack) {
+  RunBench b;
+  b.label_node({{"nvidia.com/gpu.deploy.device-plugin", "paused-for-driver-upgrade"}});
+  auto n = b.cluster.get(kube::paths::node("n1"));
+  ASSERT_TRUE(n);
+  (*n)["metadata"]["annotations"][std::string(kPausedLabelsAnnotation)] =
+      R"({"nvidia.com/gpu.deploy.device-plugin":"true"})";
+  b.cluster.apply(*n);
+  b.label_node(b.node_labels());  // the run starts from the node with the crashed run's record
+  ASSERT_TRUE(restore_labels(b.env, b.services));
+  EXPECT_EQ(b.node_labels().value("nvidia.com/gpu.deploy.device-plugin", ""), "true");
+  EXPECT_THAT(b.log.text(), HasSubstr(kLabelRestoreLine));
+}
 
 bool unschedulable(test::Bench& b) {
   auto n = b.cluster.get(kube::paths::node("n1"));

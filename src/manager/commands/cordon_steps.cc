@@ -19,6 +19,18 @@ void register_uncordon(UndoList& undo, NodeOps& node, const Settings& settings) 
             .fold = node.uncordon_fold(NodeOps::Whose::kOurs)});
 }
 
+void register_legacy_uncordon(UndoList& undo, NodeOps& node, const Settings& settings, bool policy_enabled) {
+  if (!settings.legacy_uncordon) return;
+  if (policy_enabled || !(settings.enable_gpu_pod_eviction || settings.enable_auto_drain)) return;
+  undo.add(
+      {.key = "uncordon-anyones",
+       .name = "uncordon node " + settings.node_name + " (UNCORDON_ALWAYS)",
+       .run = [](const NodeWriters& with) -> Status { return with.node.uncordon(NodeOps::Whose::kAnyone); },
+       .need = UndoNeed::kOptional,
+       .upstream_name = "uncordon node",
+       .fold = node.uncordon_fold(NodeOps::Whose::kAnyone)});
+}
+
 Status cordon_node(NodeOps& node, UndoList& undo, const Settings& settings, const FirstWrite& first) {
   if (first.cordoned) return ok_status();  // by the run's first write
   auto c = node.cordon();

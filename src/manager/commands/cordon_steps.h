@@ -13,6 +13,9 @@ namespace dm::manager {
 // Registers the uncordon of a cordon that carries this program's annotation, unless UNCORDON_ALWAYS is on
 // (its uncordon of whoever cordoned the node covers it).
 void register_uncordon(UndoList& undo, NodeOps& node, const Settings& settings);
+// UNCORDON_ALWAYS: upstream's rule, registers the uncordon of whoever cordoned the node when eviction or
+// drain is enabled (not while the GPU Operator's upgrade policy owns the cordon).
+void register_legacy_uncordon(UndoList& undo, NodeOps& node, const Settings& settings, bool policy_enabled);
 // Cordons the node through `node`, unless the run's first write did, and registers its uncordon: also when
 // the write failed (a write cut short may still have been applied; the uncordon only lifts our cordon),
 // never when someone else had cordoned the node.

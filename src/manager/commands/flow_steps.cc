@@ -11,21 +11,21 @@ namespace dm::manager {
 // The steps' rows, each defined in its step's file beside its body (step_def.h).
 const StepDef& label_pre_installed_step();          // pre_installed_steps.cc
 const StepDef& await_removal_step();                // pre_installed_steps.cc
-const StepDef& pause_operands_step();               // uninstall_steps.cc
+const StepDef& pause_operands_step();               // label_steps.cc
 const StepDef& take_gpu_users_off_step();           // gpu_users_steps.cc
 const StepDef& report_skip_decision_step();         // pod_steps.cc
 const StepDef& drain_after_failed_eviction_step();  // pod_steps.cc
 const StepDef& evict_late_arrivals_step();          // unload_steps.cc
 const StepDef& check_dra_claims_step();             // pod_steps.cc
 const StepDef& reset_dra_plugin_clients_step();     // pod_steps.cc
-const StepDef& pause_dra_plugin_step();             // uninstall_steps.cc
+const StepDef& pause_dra_plugin_step();             // label_steps.cc
 const StepDef& unload_driver_step();                // unload_steps.cc
 const StepDef& remove_stale_driver_root_step();     // host_steps.cc
 const StepDef& clean_stale_mounts_step();           // host_steps.cc
 const StepDef& unload_nouveau_step();               // host_steps.cc
 const StepDef& unbind_vfio_step();                  // host_steps.cc
 const StepDef& wait_mofed_step();                   // host_steps.cc
-const StepDef& restore_labels_step();               // uninstall_writes.cc
+const StepDef& restore_labels_step();               // label_steps.cc
 const StepDef& undo_changes_step();                 // uninstall_writes.cc
 
 namespace {

@@ -5,9 +5,12 @@
 #pragma once
 
 #include <functional>
+#include <nlohmann/json.hpp>
 
 #include "manager/commands/flow_steps.h"
+#include "manager/commands/operand_labels.h"
 #include "manager/commands/progress.h"
+#include "manager/commands/run_context.h"
 #include "manager/node/undo.h"
 #include "manager/rules/operands.h"
 
@@ -21,6 +24,10 @@ struct RunServices {
   // off and waits for (pause_waits). Read only; the run takes the snapshot before any step.
   const Snapshot& snapshot;
   const std::vector<OperandSpec>& operands;
+  OperandLabels& labels;  // their templates, the record of what was paused, the restore
+  // Pauses `labels` on the node with their record in one patch: the run's first write when the lease is
+  // still to be taken (it carries the lease, and the cordon and taint due then).
+  std::function<Status(const nlohmann::json& labels, FirstWrite& first)> pause_labels;
   // Opens `phase` from inside a step (the evict-workloads phase, once late arrivals are found).
   std::function<void(Phase)> enter;
 };

@@ -13,11 +13,19 @@ namespace dm::manager {
 // evict-late-arrivals: a fresh look for GPU users bound after the cordon or the taint, evicted until none
 // arrive (RunContext::late); the evict-workloads phase opens only when something did arrive.
 Status evict_late_arrivals(RunServices& services, RunContext& run);
+// pause-operands: the operand labels paused (their restore registered first) with the record of their
+// value before; the GPU-client reset is told which DaemonSet pods the pause takes off.
+Status pause_operands(const StepEnv& env, RunServices& services, RunContext& run);
 // take-gpu-users-off: the operand waits, the reset of the annotated GPU clients (not DRA plugins) and, when
 // the path evicts workloads, the cordon and the GPU-workload eviction, side by side; the first to fail
 // stops the others and is the step's error. A failed eviction with auto drain on hands the full drain on
 // (RunContext::workload_eviction) instead of failing.
 Status take_gpu_users_off(const StepEnv& env, RunServices& services, RunContext& run);
+// pause-dra-plugin: the DRA kubelet plugin's label paused last, after its claim-holding clients, and its
+// pods waited for.
+Status pause_dra_plugin(const StepEnv& env, RunServices& services, RunContext& run);
+// restore-labels (the no-driver path): labels left paused by an earlier run put back.
+Status restore_labels(const StepEnv& env, RunServices& services);
 // unload-driver: the holders the host shows first (a process outside any pod fails the run; a pod no step
 // took off is evicted), then the modules, all or nothing, and the old driver root. A refusal whose holders
 // are all pods this run may evict (bound after the last look) evicts them and tries once more; with auto

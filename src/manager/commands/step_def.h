@@ -19,8 +19,8 @@ class Uninstall;
 
 // What the run hands a step's functions when it takes the step.
 struct StepCall {
-  // The run itself, for the steps whose bodies still need its own state (the lease, the snapshot, the
-  // paused-label record): Uninstall members (uninstall_steps.cc).
+  // The run itself, for the step whose body is the run's restore (undo-changes: the undo list and the
+  // lease release in one write, uninstall_writes.cc).
   Uninstall& flow;
   const StepEnv& env;     // the collaborators every path has (step_env.h)
   RunContext& run;        // what the steps before it handed on, and where it hands on what it finds

@@ -129,12 +129,7 @@ void Uninstall::start_from_leased_node(const nlohmann::json& node) {
   auto templates = std::move(snapshot_.daemonset_templates);
   snapshot_ = take_snapshot(node, table_);
   snapshot_.daemonset_templates = std::move(templates);
-  bool malformed_record = false;
-  paused_record_ = paused_record_of(node, &malformed_record);
-  if (malformed_record) {
-    spdlog::warn("Ignoring the unreadable {} annotation of node {}", kPausedLabelsAnnotation,
-                 settings_.node_name);
-  }
+  labels_.start_from(node);
   log_snapshot();
   gpu_clients_.use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot_, table_)));
   gpu_clients_.use_known_node(&known_node_);

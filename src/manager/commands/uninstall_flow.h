@@ -2,8 +2,8 @@
 // ownership, one deadline for all operand waits, an undo list that every change to the node registers with
 // and that every exit path runs, and SIGTERM handled like a failure (exit 143). The path and its steps are
 // decided by manager/commands/flow_steps; `execute` runs them, each through its row (step_def.h), whose body
-// is a function over the run's environment (env_steps.h) or one of the members below (uninstall_steps.cc).
-// Used by uninstall.cc only.
+// is a function over the run's environment (env_steps.h), over its services too (run_steps.h), or the
+// run's restore (undo-changes). Used by uninstall.cc only.
 #pragma once
 
 #include <future>
@@ -20,6 +20,7 @@
 #include "kube/config.h"
 #include "kube/stopped_by.h"
 #include "manager/commands/flow_steps.h"
+#include "manager/commands/operand_labels.h"
 #include "manager/commands/own_pod.h"
 #include "manager/commands/phase_tally.h"
 #include "manager/commands/progress_reporter.h"
@@ -76,13 +77,6 @@ class Uninstall {
   // run's only one).
   void finish(int exit_code);
 
-  // The bodies of the steps that need the run's own state (the lease, the snapshot, the undo list, the
-  // progress reporter), called by their rows (step_def.h) with the run's context.
-  Status pause_operands(RunContext& run);
-  // Its label paused, its pods waited for: the DRA kubelet plugin goes last.
-  Status pause_dra_plugin(RunContext& run);
-  Status restore_labels(NodeOps& node);  // through `node`: the run's writer, or the cleanup's
-  void register_legacy_uncordon();
   // The success path's undo list and the lease release, in one node write when every change can be
   // undone in it (each one alone otherwise, or when that write fails).
   Status undo_changes();
@@ -104,9 +98,6 @@ class Uninstall {
   // What the steps' bodies share.
   Status adopt_leftovers(const nlohmann::json& node, LeftoverTaint taint);
 
-  void register_label_restore();
-  [[nodiscard]] bool nothing_to_restore() const;
-  void fold_label_restore(const nlohmann::json& node, FoldedPatch& part) const;
   // Once no other run holds the lease: the node as read then (uninstall_writes.cc).
   Result<nlohmann::json> wait_for_lease(const nlohmann::json& node);
   int lease_not_taken(const Error& error);  // the exit code when wait_for_lease() failed
@@ -162,7 +153,7 @@ class Uninstall {
   FlowSteps flow_;  // the path and its steps
   std::vector<OperandSpec> table_;
   Snapshot snapshot_;
-  PausedRecord paused_record_;  // on the node: what this run (or a crashed one) paused, value before
+  OperandLabels labels_{settings_, snapshot_, table_};  // their templates, record and restore
   Duration cleanup_budget_ = std::chrono::seconds(25);  // SIGTERM: the pod's grace period minus a margin
   // The restore after a failure without SIGTERM: no undo action starts after it, and its requests are tried
   // through an API server outage until then.
@@ -180,6 +171,9 @@ class Uninstall {
                         .progress = reporter_.progress(),
                         .snapshot = snapshot_,
                         .operands = table_,
+                        .labels = labels_,
+                        .pause_labels = [this](const nlohmann::json& labels,
+                                               FirstWrite& first) { return pause_labels(labels, first); },
                         .enter = [this](Phase phase) { enter(phase); }};
 };
 

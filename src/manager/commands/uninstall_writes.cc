@@ -33,8 +33,7 @@ Status Uninstall::first_write(const nlohmann::json& labels, FirstWrite& first) {
   first.lease_pending = false;
   std::vector<NodeFold> folds{lease_->take_fold()};
   nlohmann::json annotations = nlohmann::json::object();
-  if (!labels.empty())
-    annotations[std::string(kPausedLabelsAnnotation)] = paused_record_value(paused_record_);
+  if (!labels.empty()) annotations[std::string(kPausedLabelsAnnotation)] = labels_.record_value();
   if (auto state = reporter_.ride_along_state()) annotations[std::string(kStateAnnotation)] = *state;
   folds.emplace_back([&labels, &annotations](const nlohmann::json&, FoldedPatch& part) {
     if (!labels.empty()) part.body["metadata"]["labels"] = labels;
@@ -117,18 +116,6 @@ Status Uninstall::undo_changes() {
 }
 
 // The rows of the steps that end a path by putting the node back (step_def.h).
-
-// The no-driver path's: labels left paused by a crashed run (the legacy uncordon registered first).
-const StepDef& restore_labels_step() {
-  static constexpr StepDef kDef{
-      .step = Step::kRestoreLabels,
-      .name = "restore-labels",
-      .run = [](StepCall& c) { return c.flow.restore_labels(c.env.run.node); },
-      .before_check = [](StepCall& c) { c.flow.register_legacy_uncordon(); },
-      .render =
-          [](StepPlan& plan) { plan.line("restore labels left paused by an earlier run, undo its cordon"); }};
-  return kDef;
-}
 
 // The taint, the cordon and the labels come back, newest change first.
 const StepDef& undo_changes_step() {

@@ -36,6 +36,25 @@ std::map<std::string, std::vector<std::string>> holders_by_pod(
   return out;
 }
 
+Error held_outside_pods(const std::string& node, const std::vector<std::string>& labels) {
+  return Error(fmt::format(
+      "the NVIDIA driver is held on node {} outside any pod by {}: no eviction can end it. Stop it on the "
+      "host (a service such as nvidia-persistenced or a monitoring agent, or a process started by hand), "
+      "then run driver-manager again; nothing was unloaded",
+      node, join_labels(labels)));
+}
+
+// Designated GPU clients need no designation: only a refused pod that is not one gets that advice.
+Error holders_refused(const std::string& node, const std::vector<std::string>& refused, bool only_clients) {
+  return Error(fmt::format(
+      "pods found holding the GPU on the host of node {} cannot be evicted: {}. {}stop a pod without a "
+      "controller yourself (or set DRAIN_USE_FORCE=true); nothing was unloaded",
+      node, fmt::format("{}", fmt::join(refused, "; ")),
+      only_clients ? ""
+                   : "Annotate a DaemonSet's pods nvidia.com/gpu.client=true or have them select "
+                     "nvidia.com/gpu.deploy.client; "));
+}
+
 void add_names(const PodListDecision& decision, const std::string& what, std::vector<std::string>& out) {
   for (const auto* list : {&decision.to_evict, &decision.to_wait}) {
     for (const auto& p : *list) out.push_back(kube::ref_string(p) + " (" + what + ")");
@@ -167,13 +186,8 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
                                                 const std::set<std::string>& skip_uids) {
   const std::string& node = ctx_.node.node();
   auto by_pod = holders_by_pod(holders, skip_uids);
-  if (auto outside = by_pod.find(""); outside != by_pod.end()) {
-    return Error(fmt::format(
-        "the NVIDIA driver is held on node {} outside any pod by {}: no eviction can end it. Stop it on the "
-        "host (a service such as nvidia-persistenced or a monitoring agent, or a process started by hand), "
-        "then run driver-manager again; nothing was unloaded",
-        node, join_labels(outside->second)));
-  }
+  if (auto outside = by_pod.find(""); outside != by_pod.end())
+    return held_outside_pods(node, outside->second);
   if (by_pod.empty()) return size_t{0};
   auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, node, "", ctx_.cancel);
   if (!pods) return pods.error();
@@ -222,14 +236,7 @@ Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderPr
                             ", which is no pod of the node");
   }
   if (!found.refused.empty()) {
-    // Designated clients need no designation: only a refused undesignated pod gets that advice.
-    const bool only_clients = found.refused.size() == clients_refused;
-    return Error(fmt::format(
-        "pods found holding the GPU on the host of node {} cannot be evicted: {}. {}stop a pod without a "
-        "controller yourself (or set DRAIN_USE_FORCE=true); nothing was unloaded",
-        node, fmt::format("{}", fmt::join(found.refused, "; ")),
-        only_clients ? "" : "Annotate a DaemonSet's pods nvidia.com/gpu.client=true or have them select "
-                            "nvidia.com/gpu.deploy.client; "));
+    return holders_refused(node, found.refused, found.refused.size() == clients_refused);
   }
   if (auto s = evict(found); !s) return s.error();
   return found.workloads.size() + found.clients.size();
