@@ -228,23 +228,28 @@ TEST(RetryUntilDeadlineTest, AReadRidesOutAnOutageLongerThanAnyCountOfAttemptsUs
   EXPECT_LE(clock.now() - start, ClientOptions().retry_for) << "within the budget of a request without one";
 }
 
+// A 503 or a 429 (an overload bounds the retries of a step with a deadline like any other unanswered
+// attempt): the step fails at its deadline, and is restored.
 TEST(RetryUntilDeadlineTest, TheThreadsDeadlineEndsTheRetriesExactlyThere) {
-  ScriptedServer server;
-  test::FakeClock clock;
-  auto client = client_for(server, clock, Backoff::kReal);
-  server.script(times(1000, 503));
-  const TimePoint start = clock.now();
-  Result<nlohmann::json> r = Error("not sent");
-  {
-    const RequestDeadline step(Deadline::after(clock, 60s));
-    r = client->get("/api/v1/nodes/a");
+  for (const int status : {503, 429}) {
+    SCOPED_TRACE(status);
+    ScriptedServer server;
+    test::FakeClock clock;
+    auto client = client_for(server, clock, Backoff::kReal);
+    server.script(times(1000, status));
+    const TimePoint start = clock.now();
+    Result<nlohmann::json> r = Error("not sent");
+    {
+      const RequestDeadline step(Deadline::after(clock, 60s));
+      r = client->get("/api/v1/nodes/a");
+    }
+    ASSERT_FALSE(r);
+    EXPECT_TRUE(r.error().unanswered) << r.error().message;
+    EXPECT_EQ(r.error().http_status, status);
+    EXPECT_EQ(clock.now() - start, 60s) << "the last attempt goes out at the deadline, none after it";
+    EXPECT_THAT(r.error().message, ::testing::HasSubstr("not answered for 1m0s: gave up at the deadline"));
+    EXPECT_TRUE(RequestDeadline::current().unlimited()) << "the scope ends with its object";
   }
-  ASSERT_FALSE(r);
-  EXPECT_TRUE(r.error().unanswered) << r.error().message;
-  EXPECT_EQ(r.error().http_status, 503);
-  EXPECT_EQ(clock.now() - start, 60s) << "the last attempt goes out at the deadline, none after it";
-  EXPECT_THAT(r.error().message, ::testing::HasSubstr("not answered for 1m0s: gave up at the deadline"));
-  EXPECT_TRUE(RequestDeadline::current().unlimited()) << "the scope ends with its object";
 }
 
 TEST(RetryUntilDeadlineTest, WithoutADeadlineTheClientsBudgetApplies) {
@@ -346,24 +351,6 @@ TEST(RetryUntilDeadlineTest, WithoutADeadlineOnlyTimeNotAnsweredCountsAgainstThe
   EXPECT_TRUE(r.error().unanswered) << r.error().message;
   EXPECT_EQ(clock.now() - start, 70s + 45s);
   EXPECT_THAT(r.error().message, ::testing::HasSubstr("not answered for 1m55s: gave up at the deadline"));
-}
-
-// A step's deadline bounds 429s like any other unanswered attempt: the step fails there, and is restored.
-TEST(RetryUntilDeadlineTest, WithADeadlineA429StormEndsTheRetriesThere) {
-  ScriptedServer server;
-  test::FakeClock clock;
-  auto client = client_for(server, clock, Backoff::kReal);
-  server.script(times(1000, 429));
-  const TimePoint start = clock.now();
-  Result<nlohmann::json> r = Error("not sent");
-  {
-    const RequestDeadline step(Deadline::after(clock, 60s));
-    r = client->get("/api/v1/nodes/a");
-  }
-  ASSERT_FALSE(r);
-  EXPECT_TRUE(r.error().unanswered) << r.error().message;
-  EXPECT_EQ(r.error().http_status, 429);
-  EXPECT_EQ(clock.now() - start, 60s);
 }
 
 // A signal that lands on a write: the write already sent is let finish, so that its answer says whether it
