@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kube/api.h"
+#include "manager/commands/step_def.h"
 #include "manager/pods/late_arrivals.h"
 #include "manager/rules/node_keys.h"
 #include "support/step_bench.h"
@@ -84,7 +85,18 @@ struct RunBench : test::Bench {
                              return node.update_labels(labels, {{std::string(kPausedLabelsAnnotation),
                                                                  labels_of_run.record_value()}});
                            },
+                       .undo_changes =
+                           [this] {
+                             ++restores;
+                             return ok_status();
+                           },
                        .enter = [this](Phase p) { entered.push_back(p); }};
+  int restores = 0;  // the run's restore, as undo-changes asks for it
+  // Runs `step` through its row, as the run does (without the run's cancellation check and phase).
+  Status run_step(Step step) {
+    StepCall call{env, run, services};
+    return step_def(step).run(call);
+  }
   RunContext run;
 };
 
@@ -197,6 +209,19 @@ TEST(TakeGpuUsersOffStep, ARefusedEvictionFailsTheStepOrHandsTheDrainOnWithAutoD
     }
     EXPECT_TRUE(unschedulable(b)) << "cordoned before the eviction, undone by the run's restore";
   }
+}
+
+// A step runs alone through its row: a body needs no declaration of its own to be tested.
+TEST(StepRows, EachRowRunsItsStepsBodyAlone) {
+  RunBench b;
+  b.settings.vfio_manage = "/opt/vfio-manage";
+  ASSERT_TRUE(b.run_step(Step::kUnbindVfio));
+  EXPECT_THAT(b.host.calls, ElementsAre("run /opt/vfio-manage unbind --all"));
+  ASSERT_TRUE(b.run_step(Step::kUndoChanges));
+  EXPECT_EQ(b.restores, 1) << "undo-changes is the run's restore";
+  b.label_node({{"nvidia.com/gpu.deploy.dcgm", "paused-for-driver-upgrade"}});
+  ASSERT_TRUE(b.run_step(Step::kRestoreLabels));
+  EXPECT_THAT(b.log.text(), HasSubstr(kLabelRestoreLine));
 }
 
 TEST(UnloadDriverStep, WithoutTheDriverLoadedOnlyTheStaleRootGoes) {

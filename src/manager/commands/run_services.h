@@ -28,6 +28,9 @@ struct RunServices {
   // Pauses `labels` on the node with their record in one patch: the run's first write when the lease is
   // still to be taken (it carries the lease, and the cordon and taint due then).
   std::function<Status(const nlohmann::json& labels, FirstWrite& first)> pause_labels;
+  // The run's restore on success: the undo list and the lease release, in one node write when every change
+  // can be undone in it (undo-changes).
+  std::function<Status()> undo_changes;
   // Opens `phase` from inside a step (the evict-workloads phase, once late arrivals are found).
   std::function<void(Phase)> enter;
 };

@@ -15,13 +15,9 @@
 
 namespace dm::manager {
 
-class Uninstall;
-
 // What the run hands a step's functions when it takes the step.
+// A test makes one of its own and runs a step through its row, alone (tests/unit/run_steps_test.cc).
 struct StepCall {
-  // The run itself, for the step whose body is the run's restore (undo-changes: the undo list and the
-  // lease release in one write, uninstall_writes.cc).
-  Uninstall& flow;
   const StepEnv& env;     // the collaborators every path has (step_env.h)
   RunContext& run;        // what the steps before it handed on, and where it hands on what it finds
   RunServices& services;  // the path, the undo list, the progress and its phases (run_services.h)

@@ -388,7 +388,7 @@ Status Uninstall::execute() {
   // The late-arrival looks of evict-late-arrivals and unload-driver share what the first one found.
   run_.late.emplace(ctx_, gpu_clients_, flow_.evict_workloads,
                     operand_pods(pause_waits(snapshot_, table_), settings_.operator_namespace));
-  StepCall call{*this, env_, run_, services_};
+  StepCall call{env_, run_, services_};
   for (const auto& [step, phase] : flow_.steps) {
     const StepDef& d = step_def(step);
     if (d.needed != nullptr && !d.needed(run_)) continue;

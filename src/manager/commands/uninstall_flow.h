@@ -77,11 +77,11 @@ class Uninstall {
   // run's only one).
   void finish(int exit_code);
 
-  // The success path's undo list and the lease release, in one node write when every change can be
-  // undone in it (each one alone otherwise, or when that write fails).
-  Status undo_changes();
-
  private:
+  // The success path's undo list and the lease release, in one node write when every change can be
+  // undone in it (each one alone otherwise, or when that write fails): the row of undo-changes calls it
+  // through RunServices.
+  Status undo_changes();
   // Before the steps of a path that changes the node: the preflight, the lease, the leftovers, and what the
   // path is decided from (into `in`). An exit code: the run ended there.
   std::optional<int> prepare(std::future<Status>& access, const nlohmann::json& first_look, FlowInputs& in);
@@ -174,6 +174,7 @@ class Uninstall {
                         .labels = labels_,
                         .pause_labels = [this](const nlohmann::json& labels,
                                                FirstWrite& first) { return pause_labels(labels, first); },
+                        .undo_changes = [this] { return undo_changes(); },
                         .enter = [this](Phase phase) { enter(phase); }};
 };
 

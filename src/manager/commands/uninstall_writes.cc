@@ -122,7 +122,7 @@ const StepDef& undo_changes_step() {
   static constexpr StepDef kDef{
       .step = Step::kUndoChanges,
       .name = "undo-changes",
-      .run = [](StepCall& c) { return c.flow.undo_changes(); },
+      .run = [](StepCall& c) { return c.services.undo_changes(); },
       .render =
           [](StepPlan& plan) {
             const RunPath path = plan.flow().path;
