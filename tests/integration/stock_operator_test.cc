@@ -224,6 +224,8 @@ TEST_F(StockOperator, SigtermDuringAnApiOutageEndsTheRunWithinTheGracePeriod) {
   // Its DaemonSet brings the client back: the controller-manager's watches come back from the API
   // server's restart with their back-off, slower on a loaded machine than the usual minute.
   s.wait_running(s.workload_ns(), 1, {}, 180);
+  // The next test's node must not wait on the controllers' back-off after the outage.
+  cluster().restart_controllers();
 }
 
 TEST_F(StockOperator, TheStockDriverRoleMayNotWatchPodsSoTheRunListsThemInstead) {

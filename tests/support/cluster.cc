@@ -45,6 +45,11 @@ void TestCluster::stop_apiserver(int n) const {
   if (out.exit_code != 0) throw std::runtime_error("scripts/cluster apiserver-stop failed:\n" + out.err);
 }
 
+void TestCluster::restart_controllers() const {
+  auto out = run_command({source_path("scripts/cluster"), "controllers-restart", state_dir_});
+  if (out.exit_code != 0) throw std::runtime_error("scripts/cluster controllers-restart failed:\n" + out.err);
+}
+
 void TestCluster::start_apiserver(int n, const std::string& program) const {
   std::vector<std::string> argv{source_path("scripts/cluster"), "apiserver-start", state_dir_,
                                 std::to_string(n)};

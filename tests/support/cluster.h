@@ -47,6 +47,10 @@ class TestCluster {
   // `n`: which API server (2: the one add_apiserver started).
   // `program`: start it as another kube-apiserver program (another release) from now on.
   void stop_apiserver(int n = 1) const;
+  // kube-controller-manager and kube-scheduler stopped and started again, with fresh informers: after an
+  // API server outage their watches come back with a back-off of up to a minute, and a test that follows
+  // must not wait on that (a real control plane's components are restarted with their API server).
+  void restart_controllers() const;
   void start_apiserver(int n = 1, const std::string& program = {}) const;
   // Starts a second kube-apiserver on the same etcd (certificates, tokens and keys shared, so both answer
   // every client alike); returns its port on 127.0.0.1. A control plane of two, as behind a load balancer.
