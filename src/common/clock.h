@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace dm {
@@ -25,6 +27,10 @@ class Clock {
   // Sleeps for d, waking early if `cancel` fires, and at the latest at `cancel`'s deadline (when it has
   // one). Returns false if cancelled.
   virtual bool sleep_for(Duration d, const CancelToken& cancel) const = 0;
+  // Waits on `cv` (its mutex held in `lk`) until `ready()` holds or `d` has passed on this clock; another
+  // thread ends the wait early by changing what `ready` reads and notifying `cv`. Returns ready().
+  virtual bool wait_for(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, Duration d,
+                        const std::function<bool()>& ready) const = 0;
 };
 
 // The real clocks; sleeps in slices of at most 100 ms so cancellation is noticed quickly.
@@ -33,6 +39,10 @@ class SystemClock final : public Clock {
   [[nodiscard]] TimePoint now() const override;
   [[nodiscard]] std::chrono::system_clock::time_point wall_now() const override;
   bool sleep_for(Duration d, const CancelToken& cancel) const override;
+  bool wait_for(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, Duration d,
+                const std::function<bool()>& ready) const override {
+    return cv.wait_for(lk, d, ready);
+  }
 };
 
 // An absolute point in time, or none (no limit).

@@ -30,6 +30,11 @@ class FakeClock final : public Clock {
     if (on_sleep) on_sleep(sleeps_);
     return !cancel.cancelled();
   }
+  // On the real clock, as the code under test waits for other threads: time moves only by sleeps.
+  bool wait_for(std::unique_lock<std::mutex>& lk, std::condition_variable& cv, Duration d,
+                const std::function<bool()>& ready) const override {
+    return cv.wait_for(lk, d, ready);
+  }
   void advance(Duration d) { now_ += d; }
   std::function<void(int)> on_sleep;
   std::chrono::system_clock::time_point wall_start{std::chrono::seconds(1796076000)};

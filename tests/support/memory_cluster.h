@@ -46,6 +46,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
 #include "kube/api.h"
 
 namespace dm::test {
@@ -103,6 +104,8 @@ class MemoryCluster final : public kube::Api {
 
   // The DaemonSet stand-in (see above), on a thread of its own until the cluster is destroyed.
   void start_daemonsets();
+  // Watches measure their deadline and wait on `clock` (which must outlive the cluster), not the real clock.
+  void use_clock(const Clock& clock) { clock_ = &clock; }
   // The cluster as a stand-in controller sees it (node-sim's kubelet run in-process): never faulted, not
   // stopped by a StoppedBy view's token, not in requests(). Must not outlive the cluster.
   std::unique_ptr<kube::Api> controller_client();
@@ -147,6 +150,8 @@ class MemoryCluster final : public kube::Api {
   void reconcile_daemonsets();
 
   static thread_local bool t_controller;  // set on the stand-in controllers' thread
+  SystemClock system_clock_;
+  const Clock* clock_ = &system_clock_;  // use_clock()
   mutable std::mutex mu_;
   std::condition_variable changed_;
   std::map<std::string, nlohmann::json> store_;  // key: group/resource/namespace/name

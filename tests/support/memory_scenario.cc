@@ -72,12 +72,16 @@ MemoryScenario::MemoryScenario(std::string node, bool driver)
     : log_(std::make_unique<Log>()), node_(std::move(node)), root_(make_temp_dir("dm-mem")) {
   std::filesystem::create_directories(root_ + "/run/nvidia");
   std::filesystem::create_directories(root_ + "/sys/bus/pci/devices");
+  cluster_.use_clock(clock_);
   cluster_.apply(memory_node(node_));
   cluster_.start_daemonsets();
   nodesim::SimOptions o;
   o.node = node_;
   o.sim_root = root_;
   o.driver = driver;
+  // On the quiescent clock every tick of node-sim's watch is a move of time: 100 ms steps instead of its
+  // 10 ms (what is due is reconciled at the next tick; a change wakes the watch at once either way).
+  o.tick = std::chrono::milliseconds(100);
   sim_ = std::thread([this, o] {
     nodesim::Simulator sim(o, cluster_.controller_client(), cluster_.controller_client(), clock_, stop_sim_);
     (void)sim.run();

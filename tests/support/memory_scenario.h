@@ -2,6 +2,8 @@
 // (tools/node-sim's Simulator, run in-process against the cluster) on a simulated host in a temporary
 // directory, and the uninstall flow run in-process against both. The in-memory twin of
 // tests/fixtures/uninstall/fixture.h's Scenario: the same objects, seconds instead of a control plane.
+// Everything in it runs on one QuiescentClock: the flow's waits (an operand wait, the late-arrival
+// patience, a lease renewal) take the work done in them, not their length.
 #pragma once
 
 #include <map>
@@ -14,6 +16,7 @@
 #include "common/clock.h"
 #include "manager/rules/settings.h"
 #include "support/memory_cluster.h"
+#include "support/quiescent_clock.h"
 
 namespace dm::test {
 
@@ -137,10 +140,10 @@ class MemoryScenario {
   // logger that is being replaced.
   class Log;
   std::unique_ptr<Log> log_;
+  QuiescentClock clock_;  // before the cluster and node-sim, which wait on it
   MemoryCluster cluster_;
   std::string node_;
   std::string root_;
-  SystemClock clock_;
   CancelToken stop_sim_;
   std::thread sim_;
 };

@@ -14,7 +14,7 @@ using Json = nlohmann::json;
 
 Status MemoryCluster::list_watch(const std::string& path, const kube::ListOptions& options,
                                  const kube::WatchHandlers& handlers, Deadline deadline) {
-  SystemClock clock;
+  const Clock& clock = *clock_;
   CancelToken cancel;  // the token of the view it was sent through (kube::StoppedBy), else none
   if (const CancelToken* stop = kube::StoppedBy::current(); stop != nullptr && !t_controller) cancel = *stop;
   const std::string what = "watch " + path;
@@ -43,7 +43,7 @@ Status MemoryCluster::list_watch(const std::string& path, const kube::ListOption
     std::vector<kube::WatchEvent> events;
     {
       std::unique_lock lk(mu_);
-      changed_.wait_for(lk, tick, [&] { return changes_.size() > next || stop_; });
+      clock.wait_for(lk, changed_, tick, [&] { return changes_.size() > next || stop_; });
       for (; next < changes_.size(); ++next) {
         const Change& c = changes_[next];
         if (c.collection != ref->collection() || (!ref->ns.empty() && c.ns != ref->ns)) continue;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "support/memory_cluster.h"
+#include "support/quiescent_clock.h"
 
 namespace dm::manager {
 namespace {
@@ -106,7 +107,7 @@ size_t occurrences(const std::string& text, const std::string& what) {
 TEST(Lease, AnOutageLongerThanTheLeaseIsSaidOnceAndTheLeaseTakenBackAfterIt) {
   test::MemoryCluster cluster;
   cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
-  const SystemClock clock;
+  const test::QuiescentClock clock;  // renewals a second apart, as fast as they are made
   const auto previous = spdlog::default_logger();
   const auto sink = std::make_shared<SharedLog>();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("lease", sink));
@@ -141,7 +142,7 @@ TEST(Lease, AnOutageLongerThanTheLeaseIsSaidOnceAndTheLeaseTakenBackAfterIt) {
 TEST(Lease, ARenewalCarriesTheRidersAnnotationInItsOwnPatch) {
   test::MemoryCluster cluster;
   cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
-  const SystemClock clock;
+  const test::QuiescentClock clock;  // renewals a second apart, as fast as they are made
   std::mutex mu;
   bool due = true;
   std::vector<bool> told;
@@ -173,7 +174,7 @@ TEST(Lease, ARenewalCarriesTheRidersAnnotationInItsOwnPatch) {
     // Nothing due: the next renewals (every second) carry the lease only.
     ASSERT_TRUE(cluster.patch(kube::paths::node("n1"), kube::PatchType::kMerge,
                               {{"metadata", {{"annotations", {{"example.com/progress", "cleared"}}}}}}));
-    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    clock.sleep_for(std::chrono::milliseconds(2500), CancelToken());
     EXPECT_TRUE(lease.release(CancelToken()));
   }
   const std::lock_guard<std::mutex> lock(mu);
@@ -195,7 +196,7 @@ size_t count_starting(const std::vector<std::string>& requests, const std::strin
 TEST(Lease, ARenewalReadsTheNodeOnlyWhenItsOwnRecordIsNotThere) {
   test::MemoryCluster cluster;
   cluster.apply({{"apiVersion", "v1"}, {"kind", "Node"}, {"metadata", {{"name", "n1"}}}});
-  const SystemClock clock;
+  const test::QuiescentClock clock;  // renewals a second apart, as fast as they are made
   NodeLease lease(cluster, clock, "n1", "pod a/b", {.renew_every = std::chrono::seconds(1)});
   ASSERT_TRUE(lease.acquire(CancelToken()));
   const size_t gets_at_take = count_starting(cluster.requests(), "GET ");
@@ -209,7 +210,7 @@ TEST(Lease, ARenewalReadsTheNodeOnlyWhenItsOwnRecordIsNotThere) {
   EXPECT_EQ(count_starting(cluster.requests(), "GET "), gets_at_take + 1) << "only the first renewal read";
   EXPECT_TRUE(lease.held());
   // Another holder's record: the guarded write is refused, the renewal reads and sees the loss.
-  const LeaseRecord other{"pod x/y", std::chrono::system_clock::now(), std::chrono::seconds(60)};
+  const LeaseRecord other{"pod x/y", clock.wall_now(), std::chrono::seconds(60)};
   ASSERT_TRUE(
       cluster.patch(kube::paths::node("n1"), kube::PatchType::kMerge,
                     {{"metadata", {{"annotations", {{std::string(kLeaseAnnotation), other.to_string()}}}}}}));

@@ -262,7 +262,7 @@ void NodeLease::renew_loop() {
   bool lapsed = false;
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    cv_.wait_for(lock, options_.renew_every);
+    clock_.wait_for(lock, cv_, options_.renew_every, [&] { return stop_; });
     if (stop_) break;
     const CancelToken stop = renewing_;
     lock.unlock();

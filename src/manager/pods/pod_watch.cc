@@ -56,7 +56,8 @@ Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {
       return Error("timed out listing the pods of node " + node_ +
                    (last_error_.empty() ? "" : ": " + last_error_));
     }
-    changed_.wait_for(lk, kSlice);
+    clock_.wait_for(lk, changed_, std::min<Duration>(kSlice, deadline.remaining(clock_)),
+                    [&] { return synced_ || last_error_status_ == 401 || last_error_status_ == 403; });
   }
   return ok_status();
 }
@@ -270,7 +271,8 @@ Status PodWatch::wait_until(const std::string& what, const WaitCheck& check, Dea
     progress.update(remaining);
     // Woken by any change since the look above, including one that came while the check ran.
     std::unique_lock lk(mu_);
-    changed_.wait_for(lk, kSlice, [&] { return generation_ != seen; });
+    clock_.wait_for(lk, changed_, std::min<Duration>(kSlice, deadline.remaining(clock_)),
+                    [&] { return generation_ != seen; });
   }
 }
 
