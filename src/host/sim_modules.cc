@@ -23,12 +23,18 @@ class SimModuleBackend final : public ModuleBackend {
     if (auto ok = check_removable(name); !ok) return ok;
     auto pins = read_pins(name);
     if (!pins) return pins.error().wrap("failed to unload kernel module " + std::string(name));
+    // Gone at once, as delete_module(2) makes it: the directory is moved out of <root>/sys/module in one
+    // rename before it is deleted, so a process killed meanwhile never leaves a module half removed (a
+    // directory without its refcnt reads as a module built into the kernel).
     std::error_code ec;
-    fs::remove_all(module_dir(name), ec);
+    const std::string gone = root_ + "/sys/.unloaded-" + std::string(name);
+    fs::remove_all(gone, ec);  // what a run killed after its rename left
+    fs::rename(module_dir(name), gone, ec);
     if (ec) {
       return Error::with_errno(ec.value(), "failed to unload kernel module " + std::string(name) +
                                                ": cannot remove " + module_dir(name) + ": " + ec.message());
     }
+    fs::remove_all(gone, ec);
     if (auto st = drop_proc_modules_line(name); !st) return st;
     if (auto st = release_links_of(name); !st) return st;
     for (const auto& [target, count] : *pins) {

@@ -162,6 +162,21 @@ TEST_F(SimHostTest, FreeStackIsRemovedInOrderAndReferencesAreReleased) {
   EXPECT_LT(pos("nvidia_uvm"), pos("nvidia"));
 }
 
+// A removal is one rename out of sys/module (a run killed in it never leaves a directory without its refcnt,
+// which would read as built in); what a run killed after the rename left is cleared by the next removal.
+TEST_F(SimHostTest, ARemovedModuleLeavesNothingBehindAndALeftoverOfAKilledRunIsCleared) {
+  module("nvidia", 0);
+  test::write_file(root_ + "/sys/.unloaded-nvidia/refcnt", "0\n");  // a killed run's
+  const Status st = host_->unload_nvidia_modules();
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_FALSE(present("nvidia"));
+  EXPECT_FALSE(fs::exists(root_ + "/sys/.unloaded-nvidia"));
+  auto nvidia = host_->module_state("nvidia");
+  ASSERT_TRUE(nvidia.ok()) << nvidia.error().message;
+  EXPECT_FALSE(nvidia->loaded);
+  EXPECT_FALSE(nvidia->builtin);
+}
+
 TEST_F(SimHostTest, VgpuStackIsUnloadedAndItsPinsOnNvidiaAreReleased) {
   // nvidia_vgpu_vfio holds two references on nvidia that no holders link shows.
   module("nvidia_vgpu_vfio", 0);
