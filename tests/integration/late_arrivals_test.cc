@@ -2,7 +2,7 @@
 // bound to the node after its cordon and taint (created with spec.nodeName set, as the scheduler binds a pod
 // it chose before the cordon) are found by the fresh look before the unload and evicted; a controller that
 // keeps placing pods ends in a clear error with the node restored; a pod bound after that look, which the
-// refused unload names as a holder, is evicted and the unload tried once more.
+// refused unload names as a holder, is evicted and the unload tried again.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -42,6 +42,8 @@ class RecordingHost final : public host::Host {
   Status unload_nvidia = ok_status();
   std::deque<Status> unload_nvidia_answers;  // answered first, one per unload, before `unload_nvidia`
   std::vector<host::HolderProcess> holders;  // the processes holding the driver
+  // After each unload, the next holders (pods arriving to hold it again), until the queue is empty.
+  std::deque<std::vector<host::HolderProcess>> holders_after_unload;
   Status unload_one = ok_status();
   Status unmount = ok_status();
   host::CommandResult command{.exit_code = 0, .output = ""};
@@ -69,6 +71,10 @@ class RecordingHost final : public host::Host {
   [[nodiscard]] Status can_unload_nvidia() const override { return ok_status(); }
   Status unload_nvidia_modules() override {
     calls.emplace_back("unload-nvidia");
+    if (!holders_after_unload.empty()) {
+      holders = holders_after_unload.front();
+      holders_after_unload.pop_front();
+    }
     if (unload_nvidia_answers.empty()) return unload_nvidia;
     Status next = unload_nvidia_answers.front();
     unload_nvidia_answers.pop_front();

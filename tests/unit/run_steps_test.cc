@@ -282,6 +282,57 @@ TEST(UnloadDriverStep, AHolderThatMayNotBeEvictedFailsWithAdviceThatFitsIt) {
   }
 }
 
+// Pods bound after the last look, one after the other (a scheduler whose caches lag), each refuse the
+// unload in turn: each is evicted and the unload tried again until it succeeds.
+TEST(UnloadDriverStep, HoldersArrivingThreeTimesAreEvictedEachTimeAndTheUnloadSucceeds) {
+  RunBench b;
+  b.watch_pods();
+  std::vector<std::string> uids;
+  for (const char* name : {"late-1", "late-2", "late-3"}) uids.push_back(b.add_workload(name, /*gpu=*/true));
+  const Status refused = Error("failed to unload NVIDIA driver kernel modules: nvidia is in use");
+  b.host.unload_nvidia_answers = {refused, refused, refused};
+  for (const auto& uid : uids)
+    b.host.holders_after_unload.push_back(
+        {{.pid = 7, .comm = "python3", .pod_uid = uid, .modules = {"nvidia"}}});
+  b.host.holders_after_unload.emplace_back();  // nothing holds it after the last eviction
+  ASSERT_TRUE(unload_driver(b.env, b.services, b.run));
+  EXPECT_THAT(b.host.calls, ElementsAre("unload-nvidia", "unload-nvidia", "unload-nvidia", "unload-nvidia",
+                                        "unmount", "remove-pid"));
+  for (const char* name : {"late-1", "late-2", "late-3"})
+    EXPECT_FALSE(b.cluster.get(kube::paths::pod("work", name))) << name << " evicted and gone";
+  EXPECT_THAT(b.run.evicted.workloads, ElementsAre(uids[0], uids[1], uids[2]));
+  EXPECT_EQ(b.clock.sleeps(), 2) << "a pause before the second and the third look, none before the first";
+  EXPECT_THAT(b.log.text(), HasSubstr("The NVIDIA driver is held by pods that arrived on node n1 after the "
+                                      "last look: work/late-3 (GPU workload); evicting them and trying the "
+                                      "unload again"));
+  EXPECT_THAT(b.log.text(), HasSubstr("info Successfully uninstalled nvidia driver components"));
+}
+
+// Something that keeps placing pods to hold the driver is not chased forever: past the late-arrival
+// patience the refusal stands, saying so, and without auto drain the step fails.
+TEST(UnloadDriverStep, HoldersThatKeepArrivingPastThePatienceFailTheStepSayingSo) {
+  RunBench b;
+  b.watch_pods();
+  b.host.unload_nvidia = Error("nvidia is in use");
+  for (int i = 0; i < 20; ++i) {
+    const std::string uid = b.add_workload("late-" + std::to_string(i), /*gpu=*/true);
+    b.host.holders_after_unload.push_back(
+        {{.pid = 7, .comm = "python3", .pod_uid = uid, .modules = {"nvidia"}}});
+  }
+  auto s = unload_driver(b.env, b.services, b.run);
+  ASSERT_FALSE(s);
+  EXPECT_THAT(s.error().message, HasSubstr("nvidia is in use"));
+  EXPECT_THAT(s.error().message, HasSubstr("; GPU pods kept arriving on node n1 to hold the driver: evicted "
+                                           "them "));
+  EXPECT_THAT(s.error().message, HasSubstr("stop it, then run driver-manager again"));
+  EXPECT_GE(b.clock.now() - TimePoint{}, kLateArrivalPatience);
+  EXPECT_LT(b.clock.now() - TimePoint{},
+            kLateArrivalPatience + kLateArrivalLongestPause + std::chrono::seconds(1));
+  EXPECT_LT(b.run.evicted.workloads.size(), 20U) << "it stopped evicting once the patience was spent";
+  EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "late-19"))) << "the later ones were left";
+  EXPECT_THAT(b.log.text(), HasSubstr("error Failed to uninstall nvidia driver components"));
+}
+
 TEST(UnloadDriverStep, WithAutoDrainARefusedUnloadCordonsDrainsAndTriesOnceMore) {
   RunBench b(/*evict_workloads=*/true, /*auto_drain=*/true);
   b.watch_pods();

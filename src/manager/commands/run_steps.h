@@ -28,8 +28,9 @@ Status pause_dra_plugin(const StepEnv& env, RunServices& services, RunContext& r
 Status restore_labels(const StepEnv& env, RunServices& services);
 // unload-driver: the holders the host shows first (a process outside any pod fails the run; a pod no step
 // took off is evicted), then the modules, all or nothing, and the old driver root. A refusal whose holders
-// are all pods this run may evict (bound after the last look) evicts them and tries once more; with auto
-// drain on, a refusal after that cordons, drains the node and tries once more.
+// are all pods this run may evict (bound after the last look) evicts them and tries again, as long as such
+// pods keep arriving within the late-arrival patience; with auto drain on, a refusal after that cordons,
+// drains the node and tries once more.
 Status unload_driver(const StepEnv& env, RunServices& services, RunContext& run);
 
 }  // namespace dm::manager

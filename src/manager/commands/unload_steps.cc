@@ -30,19 +30,14 @@ void count_evicted(const LateArrivals& late, RunContext& run) {
 }
 
 // A refused unload whose holders are all pods this run may evict (bound after the last look): they are
-// evicted and the unload tried once more; `unloaded` becomes that attempt's outcome. Otherwise the
-// refusal stands.
+// evicted and the unload tried again, as long as pods keep arriving within the late-arrival patience;
+// `unloaded` becomes the last attempt's outcome. Otherwise the refusal stands.
 Status evict_late_holders_and_unload(const StepEnv& env, RunContext& run, Status& unloaded) {
-  std::set<std::string> uids;
-  for (const auto& h : env.host.nvidia_holder_processes()) uids.insert(h.pod_uid);
   LateArrivals& late = run.late.value();
-  auto evicted = late.evict_holders(uids);
+  auto s = late.evict_holders_until_unloaded([&env] { return env.host.nvidia_holder_processes(); },
+                                             [&env] { return unload_nvidia_modules(env); }, unloaded);
   count_evicted(late, run);
-  if (!evicted) return evicted.error();
-  if (!*evicted) return ok_status();
-  if (auto k = unless_terminated(env); !k) return k;
-  unloaded = unload_nvidia_modules(env);
-  return ok_status();
+  return s;
 }
 
 // The host's evidence before the unload: pods holding the driver that no step took off are evicted as GPU
@@ -116,7 +111,8 @@ void render_unload_driver(StepPlan& plan) {
             ", remove the driver's pid file; before it, the holders on the host: a process outside any pod "
             "fails the run" +
             (flow.evict_workloads ? ", a pod no rule took off is evicted as a GPU workload" : "") +
-            "; if pods that arrived late hold them: evict those, try once more");
+            "; if pods that arrived late hold them: evict those and try again, as long as they keep arriving "
+            "within the same patience");
   if (flow.facts.auto_drain)
     plan.line("if the unload fails: cordon, drain the node (full-drain fallback), retry the unload");
 }

@@ -176,10 +176,45 @@ Result<bool> LateArrivals::evict_holders(const std::set<std::string>& holder_uid
     return false;
   spdlog::warn(
       "The NVIDIA driver is held by pods that arrived on node {} after the last look: {}; evicting them and "
-      "trying the unload once more",
+      "trying the unload again",
       ctx_.node.node(), join_names(found->names, kMaxNamed));
   if (auto s = evict(*found); !s) return s.error();
   return true;
+}
+
+Status LateArrivals::evict_holders_until_unloaded(
+    const std::function<std::vector<host::HolderProcess>()>& holders, const std::function<Status()>& unload,
+    Status& unloaded) {
+  const std::string& node = ctx_.node.node();
+  const TimePoint first_refused = ctx_.clock.now();
+  Duration pause = kLateArrivalFirstPause;
+  for (int round = 1; !unloaded; ++round) {
+    if (round > 1) {
+      const TimePoint now = ctx_.clock.now();
+      if (late_arrivals_exhausted(now, first_refused, ctx_.client.outage_ended_at())) {
+        unloaded = Error(fmt::format(
+            "{}; GPU pods kept arriving on node {} to hold the driver: evicted them {} times in {} and it is "
+            "still held. Something keeps placing GPU pods on the node (a controller that sets spec.nodeName "
+            "itself, or pods that tolerate the cordon and the taint): stop it, then run driver-manager again",
+            unloaded.error().message, node, round - 1,
+            format_duration(now - first_refused, DurationStyle::kWholeSeconds)));
+        return ok_status();
+      }
+      // The scheduler's caches need a moment to catch up; the pod it is placing now would hold it next.
+      spdlog::info("The NVIDIA driver is held again on node {}: looking at its holders in {}", node,
+                   format_duration(pause, DurationStyle::kWholeSeconds));
+      if (!ctx_.clock.sleep_for(pause, ctx_.cancel)) return Error("terminated by SIGTERM");
+      pause = std::min(pause * 2, kLateArrivalLongestPause);
+    }
+    std::set<std::string> uids;
+    for (const auto& h : holders()) uids.insert(h.pod_uid);
+    auto evicted = evict_holders(uids);
+    if (!evicted) return evicted.error();
+    if (!*evicted) return ok_status();  // the refusal stands
+    if (ctx_.cancel.cancelled()) return Error("terminated by SIGTERM");
+    unloaded = unload();
+  }
+  return ok_status();
 }
 
 Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderProcess>& holders,

@@ -74,6 +74,15 @@ class LateArrivals {
   // is a pod this run may evict, evicts them and returns true; false (nothing done) otherwise.
   Result<bool> evict_holders(const std::set<std::string>& holder_uids);
 
+  // After the refused unload `unloaded`: while the processes holding the driver (`holders()`) all run in
+  // pods this run may evict, evicts those pods and tries `unload()` again, as often as pods keep arriving
+  // to hold it, pausing before every look but the first (kLateArrivalFirstPause, doubling) and for at
+  // most the late-arrival patience from the first refusal (kLateArrivalPatience, or until
+  // kLateArrivalPatienceAfterOutage after an outage). `unloaded` becomes the last attempt's outcome; a
+  // refusal that outlasts the patience says so. The error returned is an eviction's or SIGTERM's.
+  Status evict_holders_until_unloaded(const std::function<std::vector<host::HolderProcess>()>& holders,
+                                      const std::function<Status()>& unload, Status& unloaded);
+
   // The host's evidence, right before the unload (docs/behaviour.md, Late arrivals): `holders` are the
   // processes holding the NVIDIA driver. One outside any pod fails at once, naming it (nothing is unloaded).
   // A designated GPU client among the pods holding it (put back early by its DaemonSet controller) is reset
