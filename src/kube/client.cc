@@ -157,33 +157,6 @@ Result<Json> success_answer(bool list, const HttpResponse& resp, std::optional<L
 
 }  // namespace
 
-namespace {
-
-// A read stops the moment the token fires. A write already under way is let finish for up to `settle`:
-// its answer tells whether it was applied, where an abort would leave the caller unsure of a change the
-// server may still apply after the caller's next look (a signal on a write).
-std::function<bool()> keep_going_for(const CancelToken& cancel, bool write,
-                                     std::chrono::milliseconds settle) {
-  return [cancel, write, settle,
-          cancel_seen = std::optional<std::chrono::steady_clock::time_point>()]() mutable {
-    if (!cancel.cancelled()) return true;
-    if (!write) return false;
-    const auto now = std::chrono::steady_clock::now();
-    if (!cancel_seen) cancel_seen = now;
-    return now - *cancel_seen < settle;
-  };
-}
-
-// The error of a request given up at the deadline of what it served.
-Error gave_up(Error err, Duration tried_for) {
-  err.message += " (not answered for " + format_duration(tried_for, DurationStyle::kWholeSeconds) +
-                 ": gave up at the deadline)";
-  err.unanswered = true;
-  return err;
-}
-
-}  // namespace
-
 Result<Json> Client::Impl::send(const Call& call) {
   HttpRequest req;
   req.method = call.method;
@@ -192,7 +165,7 @@ Result<Json> Client::Impl::send(const Call& call) {
   req.content_type = call.content_type;
   req.timeout = options.request_timeout;
   const CancelToken cancel = current_cancel();
-  req.keep_going = keep_going_for(cancel, call.method != "GET", options.write_settle);
+  req.keep_going = keep_going_until(cancel, call.method != "GET", options.write_settle);
 
   const std::string what = call.method + " " + call.path;
   // A List is parsed while it arrives (a fresh parser per attempt): its text is never held whole.

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <string>
 
+#include "common/duration_text.h"
+
 namespace dm::kube {
 
 bool retryable_status(long http_status, On429 on_429) {
@@ -78,6 +80,13 @@ std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt, 
   d = std::min<int64_t>(d, cap.count());
   jitter = std::clamp(jitter, 0.0, 1.0);
   return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d) * (0.5 + jitter / 2)));
+}
+
+Error gave_up(Error err, Duration tried_for) {
+  err.message += " (not answered for " + format_duration(tried_for, DurationStyle::kWholeSeconds) +
+                 ": gave up at the deadline)";
+  err.unanswered = true;
+  return err;
 }
 
 }  // namespace dm::kube

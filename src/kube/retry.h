@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "common/clock.h"
+#include "common/result.h"
 
 namespace dm::kube {
 
@@ -60,6 +61,10 @@ class RetryBudget {
   Duration budget_{0};
   Duration turned_away_{0};  // not counted (without a deadline of its own)
 };
+
+// The error of a request given up at the deadline of what it served: `err`, saying for how long it went
+// unanswered, marked unanswered.
+Error gave_up(Error err, Duration tried_for);
 
 // What a 429 Too Many Requests is to the caller: worth another attempt, or the answer to return (an
 // eviction that a PodDisruptionBudget blocks: the caller decides whether and when to try again).

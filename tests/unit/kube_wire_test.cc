@@ -3,11 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kube/client.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
+#include "kube/http.h"
 #include "kube/list_stream.h"
 #include "kube/retry.h"
 #include "kube/watch_stream.h"
@@ -137,6 +139,27 @@ TEST(RetryTest, ABudgetWithADeadlineCountsEverything) {
   RetryBudget once(clock, {Deadline{}}, 0s);
   EXPECT_TRUE(once.single_attempt());
   EXPECT_FALSE(once.unlimited(true)) << "no retry at all stays no retry";
+}
+
+TEST(RetryTest, GivingUpSaysForHowLongAndMarksTheErrorUnanswered) {
+  Error e = gave_up(Error("GET /api/v1/nodes/n1: connection refused"), std::chrono::seconds(300));
+  EXPECT_EQ(e.message,
+            "GET /api/v1/nodes/n1: connection refused (not answered for 5m0s: gave up at the deadline)");
+  EXPECT_TRUE(e.unanswered);
+}
+
+// A read stops when the token fires; a write already sent is let finish for the settle time, then stops.
+TEST(KeepGoingTest, AReadStopsAtOnceAWriteAfterTheSettleTime) {
+  CancelToken token;
+  auto read = keep_going_until(token, /*write=*/false, milliseconds(50));
+  auto write = keep_going_until(token, /*write=*/true, milliseconds(50));
+  EXPECT_TRUE(read());
+  EXPECT_TRUE(write());
+  token.cancel();
+  EXPECT_FALSE(read());
+  EXPECT_TRUE(write()) << "the write is let finish";
+  std::this_thread::sleep_for(milliseconds(60));
+  EXPECT_FALSE(write()) << "past the settle time";
 }
 
 TEST(ApiErrorTest, StatusBody) {
