@@ -74,8 +74,6 @@ struct RunBench : test::Bench {
   RunServices services{.flow = flow,
                        .undo = undo,
                        .progress = progress,
-                       .snapshot = snapshot,
-                       .operands = operands,
                        .labels = labels_of_run,
                        // The run's label write without the lease: the labels and their record, one patch.
                        .pause_labels =

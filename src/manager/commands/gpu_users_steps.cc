@@ -66,7 +66,7 @@ Status evict_workloads(const StepEnv& env, RunServices& services, const CancelTo
 // never evicts a client or an operand that they are still taking off the node.
 Status take_gpu_users_off(const StepEnv& env, RunServices& services, RunContext& run) {
   const DrainContext& ctx = env.run;
-  const auto waits = pause_waits(services.snapshot, services.operands);
+  const auto waits = pause_waits(services.labels.snapshot(), services.labels.operands());
   const auto& ns = ctx.settings.operator_namespace;
   log_operand_waits_start(ctx.pods, waits, ns);
   const CancelToken stop_wait = ctx.cancel.child();

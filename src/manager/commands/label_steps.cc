@@ -18,16 +18,17 @@ Status pause_operands(const StepEnv& env, RunServices& services, RunContext& run
       "Shutting down all GPU clients on the current node by disabling their component-specific "
       "nodeSelector labels");
   const Settings& settings = env.run.settings;
-  const Snapshot& snapshot = services.snapshot;
+  const Snapshot& snapshot = services.labels.snapshot();
   const auto& custom = settings.node_label_for_gpu_pod_eviction;
   if (!custom.empty() && !snapshot.value(custom).empty()) {
     spdlog::info("Shutting down GPU clients using node selector label \"{}\"={}", custom,
                  snapshot.value(custom));
   }
   if (services.labels.read_daemonset_templates(env.run.pods.snapshot(), env.run.client)) {
-    env.clients.use_label_pause(std::make_shared<const LabelPause>(label_pause(snapshot, services.operands)));
+    env.clients.use_label_pause(
+        std::make_shared<const LabelPause>(label_pause(snapshot, services.labels.operands())));
   }
-  const auto body = pause_patch(snapshot, services.operands);
+  const auto body = pause_patch(snapshot, services.labels.operands());
   if (!patch_has_labels(body)) return ok_status();
   register_legacy_uncordon(services.undo, env.run.node, settings, snapshot.policy_enabled());
   services.labels.register_restore(services.undo);  // before the write: it may be applied unanswered
@@ -40,12 +41,12 @@ Status pause_operands(const StepEnv& env, RunServices& services, RunContext& run
 
 Status pause_dra_plugin(const StepEnv& env, RunServices& services, RunContext& run) {
   spdlog::info("Draining the DRA kubelet-plugin (last, after its claim-holding clients)");
-  const auto body = plugin_patch(services.snapshot, services.operands);
+  const auto body = plugin_patch(services.labels.snapshot(), services.labels.operands());
   if (patch_has_labels(body)) {
     services.labels.register_restore(services.undo);
     if (auto s = services.pause_labels(body["metadata"]["labels"], run.first_write); !s) return s.error();
   }
-  return wait_for_operands(env.run.pods, plugin_waits(services.snapshot, services.operands),
+  return wait_for_operands(env.run.pods, plugin_waits(services.labels.snapshot(), services.labels.operands()),
                            env.run.settings.operator_namespace, operand_wait_deadline(env.run),
                            env.run.cancel);
 }
@@ -84,7 +85,7 @@ const StepDef& restore_labels_step() {
       .before_check =
           [](StepCall& c) {
             register_legacy_uncordon(c.services.undo, c.env.run.node, c.env.run.settings,
-                                     c.services.snapshot.policy_enabled());
+                                     c.services.labels.snapshot().policy_enabled());
           },
       .render =
           [](StepPlan& plan) { plan.line("restore labels left paused by an earlier run, undo its cordon"); }};

@@ -31,6 +31,11 @@ class OperandLabels {
   OperandLabels(const Settings& settings, Snapshot& snapshot, const std::vector<OperandSpec>& table)
       : settings_(settings), snapshot_(snapshot), table_(table) {}
 
+  // The node's operand labels as the lease found them, and the operand table: what the label pause takes
+  // off and waits for (pause_waits).
+  [[nodiscard]] const Snapshot& snapshot() const { return snapshot_; }
+  [[nodiscard]] const std::vector<OperandSpec>& operands() const { return table_; }
+
   // From the node as the lease found it: the record an earlier run left (an unreadable one is ignored, and
   // said).
   void start_from(const nlohmann::json& node);

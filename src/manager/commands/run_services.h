@@ -20,11 +20,9 @@ struct RunServices {
   const FlowSteps& flow;  // the path and the facts it was decided from (workloads evicted, auto drain)
   UndoList& undo;         // every change to the node registers its undo here, before its write
   RunProgress& progress;  // what the run reports of itself (the pods found holding the GPU on the host, ...)
-  // The node's operand labels as the lease found them, and the operand table: what the label pause takes
-  // off and waits for (pause_waits). Read only; the run takes the snapshot before any step.
-  const Snapshot& snapshot;
-  const std::vector<OperandSpec>& operands;
-  OperandLabels& labels;  // their templates, the record of what was paused, the restore
+  // The node's operand labels as the lease found them (the run takes them before any step) and the operand
+  // table, their templates, the record of what was paused, the restore.
+  OperandLabels& labels;
   // Pauses `labels` on the node with their record in one patch: the run's first write when the lease is
   // still to be taken (it carries the lease, and the cordon and taint due then).
   std::function<Status(const nlohmann::json& labels, FirstWrite& first)> pause_labels;

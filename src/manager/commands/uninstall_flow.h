@@ -169,8 +169,6 @@ class Uninstall {
   RunServices services_{.flow = flow_,
                         .undo = undo_,
                         .progress = reporter_.progress(),
-                        .snapshot = snapshot_,
-                        .operands = table_,
                         .labels = labels_,
                         .pause_labels = [this](const nlohmann::json& labels,
                                                FirstWrite& first) { return pause_labels(labels, first); },
