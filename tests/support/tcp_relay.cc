@@ -151,12 +151,13 @@ void TcpRelay::pump(const std::shared_ptr<Link>& link) {
   char buf[65536];
   while (!stop_ && !link->reset && !failed) {
     const auto now = Clock::now();
+    const bool partitioned = partitioned_;
     bool want_out[2] = {false, false};
     auto next_due = now + kTick;
     for (int i = 0; i < 2 && !failed; ++i) {
       Direction& d = link->dir[i];
       const int out = link->fd[1 - i];
-      while (!partitioned_ && !d.queue.empty() && d.queue.front().due <= now) {
+      while (!partitioned && !d.queue.empty() && d.queue.front().due <= now) {
         Chunk& c = d.queue.front();
         const ssize_t n = send(out, c.data.data() + c.off, c.data.size() - c.off, MSG_NOSIGNAL);
         if (n < 0) {
@@ -170,7 +171,9 @@ void TcpRelay::pump(const std::shared_ptr<Link>& link) {
         c.off += static_cast<size_t>(n);
         if (c.off == c.data.size()) d.queue.pop_front();
       }
-      if (!d.queue.empty()) next_due = std::min(next_due, d.queue.front().due);
+      // While partitioned nothing is due: what is held waits for the next tick (a chunk already due would
+      // otherwise wake the pump at once, every millisecond, for the whole partition).
+      if (!partitioned && !d.queue.empty()) next_due = std::min(next_due, d.queue.front().due);
       if (d.eof && d.queue.empty() && !d.shut) {
         (void)shutdown(out, SHUT_WR);
         d.shut = true;
@@ -179,9 +182,10 @@ void TcpRelay::pump(const std::shared_ptr<Link>& link) {
     if (failed || (link->dir[0].shut && link->dir[1].shut)) break;
     pollfd p[2];
     for (int j = 0; j < 2; ++j) {
-      p[j] = {.fd = link->fd[j],
-              .events = static_cast<short>((link->dir[j].eof ? 0 : POLLIN) | (want_out[j] ? POLLOUT : 0)),
-              .revents = 0};
+      const auto events = static_cast<short>((link->dir[j].eof ? 0 : POLLIN) | (want_out[j] ? POLLOUT : 0));
+      // An end with nothing to wait for is left out: poll reports a closed socket's POLLHUP whatever the
+      // events asked, and the pump would spin on it.
+      p[j] = {.fd = events == 0 ? -1 : link->fd[j], .events = events, .revents = 0};
     }
     const auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(next_due - now);
     (void)poll(p, 2, static_cast<int>(std::clamp<long>(wait.count(), 1, kTick.count())));
