@@ -1,7 +1,6 @@
 #include "kube/http.h"
 
 #include <cctype>
-#include <optional>
 
 #include "kube/http_exchange.h"
 
@@ -12,18 +11,6 @@ using http_detail::kMaxBufferedBody;
 using http_detail::Link;
 using http_detail::parse_url;
 using http_detail::read_head;
-
-std::function<bool()> keep_going_until(const CancelToken& cancel, bool write,
-                                       std::chrono::milliseconds settle) {
-  return [cancel, write, settle,
-          cancel_seen = std::optional<std::chrono::steady_clock::time_point>()]() mutable {
-    if (!cancel.cancelled()) return true;
-    if (!write) return false;
-    const auto now = std::chrono::steady_clock::now();
-    if (!cancel_seen) cancel_seen = now;
-    return now - *cancel_seen < settle;
-  };
-}
 
 struct HttpConnection::Impl : Link {};
 

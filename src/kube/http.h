@@ -10,7 +10,6 @@
 #include <string>
 #include <string_view>
 
-#include "common/clock.h"
 #include "common/result.h"
 #include "kube/config.h"
 
@@ -30,13 +29,6 @@ struct HttpRequest {
   std::function<bool()> keep_going;
   std::chrono::milliseconds poll_interval{100};
 };
-
-// A keep_going for a request that `cancel` stops. A read stops the moment the token fires. A write
-// already under way is let finish for up to `settle`: its answer tells whether it was applied, where an
-// abort would leave the caller unsure of a change the server may still apply after the caller's next look
-// (a signal on a write).
-std::function<bool()> keep_going_until(const CancelToken& cancel, bool write,
-                                       std::chrono::milliseconds settle);
 
 struct HttpResponse {
   long status = 0;              // 0: no HTTP response at all

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <optional>
 #include <string>
 
 #include "common/duration_text.h"
@@ -80,6 +81,18 @@ std::chrono::milliseconds backoff_delay(const RetryPolicy& policy, int attempt, 
   d = std::min<int64_t>(d, cap.count());
   jitter = std::clamp(jitter, 0.0, 1.0);
   return std::chrono::milliseconds(static_cast<int64_t>(static_cast<double>(d) * (0.5 + jitter / 2)));
+}
+
+std::function<bool()> keep_going_until(const CancelToken& cancel, bool write,
+                                       std::chrono::milliseconds settle) {
+  return [cancel, write, settle,
+          cancel_seen = std::optional<std::chrono::steady_clock::time_point>()]() mutable {
+    if (!cancel.cancelled()) return true;
+    if (!write) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (!cancel_seen) cancel_seen = now;
+    return now - *cancel_seen < settle;
+  };
 }
 
 Error gave_up(Error err, Duration tried_for) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <string_view>
@@ -61,6 +62,13 @@ class RetryBudget {
   Duration budget_{0};
   Duration turned_away_{0};  // not counted (without a deadline of its own)
 };
+
+// An HttpRequest's keep_going for a request that `cancel` stops. A read stops the moment the token fires.
+// A write already under way is let finish for up to `settle`: its answer tells whether it was applied,
+// where an abort would leave the caller unsure of a change the server may still apply after the caller's
+// next look (a signal on a write).
+std::function<bool()> keep_going_until(const CancelToken& cancel, bool write,
+                                       std::chrono::milliseconds settle);
 
 // The error of a request given up at the deadline of what it served: `err`, saying for how long it went
 // unanswered, marked unanswered.

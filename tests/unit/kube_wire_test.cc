@@ -9,7 +9,6 @@
 #include "kube/client.h"
 #include "kube/client_impl.h"
 #include "kube/errors.h"
-#include "kube/http.h"
 #include "kube/list_stream.h"
 #include "kube/retry.h"
 #include "kube/watch_stream.h"
