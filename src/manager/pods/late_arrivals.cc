@@ -61,6 +61,17 @@ void add_names(const PodListDecision& decision, const std::string& what, std::ve
   }
 }
 
+// The pause before the next look at pods arriving late, logged as `what` (node, pause), then doubled up to
+// kLateArrivalLongestPause: the scheduler's caches need a moment to catch up, and a look at once would find
+// the next pod it is placing.
+Status pause_before_next_look(const DrainContext& ctx, Duration& pause,
+                              fmt::format_string<const std::string&, std::string> what) {
+  spdlog::info(what, ctx.node.node(), format_duration(pause, DurationStyle::kWholeSeconds));
+  if (!ctx.clock.sleep_for(pause, ctx.cancel)) return Error("terminated by SIGTERM");
+  pause = std::min(pause * 2, kLateArrivalLongestPause);
+  return ok_status();
+}
+
 }  // namespace
 
 LateArrivals::LateArrivals(const DrainContext& ctx, GpuClientReset& clients, bool workloads,
@@ -153,11 +164,8 @@ Status LateArrivals::evict_until_none() {
                      : format_duration(kLateArrivalPatience, DurationStyle::kWholeSeconds) +
                            " after the first late one");
     if (auto s = evict(*found); !s) return s;
-    // The scheduler's caches need a moment to catch up; a look at once would find the next pod it is placing.
-    spdlog::info("Looking again for GPU pods on node {} in {}", node,
-                 format_duration(pause, DurationStyle::kWholeSeconds));
-    if (!ctx_.clock.sleep_for(pause, ctx_.cancel)) return Error("terminated by SIGTERM");
-    pause = std::min(pause * 2, kLateArrivalLongestPause);
+    if (auto s = pause_before_next_look(ctx_, pause, "Looking again for GPU pods on node {} in {}"); !s)
+      return s;
   }
 }
 
@@ -200,11 +208,9 @@ Status LateArrivals::evict_holders_until_unloaded(
             format_duration(now - first_refused, DurationStyle::kWholeSeconds)));
         return ok_status();
       }
-      // The scheduler's caches need a moment to catch up; the pod it is placing now would hold it next.
-      spdlog::info("The NVIDIA driver is held again on node {}: looking at its holders in {}", node,
-                   format_duration(pause, DurationStyle::kWholeSeconds));
-      if (!ctx_.clock.sleep_for(pause, ctx_.cancel)) return Error("terminated by SIGTERM");
-      pause = std::min(pause * 2, kLateArrivalLongestPause);
+      auto s = pause_before_next_look(
+          ctx_, pause, "The NVIDIA driver is held again on node {}: looking at its holders in {}");
+      if (!s) return s;
     }
     std::set<std::string> uids;
     for (const auto& h : holders()) uids.insert(h.pod_uid);
