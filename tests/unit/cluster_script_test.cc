@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -107,6 +108,60 @@ TEST(ClusterScriptTest, AProcessWhoseMainThreadExitedIsNotGoneWhileAnotherThread
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   EXPECT_EQ(cluster_gone(child), 0) << "a reaped process is gone";
+}
+
+// A registry of ports for scripts/cluster in a directory of its own, with clusters that are up (their state
+// directory has its certificates) and one that is down.
+struct PortRegistry {
+  std::string dir = make_temp_dir("dm-ports");
+  std::string lock = dir + "/ports.lock";
+  std::string up = dir + "/up";
+  std::string down = dir + "/down";
+  std::string fresh = dir + "/fresh";
+  PortRegistry() {
+    for (const auto& d : {up, fresh}) std::filesystem::create_directories(d + "/pki");
+    std::filesystem::create_directories(down);
+  }
+  ~PortRegistry() { std::filesystem::remove_all(dir); }
+  PortRegistry(const PortRegistry&) = delete;
+  PortRegistry& operator=(const PortRegistry&) = delete;
+  [[nodiscard]] std::string owned() const { return read_file(lock + ".owned"); }
+  // Ports 19990-19993: below those clusters pick by default (20000 on) and the kernel's ephemeral ones.
+  [[nodiscard]] CommandOutput pick() const {
+    return run_command({source_path("scripts/cluster"), "_pick-port", fresh}, "",
+                       {{"K8S_PORT_LOCK", lock}, {"K8S_PORT_RANGE", "19990 19994"}});
+  }
+};
+
+TEST(ClusterScriptTest, APortOfAClusterThatIsUpIsNotPickedAgainThoughNothingListensOnIt) {
+  const PortRegistry r;
+  write_file(r.lock + ".owned", "19990 " + r.up + "\n19991 " + r.up + "\n19992 " + r.up + "\n");
+  const CommandOutput out = r.pick();
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(out.out, "19993\n") << "the one port no cluster that is up has picked";
+  EXPECT_NE(r.owned().find("19993 " + r.fresh + "\n"), std::string::npos)
+      << "the port is noted as the new cluster's: " << r.owned();
+}
+
+TEST(ClusterScriptTest, ThePortsOfAClusterThatIsDownAreForgottenAndFreeToPick) {
+  const PortRegistry r;
+  write_file(r.lock + ".owned",
+             "19990 " + r.down + "\n19991 " + r.up + "\n19992 " + r.up + "\n19993 " + r.up + "\n");
+  const CommandOutput out = r.pick();
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_EQ(out.out, "19990\n") << "the port of the cluster that is down";
+  EXPECT_EQ(r.owned(), "19991 " + r.up + "\n19992 " + r.up + "\n19993 " + r.up + "\n19990 " + r.fresh + "\n");
+}
+
+TEST(ClusterScriptTest, WhenEveryPortIsTakenThePickFailsSayingSo) {
+  const PortRegistry r;
+  std::string lines;
+  for (int port = 19990; port < 19994; ++port) lines += std::to_string(port) + " " + r.up + "\n";
+  write_file(r.lock + ".owned", lines);
+  const CommandOutput out = r.pick();
+  EXPECT_NE(out.exit_code, 0);
+  EXPECT_NE(out.err.find("could not find a free port"), std::string::npos) << out.err;
+  EXPECT_EQ(r.owned(), lines) << "nothing noted";
 }
 
 }  // namespace
