@@ -34,15 +34,24 @@ cp "$0" "$work/payload/guest_forward_test.sh"
 # The guest's shell is busybox sh, which has no [[ ]]: the checks run under the payload's own bash.
 cp /bin/bash "$work/payload/bash"
 
-for _ in $(seq 20); do  # a free port: the server stays up once it has bound one
+serves_token() {  # PORT: whether 127.0.0.1:PORT answers with our token (and not another program's page)
+  local reply
+  reply=$(timeout 5 bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" && printf "GET /token HTTP/1.0\r\n\r\n" >&3 &&
+    cat <&3' _ "$1" 2>/dev/null) || return 1
+  [[ $reply == *"$token" ]]
+}
+# A free port: busybox httpd exits when another program has it (control planes of other tests listen
+# around here), so a port counts once our own server answers there with the token.
+for _ in $(seq 20); do
   port=$((20000 + RANDOM % 20000))
-  busybox httpd -f -p "127.0.0.1:$port" -h "$work/www" &
+  busybox httpd -f -p "127.0.0.1:$port" -h "$work/www" 2>/dev/null &
   server=$!
-  until (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do
+  for _ in $(seq 100); do
+    serves_token "$port" && break 2
     kill -0 "$server" 2>/dev/null || break
     sleep 0.1
   done
-  kill -0 "$server" 2>/dev/null && break
+  kill "$server" 2>/dev/null
   wait "$server" 2>/dev/null
   server=
 done
