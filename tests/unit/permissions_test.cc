@@ -79,7 +79,9 @@ TEST(Permissions, PreflightAsksForTheRowsTheSettingsNeed) {
     std::set<std::string> out;
     for (const auto& c : uninstall_access_checks(s, dra_on)) {
       EXPECT_TRUE(out.insert(c.describe()).second) << c.describe() << " asked twice";
-      if (c.resource == "nodes") EXPECT_EQ(c.name, "gpu-1") << c.describe();
+      if (c.resource == "nodes") {
+        EXPECT_EQ(c.name, "gpu-1") << c.describe();
+      }
     }
     return out;
   };

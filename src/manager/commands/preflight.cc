@@ -218,11 +218,12 @@ std::vector<AccessCheck> uninstall_access_checks(const Settings& s, bool dra_on)
   for (const Permission& p : kPermissions) {
     if (!run_needs(p.run, s, dra_on)) continue;
     const auto slash = p.resource.find('/');
-    AccessCheck check{.verb = std::string(p.verb),
-                      .resource = std::string(p.resource.substr(0, slash)),
-                      .group = std::string(p.group),
-                      .why = std::string(p.why)};
-    if (slash != std::string_view::npos) check.subresource = std::string(p.resource.substr(slash + 1));
+    AccessCheck check;
+    check.verb = p.verb;
+    check.resource = p.resource.substr(0, slash);
+    if (slash != std::string_view::npos) check.subresource = p.resource.substr(slash + 1);
+    check.group = p.group;
+    check.why = p.why;
     if (p.resource == "nodes") check.name = s.node_name;
     c.push_back(std::move(check));
   }

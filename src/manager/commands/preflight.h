@@ -54,13 +54,13 @@ enum class RunNeed {
 // deploy/recover-job.yaml (recover) to exactly the rows of their command. A new request in the code is a
 // new row here, or that test fails.
 struct Permission {
-  std::string_view verb;
-  std::string_view resource;  // "nodes", "pods/eviction"
-  std::string_view group;     // "" = core
+  std::string_view verb = {};
+  std::string_view resource = {};  // "nodes", "pods/eviction"
+  std::string_view group = {};     // "" = core
   RunNeed run = RunNeed::kNotUsed;
-  bool plan = false;     // `plan` sends it (one node or a wave)
-  bool recover = false;  // `recover` sends it
-  std::string_view why;  // what it is used for, for preflight's error
+  bool plan = false;          // `plan` sends it (one node or a wave)
+  bool recover = false;       // `recover` sends it
+  std::string_view why = {};  // what it is used for, for preflight's error
 };
 
 // Every permission driver-manager's commands use, one row per verb and resource.
