@@ -27,7 +27,7 @@
 #             (upgrade): the canary node is upgraded by our init container, the other pool's keeps upstream's
 # Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
 # saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
-# Set-up and test choices: tests/operator/lib.bash and docs/gpu-operator.md, "Under the stock operator".
+# Set-up and test choices: tests/operator/lib.bash and docs/development.md, "The GPU Operator tier".
 # shellcheck disable=SC2016,SC2034  # op_wait's conditions are single-quoted: evaluated on each try
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
