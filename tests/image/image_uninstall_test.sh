@@ -74,7 +74,8 @@ fi
 # The deploy/ examples that are plain Kubernetes objects are accepted by the API server (server-side dry run).
 k create namespace gpu-tools >/dev/null && k create namespace gpu-operator >/dev/null
 for f in deploy/gpu-client-annotated.yaml deploy/gpu-client-daemonset.yaml deploy/gpu-operator/events-rbac.yaml \
-  deploy/clusterrole.yaml deploy/clusterrole-plan.yaml deploy/plan-job.yaml deploy/driver-daemonset-snippet.yaml; do
+  deploy/clusterrole.yaml deploy/clusterrole-plan.yaml deploy/plan-job.yaml deploy/recover-job.yaml \
+  deploy/driver-daemonset-snippet.yaml; do
   if out=$(k apply --dry-run=server -f "$SRC/$f" 2>&1)
   then pass "$f is valid"; else fail "$f is valid" "$out"; fi
 done

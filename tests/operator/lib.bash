@@ -1,6 +1,6 @@
 # shellcheck shell=bash disable=SC2034,SC2016,SC2046  # variables read by the test and bench; single-quoted conditions and scripts are evaluated later; image names are words
 # The stock GPU Operator on a test cluster and a real node, shared by tests/operator/operator_test.sh and
-# bench/operator-upgrade (docs/gpu-operator.md, "Under the stock operator"). Sourced; expects SRC (the source
+# bench/operator-upgrade (docs/development.md, "The GPU Operator tier"). Sourced; expects SRC (the source
 # tree). Every process and directory it starts or makes is recorded for op_down.
 #
 # Set-up (each test choice is written down in docs/gpu-operator.md):

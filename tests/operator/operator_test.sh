@@ -12,7 +12,7 @@
 #             theirs reaches the machine
 #   upstream  a driver upgrade under upstream's image: it completes; what it leaves on the node is listed
 #             (empty nvidia.com/gpu.deploy.* labels)
-#   switch    annotated GPU clients and a GPU workload; the README's Helm upgrade with the project's values
+#   switch    annotated GPU clients and a GPU workload; docs/gpu-operator.md's Helm upgrade with the project's values
 #             file (our image) and a new driver version: every operand pod taken off the node and back,
 #             clients reset, driver unloaded, everything back, nothing of ours left and none of upstream's
 #             leftovers kept
@@ -27,7 +27,7 @@
 #             (upgrade): the canary node is upgraded by our init container, the other pool's keeps upstream's
 # Each scenario prints its wall time and the node's nvidia.com/gpu-driver-upgrade-state sequence as a watch
 # saw it. Skipped (exit 77) without the stock operator in $DM_SHARED/peers/gpu-operator.
-# Set-up and test choices: tests/operator/lib.bash and docs/gpu-operator.md, "Under the stock operator".
+# Set-up and test choices: tests/operator/lib.bash and docs/development.md, "The GPU Operator tier".
 # shellcheck disable=SC2016,SC2034  # op_wait's conditions are single-quoted: evaluated on each try
 set -uo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
@@ -195,7 +195,7 @@ k apply -f "$SRC/deploy/gpu-operator/events-rbac.yaml" >/dev/null || fail "switc
 t0=$(date +%s)
 op_watch_start switch
 v=${OP_VERSIONS[2]}
-# The README's Helm upgrade, with deploy/gpu-operator/values.yaml as it is: the image it names is this
+# docs/gpu-operator.md's Helm upgrade, with deploy/gpu-operator/values.yaml as it is: the image it names is this
 # build's, under that name in the node's containerd; and a new driver version. Helm 4 applies a release it
 # installed server-side, and the test's nudges have changed the ClusterPolicy with kubectl since: as
 # docs/gpu-operator.md says for that case, --force-conflicts (the chart's values win).

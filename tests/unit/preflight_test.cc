@@ -87,8 +87,10 @@ TEST(Preflight, AccessChecksFollowTheSettings) {
   EXPECT_FALSE(has(base, "watch pods")) << "optional: the pod watch falls back to re-listing without it";
   EXPECT_TRUE(has(base, "create pods/eviction"));
   EXPECT_TRUE(has(base, "get daemonsets.apps"));
-  EXPECT_FALSE(has(base, "list resourceclaims.resource.k8s.io"));
-  EXPECT_TRUE(has(uninstall_access_checks(s, true), "list resourceclaims.resource.k8s.io"));
+  EXPECT_FALSE(has(base, "get resourceclaims.resource.k8s.io"));
+  EXPECT_TRUE(has(uninstall_access_checks(s, true), "get resourceclaims.resource.k8s.io"))
+      << "the run GETs each claim a pod names: a get-only role passes, a list-only one is refused";
+  EXPECT_FALSE(has(uninstall_access_checks(s, true), "list resourceclaims.resource.k8s.io"));
   s.enable_gpu_pod_eviction = false;
   s.enable_auto_drain = false;
   EXPECT_FALSE(has(uninstall_access_checks(s, false), "get daemonsets.apps"));

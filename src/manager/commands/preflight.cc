@@ -94,21 +94,138 @@ std::string AccessCheck::describe() const {
   return verb + " " + r;
 }
 
-// `watch pods` is not required: older stock roles lack it and the pod watch then falls back to re-listing.
-std::vector<AccessCheck> uninstall_access_checks(const Settings& s, bool dra_on) {
-  std::vector<AccessCheck> c = {
-      {"patch", "nodes", "", "", "", s.node_name, "labels, taint, cordon and the run's lease on the node"},
-      {"list", "pods", "", "", "", "", "the pods on the node"},
-      {"create", "pods", "eviction", "", "", "",
-       "evicting GPU clients and workloads (PodDisruptionBudgets respected)"},
-  };
-  const bool policy_free_eviction = s.enable_gpu_pod_eviction || s.enable_auto_drain;
-  if (policy_free_eviction) {
-    c.push_back({"get", "daemonsets", "", "apps", "", "", "the drain filters check a pod's DaemonSet"});
+namespace {
+
+using enum RunNeed;
+
+// Each row as the code sends it (kube::Api get, list_all/list_identities, list_watch, patch, evict,
+// create_event); `why` says what for. SelfSubjectAccessReviews need no row: every authenticated user may
+// create them.
+constexpr Permission kPermissions[] = {
+    {.verb = "get",
+     .resource = "nodes",
+     .run = kAlways,
+     .plan = true,
+     .recover = true,
+     .why = "reading the node: labels, annotations, taints"},
+    {.verb = "patch",
+     .resource = "nodes",
+     .run = kAlways,
+     .recover = true,
+     .why = "labels, taint, cordon and the run's lease on the node"},
+    {.verb = "list",
+     .resource = "nodes",
+     .run = kNotUsed,
+     .plan = true,
+     .why = "plan --all-nodes: the nodes of the wave"},
+    {.verb = "get",
+     .resource = "pods",
+     .run = kAlways,
+     .plan = true,
+     .why = "its own pod; a pod the pod watch has not shown yet"},
+    {.verb = "list", .resource = "pods", .run = kAlways, .plan = true, .why = "the pods on the node"},
+    {.verb = "watch",
+     .resource = "pods",
+     .run = kOptional,
+     .why = "the pod watch behind every wait (without it: a list every second)"},
+    {.verb = "create",
+     .resource = "pods/eviction",
+     .run = kAlways,
+     .why = "evicting GPU clients and workloads (PodDisruptionBudgets respected)"},
+    {.verb = "create",
+     .resource = "events",
+     .run = kOptional,
+     .why = "an Event on the node at the end of a run"},
+    {.verb = "get",
+     .resource = "daemonsets",
+     .group = "apps",
+     .run = kEviction,
+     .plan = true,
+     .why = "the drain filters check a pod's DaemonSet; the label pause reads its pod template"},
+    {.verb = "list",
+     .resource = "daemonsets",
+     .group = "apps",
+     .run = kNotUsed,
+     .plan = true,
+     .why = "plan --all-nodes: every DaemonSet at once"},
+    {.verb = "get",
+     .resource = "resourceclaims",
+     .group = "resource.k8s.io",
+     .run = kDra,
+     .plan = true,
+     .why = "finding pods that hold GPU claims"},
+    {.verb = "list",
+     .resource = "resourceclaims",
+     .group = "resource.k8s.io",
+     .run = kNotUsed,
+     .plan = true,
+     .why = "plan: every claim at once"},
+    {.verb = "list",
+     .resource = "resourceslices",
+     .group = "resource.k8s.io",
+     .run = kOptional,
+     .plan = true,
+     .why = "DRA in use on the node: its gpu.nvidia.com ResourceSlices"},
+    {.verb = "get",
+     .resource = "runtimeclasses",
+     .group = "node.k8s.io",
+     .run = kOptional,
+     .plan = true,
+     .why = "a pod's RuntimeClass handler (without it: judged by the class name)"},
+    {.verb = "list",
+     .resource = "runtimeclasses",
+     .group = "node.k8s.io",
+     .run = kNotUsed,
+     .plan = true,
+     .why = "plan --all-nodes: every RuntimeClass at once"},
+    {.verb = "list",
+     .resource = "poddisruptionbudgets",
+     .group = "policy",
+     .run = kNotUsed,
+     .plan = true,
+     .why = "plan: the budgets that would block an eviction"},
+    {.verb = "list",
+     .resource = "clusterpolicies",
+     .group = "nvidia.com",
+     .run = kNotUsed,
+     .plan = true,
+     .why = "plan --all-nodes: the driver's upgrade policy"},
+};
+
+bool run_needs(RunNeed need, const Settings& s, bool dra_on) {
+  switch (need) {
+    case kAlways:
+      return true;
+    case kEviction:
+      return s.enable_gpu_pod_eviction || s.enable_auto_drain;
+    case kDra:
+      return dra_on;
+    case kNotUsed:
+    case kOptional:
+      return false;
   }
-  if (dra_on) {
-    c.push_back(
-        {"list", "resourceclaims", "", "resource.k8s.io", "", "", "finding pods that hold GPU claims"});
+  return false;
+}
+
+}  // namespace
+
+std::span<const Permission> permissions() {
+  return kPermissions;
+}
+
+std::vector<AccessCheck> uninstall_access_checks(const Settings& s, bool dra_on) {
+  std::vector<AccessCheck> c;
+  for (const Permission& p : kPermissions) {
+    if (!run_needs(p.run, s, dra_on)) continue;
+    const auto slash = p.resource.find('/');
+    AccessCheck check;
+    check.verb = p.verb;
+    check.resource = p.resource.substr(0, slash);
+    if (slash != std::string_view::npos) check.subresource = p.resource.substr(slash + 1);
+    check.group = p.group;
+    check.why = p.why;
+    if (p.resource == "nodes") check.name = s.node_name;
+    c.push_back(std::move(check));
   }
   return c;
 }
