@@ -3,6 +3,7 @@
 // the real device nodes (devtmpfs), real cgroup2 directories, real mounts. Teardown kills the holders,
 // unmounts, removes the cgroups and every stub module, so that the next case starts from a clean kernel.
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -59,7 +60,7 @@ std::string join_cgroup(const std::string& dir) {
   const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return errno_text("open " + procs);
   const bool written = ::write(fd, "0", 1) == 1;
-  const std::string problem = written ? std::string() : errno_text("write " + procs);
+  std::string problem = written ? std::string() : errno_text("write " + procs);
   ::close(fd);
   return problem;
 }
@@ -121,7 +122,7 @@ class KernelScenario final : public HostScenario {
       ::close(fd);
       if (r != 0) {
         errno = err;
-        throw std::runtime_error(errno_text("finit_module " + file + " " + params));
+        throw std::runtime_error(errno_text(fmt::format("finit_module {} {}", file, params)));
       }
     }
   }

@@ -3,6 +3,7 @@
 #include "support/host_scenario.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/wait.h>
@@ -89,7 +90,7 @@ void write_text(const std::string& path, std::string_view content) {
 void HostScenario::mount_driver_root(const std::vector<std::string>& submounts) {
   const std::string root = host().path(host::kDriverRoot);
   std::vector<std::string> points = {root};
-  for (const auto& s : submounts) points.push_back(root + "/" + s);
+  for (const auto& s : submounts) points.push_back(fmt::format("{}/{}", root, s));
   for (const auto& p : points) {
     fs::create_directories(p);
     if (::mount("dm-contract", p.c_str(), "tmpfs", 0, "size=1m") != 0)

@@ -6,6 +6,7 @@
 // what it depends on, its registrations in /proc/devices, its device nodes, /proc/modules), a process opening
 // a device file (DIR/proc/<pid>/fd, and the reference the open file takes on each module serving it), and
 // closing it. Removal is the simulated kernel's own (src/host/sim_modules.cc).
+#include <fmt/format.h>
 #include <sched.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -147,15 +148,14 @@ class SimScenario final : public HostScenario {
 
   Holder start_holder(const std::string& comm, const std::vector<std::string>& paths,
                       const std::optional<PodCgroup>& pod) override {
-    const Holder h{next_pid_++, comm};
+    Holder h{next_pid_++, comm};
     std::vector<std::pair<int, std::string>> fds;
     std::vector<std::string> held;
     for (const auto& p : paths) {
       const Device& d = device(p);
       for (const auto m : d.holds) {
         if (!loaded(std::string(m)))
-          throw std::runtime_error(comm + " cannot open " + p + ": " + std::string(m) +
-                                   " is not loaded (ENXIO)");
+          throw std::runtime_error(fmt::format("{} cannot open {}: {} is not loaded (ENXIO)", comm, p, m));
         held.emplace_back(m);
       }
       fds.emplace_back(3 + static_cast<int>(fds.size()), p);
@@ -210,7 +210,8 @@ class SimScenario final : public HostScenario {
     if (loaded(m)) throw std::runtime_error("cannot load " + m + ": already loaded (EEXIST)");
     const auto deps = dependencies_of(m);
     for (const auto& d : deps) {
-      if (!loaded(d)) throw std::runtime_error("cannot load " + m + ": it needs " + d + " (Unknown symbol)");
+      if (!loaded(d))
+        throw std::runtime_error(fmt::format("cannot load {}: it needs {} (Unknown symbol)", m, d));
     }
     fs::create_directories(dir(m) + "/holders");
     write_text(dir(m) + "/refcnt", "0\n");
@@ -257,11 +258,12 @@ class SimScenario final : public HostScenario {
     fs::create_symlink("../../../bus/platform/drivers/" + driver, device + "/driver");
     fs::create_directories(sys + "/dev/char");
     for (const auto& [node, minor] : {std::pair<std::string, int>{"card0", 0}, {"renderD128", 128}}) {
-      fs::create_directories(device + "/drm/" + node);
-      write_text(device + "/drm/" + node + "/dev", "226:" + std::to_string(minor) + "\n");
-      fs::create_symlink("../../../" + parent, device + "/drm/" + node + "/device");
-      fs::create_symlink("../../devices/platform/" + parent + "/drm/" + node,
-                         sys + "/dev/char/226:" + std::to_string(minor));
+      const std::string here = fmt::format("{}/drm/{}", device, node);
+      fs::create_directories(here);
+      write_text(here + "/dev", fmt::format("226:{}\n", minor));
+      fs::create_symlink("../../../" + parent, here + "/device");
+      fs::create_symlink(fmt::format("../../devices/platform/{}/drm/{}", parent, node),
+                         fmt::format("{}/dev/char/226:{}", sys, minor));
     }
   }
 
@@ -278,8 +280,8 @@ class SimScenario final : public HostScenario {
       if (permanent_.count(m) != 0) used_by += "[permanent],";
       if (used_by.empty()) used_by = "-";
       const std::string refs = std::to_string(std::stoi(read_text(dir(m) + "/refcnt")));
-      modules += m + " 16384 " + refs + " " + used_by + " Live 0x0000000000000000" +
-                 (m == "drm" ? "" : " (OE)") + "\n";
+      modules += fmt::format("{} 16384 {} {} Live 0x0000000000000000{}\n", m, refs, used_by,
+                             m == "drm" ? "" : " (OE)");
     }
     write_text(root_ + "/proc/modules", modules);
 
