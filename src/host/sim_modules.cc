@@ -1,9 +1,11 @@
 // The simulated kernel (docs/simulated-host.md): state is read from files under the root exactly as on the
 // real machine (<root>/proc/modules if it exists, else synthesised from <root>/sys/module/*/refcnt);
 // removal behaves like delete_module(2) without force and, like the kernel, releases the references the
-// removed module held - its holders links and the pins listed in <root>/sys/module/<m>/pins/<target>.
+// removed module held - its holders links and the pins listed in <root>/sys/module/<m>/pins/<target> - and
+// keeps <root>/proc/modules, if there is one, as the kernel keeps its own.
 #include <charconv>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 
 #include "host/fs_util.h"
@@ -35,12 +37,11 @@ class SimModuleBackend final : public ModuleBackend {
                                                ": cannot remove " + module_dir(name) + ": " + ec.message());
     }
     fs::remove_all(gone, ec);
-    if (auto st = drop_proc_modules_line(name); !st) return st;
     if (auto st = release_links_of(name); !st) return st;
     for (const auto& [target, count] : *pins) {
       if (auto st = release(target, count, name); !st) return st;
     }
-    return {};
+    return rewrite_proc_modules(name);
   }
 
   [[nodiscard]] Result<std::string> proc_modules() const override {
@@ -78,17 +79,40 @@ class SimModuleBackend final : public ModuleBackend {
     return pins;
   }
 
-  // A /proc/modules file under the root (a test's fixture) loses the removed module's line.
-  Status drop_proc_modules_line(std::string_view name) {
+  // A /proc/modules file under the root is kept as the kernel keeps its own: the removed module's line goes,
+  // and every other line loses it from its "Used by" field and shows the count its refcnt has now.
+  Status rewrite_proc_modules(std::string_view removed) {
     const std::string file = proc_root() + "/modules";
     auto text = read_text_file_if_exists(file);
     if (!text) return text.error();
     if (!text->has_value()) return {};
     std::string kept;
     for (const auto& line : split_lines(**text)) {
-      if (line.substr(0, line.find(' ')) != name) kept += line + "\n";
+      auto kept_line = without_module(line, removed);
+      if (!kept_line) return kept_line.error();
+      if (!kept_line->empty()) kept += *kept_line + "\n";
     }
     return write_existing_file(file, kept);
+  }
+
+  // One /proc/modules line ("name size refcnt used_by state address [taints]") once `removed` is gone: ""
+  // for its own line; the line unchanged if it is not of that form.
+  [[nodiscard]] Result<std::string> without_module(const std::string& line, std::string_view removed) const {
+    std::istringstream in(line);
+    std::string name, size, refs, used_by;
+    if (!(in >> name >> size >> refs >> used_by)) return line;
+    if (name == removed) return std::string();
+    std::string rest;
+    std::getline(in, rest);
+    std::string users;
+    std::istringstream names(used_by == "-" ? std::string() : used_by);
+    for (std::string u; std::getline(names, u, ',');) {
+      if (!u.empty() && u != removed) users += u + ",";
+    }
+    auto refcnt = read_text_file_if_exists(module_dir(name) + "/refcnt");
+    if (!refcnt) return refcnt.error();
+    if (refcnt->has_value()) refs = std::string(trim(**refcnt));
+    return name + " " + size + " " + refs + " " + (users.empty() ? std::string("-") : users) + rest;
   }
 
   // Like the kernel: a removed module drops the reference it held on each module it depended on.
