@@ -32,6 +32,8 @@ struct ModuleState {
   bool loaded = false;     // a loaded module: listed in /proc/modules (or has /sys/module/<m>/initstate)
   bool builtin = false;    // compiled into the kernel (/sys/module/<m> without initstate): never removable
   bool unloadable = true;  // false when the kernel keeps no reference count (built without module unloading)
+  bool permanent = false;  // "[permanent]" in /proc/modules: an init function and no exit function, so the
+                           // kernel can never unload it
   int refcount = 0;
   std::vector<std::string> holders;  // modules using it (/sys/module/<m>/holders)
   std::vector<std::string> users;    // processes with its device files open ("pid 42 (x)"), for messages
@@ -53,8 +55,9 @@ class Host : public CommandRunner {
   [[nodiscard]] virtual bool module_loaded(std::string_view name) const = 0;
   [[nodiscard]] virtual Result<ModuleState> module_state(std::string_view name) const = 0;
 
-  // Error when the loaded NVIDIA stack can never be unloaded here - a member built into the kernel, or a
-  // kernel built without module unloading - saying what the node needs; ok when nothing is loaded.
+  // Error when the loaded NVIDIA stack can never be unloaded here - a member built into the kernel or
+  // permanent, or a kernel built without module unloading - saying what the node needs; ok when nothing is
+  // loaded.
   [[nodiscard]] virtual Status can_unload_nvidia() const = 0;
 
   // Unloads the loaded modules of kNvidiaModules, holders first, all or nothing: refcounts, holders (links
@@ -69,7 +72,8 @@ class Host : public CommandRunner {
   // The UID of the Kubernetes pod this program runs in, from its own cgroup (/proc/self/cgroup; under the
   // simulated root, DIR/proc/self/cgroup), nullopt when it runs in no pod or the file says none.
   [[nodiscard]] virtual std::optional<std::string> own_pod_uid() const = 0;
-  // "Module Size Ref Count Used by" table of /proc/modules lines containing "nvidia" (for the log).
+  // "Module Size Ref Count Used by" table of the /proc/modules lines of the NVIDIA modules: those of
+  // kNvidiaModules and any other whose name contains "nvidia" (for the log).
   [[nodiscard]] virtual std::string nvidia_modules_table() const = 0;
   // Removes one module (nouveau). Error names the holders when it is in use.
   virtual Status unload_module(std::string_view name) = 0;

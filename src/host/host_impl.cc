@@ -74,8 +74,8 @@ class HostImpl final : public Host {
                                          ? std::string("the stack is still loaded after every removal")
                                          : fmt::format("{}", fmt::join(decision.blockers, "; "));
         return Error::with_errno(
-            EBUSY, "NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
-                       ". Stop the listed processes/pods (or unload the listed modules) and retry");
+            EAGAIN, "NVIDIA driver kernel modules are in use, " + partially() + ": " + blockers +
+                        ". Stop the listed processes/pods (or unload the listed modules) and retry");
       }
       const std::string& name = decision.order.front();
       if (auto st = modules_->remove(name); !st) {

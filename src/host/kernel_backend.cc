@@ -22,7 +22,9 @@ class KernelBackend final : public ModuleBackend {
   Status remove(std::string_view name) override {
     if (auto ok = check_removable(name); !ok) return ok;
     const std::string module(name);
-    // O_NONBLOCK: fail with EWOULDBLOCK/EBUSY while the module is in use instead of waiting for it.
+    // O_NONBLOCK: fail at once instead of waiting for the module to become unused. The kernel answers
+    // EWOULDBLOCK (EAGAIN) for a module in use or held by another, EBUSY for a permanent one or one still
+    // loading or going away.
     if (syscall(SYS_delete_module, module.c_str(), O_NONBLOCK) != 0) {
       const int err = errno;
       return Error::from_errno(err, "failed to unload kernel module " + std::string(name));

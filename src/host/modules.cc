@@ -12,8 +12,17 @@
 namespace dm::host {
 namespace {
 
+// What /proc/modules puts among the holders of a module with an init function and no exit function.
+constexpr std::string_view kPermanent = "[permanent]";
+
 bool contains(const std::vector<std::string>& v, std::string_view s) {
   return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+// A module of the NVIDIA driver for the log's table: a member of the stack, or any module named after it.
+bool is_nvidia_module(std::string_view name) {
+  return name.find("nvidia") != std::string_view::npos ||
+         std::find(std::begin(kNvidiaModules), std::end(kNvidiaModules), name) != std::end(kNvidiaModules);
 }
 
 // How many references on `m` the other modules of `stack` may hold: one per holders link, plus the pins
@@ -63,7 +72,7 @@ std::string describe_module_blocker(const ModuleState& m, const std::vector<std:
   if (!m.users.empty()) {
     out += fmt::format(", device files open in {}", fmt::join(m.users, ", "));
   } else if (others > 0) {
-    out += " (no process has its device files open: a kernel user)";
+    out += " that no module link, known pin or open device file explains (a kernel user)";
   }
   return out;
 }
@@ -99,10 +108,13 @@ UnloadDecision decide_nvidia_unload(const std::vector<ModuleState>& loaded) {
 
 Status check_stack_unloadable(const std::vector<ModuleState>& stack) {
   std::vector<std::string> builtin;
+  std::vector<std::string> permanent;
   std::vector<std::string> uncounted;
   for (const auto& m : stack) {
     if (m.builtin) {
       builtin.push_back(m.name);
+    } else if (m.loaded && m.permanent) {
+      permanent.push_back(m.name);
     } else if (m.loaded && !m.unloadable) {
       uncounted.push_back(m.name);
     }
@@ -112,6 +124,14 @@ Status check_stack_unloadable(const std::vector<ModuleState>& stack) {
         "the NVIDIA driver cannot be replaced on this node: {} is built into the kernel, which can never "
         "unload it; boot a kernel that has the NVIDIA driver as loadable modules (nothing was changed)",
         fmt::join(builtin, ", ")));
+  }
+  if (!permanent.empty()) {
+    return Error(fmt::format(
+        "the NVIDIA driver cannot be unloaded on this node: {} {} permanent (/proc/modules says "
+        "\"[permanent]\": loaded with an init function and no exit function), and the kernel can never "
+        "unload a permanent module without a reboot; reboot the node without the NVIDIA driver loaded (or "
+        "with a driver whose modules can be unloaded), then retry (nothing was changed)",
+        fmt::join(permanent, ", "), permanent.size() == 1 ? "is" : "are"));
   }
   if (!uncounted.empty()) {
     return Error(fmt::format(
@@ -128,10 +148,10 @@ Status check_stack_unloadable(const std::vector<ModuleState>& stack) {
 std::string format_modules_table(std::string_view proc_modules) {
   std::string out = fmt::format("{:<24} {:>10} {:>9}  {}\n", "Module", "Size", "Ref Count", "Used by");
   for (const auto& line : split_lines(proc_modules)) {
-    if (line.find("nvidia") == std::string::npos) continue;
     std::istringstream in(line);
     std::string name, size, refs, used_by;
     in >> name >> size >> refs >> used_by;
+    if (!is_nvidia_module(name)) continue;
     if (used_by == "-") used_by.clear();
     if (!used_by.empty() && used_by.back() == ',') used_by.pop_back();
     out += fmt::format("{:<24} {:>10} {:>9}  {}\n", name, size, refs, used_by);
@@ -140,9 +160,12 @@ std::string format_modules_table(std::string_view proc_modules) {
 }
 
 std::string proc_modules_line(const ModuleState& m) {
-  // /proc/modules lists holders as "a,b," and "-" for none.
-  if (m.holders.empty()) return fmt::format("{} 0 {} - Live 0x0000000000000000\n", m.name, m.refcount);
-  return fmt::format("{} 0 {} {}, Live 0x0000000000000000\n", m.name, m.refcount, fmt::join(m.holders, ","));
+  // /proc/modules lists holders as "a,b," ("[permanent]," after them for a permanent module), "-" for none.
+  std::string used_by;
+  for (const auto& h : m.holders) used_by += h + ",";
+  if (m.permanent) used_by += std::string(kPermanent) + ",";
+  if (used_by.empty()) used_by = "-";
+  return fmt::format("{} 0 {} {} Live 0x0000000000000000\n", m.name, m.refcount, used_by);
 }
 
 Result<ModuleState> read_module_state(std::string_view proc_modules, const std::string& sys_module_dir,
@@ -185,15 +208,22 @@ Result<ModuleState> read_module_state(std::string_view proc_modules, const std::
     m.unloadable = false;  // the kernel keeps no reference count: it cannot unload modules
   }
 
+  // "a,b," names the holders; "[permanent]," among them is no holder but says the module has no exit.
+  std::vector<std::string> proc_holder_names;
+  if (proc_holders != "-") {
+    std::istringstream in(proc_holders);
+    for (std::string h; std::getline(in, h, ',');) {
+      if (h == kPermanent) {
+        m.permanent = true;
+      } else if (!h.empty()) {
+        proc_holder_names.push_back(h);
+      }
+    }
+  }
   auto holders = list_dir(dir + "/holders");
   if (!holders) return holders.error();
   m.holders = std::move(holders).value();
-  if (m.holders.empty() && proc_holders != "-") {
-    std::istringstream in(proc_holders);
-    for (std::string h; std::getline(in, h, ',');) {
-      if (!h.empty()) m.holders.push_back(h);
-    }
-  }
+  if (m.holders.empty()) m.holders = std::move(proc_holder_names);
   return m;
 }
 
@@ -224,7 +254,7 @@ Result<std::string> ModuleBackend::proc_modules() const {
 std::vector<HolderProcess> ModuleBackend::holder_processes() const {
   auto devices = read_text_file_if_exists(proc_root_ + "/devices");
   if (!devices || !devices->has_value()) return {};
-  return find_holder_processes(proc_root_, NvidiaDevices::parse(**devices));
+  return find_holder_processes(proc_root_, sys_root_, NvidiaDevices::parse(**devices));
 }
 
 Status ModuleBackend::check_removable(std::string_view name) const {
@@ -235,11 +265,19 @@ Status ModuleBackend::check_removable(std::string_view name) const {
   // Not loaded and in use: what delete_module(2) would answer, errno included.
   if (!st->loaded) return Error::with_errno(ENOENT, what + ": module is not loaded (ENOENT)");
   if (!st->unloadable) return Error(what + ": the kernel was built without module unloading");
-  if (st->refcount > 0) {
+  // The kernel's order: held by another module (EWOULDBLOCK, which is EAGAIN), permanent (EBUSY), then
+  // referenced (EWOULDBLOCK).
+  if (!st->holders.empty() || (!st->permanent && st->refcount > 0)) {
     std::string busy =
-        fmt::format("{}: module is in use (EBUSY): {}: refcount {}", what, st->name, st->refcount);
+        fmt::format("{}: module is in use (EAGAIN): {}: refcount {}", what, st->name, st->refcount);
     if (!st->holders.empty()) busy += fmt::format(", used by {}", fmt::join(st->holders, ", "));
-    return Error::with_errno(EBUSY, busy);
+    return Error::with_errno(EAGAIN, busy);
+  }
+  if (st->permanent) {
+    return Error::with_errno(
+        EBUSY, fmt::format("{}: module is permanent (EBUSY): {} has no exit function, the kernel can never "
+                           "unload it",
+                           what, st->name));
   }
   return {};
 }

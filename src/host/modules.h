@@ -41,20 +41,22 @@ UnloadDecision decide_nvidia_unload(const std::vector<ModuleState>& loaded);
 // is free apart from the references of the modules in `stack`.
 std::string describe_module_blocker(const ModuleState& m, const std::vector<std::string>& stack);
 
-// Why the kernel can never unload this stack - a member built into the kernel, or a kernel without module
-// unloading - with what the node needs; ok otherwise.
+// Why the kernel can never unload this stack - a member built into the kernel or permanent, or a kernel
+// without module unloading - with what the node needs; ok otherwise.
 Status check_stack_unloadable(const std::vector<ModuleState>& stack);
 
-// The "Module Size Ref Count Used by" table of the /proc/modules lines containing "nvidia".
+// The "Module Size Ref Count Used by" table of the /proc/modules lines whose module is one of
+// kNvidiaModules or has "nvidia" in its name (not a module whose "Used by" merely names one, such as drm).
 std::string format_modules_table(std::string_view proc_modules);
 
-// A /proc/modules line ("name size refcnt holders, Live 0x0") for a simulated module.
+// A /proc/modules line ("name size refcnt holders,[permanent], Live 0x0") for a simulated module.
 std::string proc_modules_line(const ModuleState& m);
 
 // The state of one module (users not filled in) from the text of /proc/modules and the directory
 // <sys_module_dir>/<name>: loaded iff /proc/modules lists it or it has an initstate or refcnt file; built in
 // iff its directory exists otherwise; refcount from refcnt, else from /proc/modules, where "-" means the
-// kernel cannot unload modules; holders from holders/, else from /proc/modules.
+// kernel cannot unload modules; holders from holders/, else from /proc/modules; permanent iff its
+// /proc/modules line says "[permanent]" (in the holders field, never a holder's name).
 Result<ModuleState> read_module_state(std::string_view proc_modules, const std::string& sys_module_dir,
                                       std::string_view name);
 
@@ -69,15 +71,18 @@ class ModuleBackend {
 
   [[nodiscard]] Result<ModuleState> state(std::string_view name) const;
   [[nodiscard]] bool loaded(std::string_view name) const;
-  // Removes one module without forcing; an in-use module is an error naming what holds it.
+  // Removes one module without forcing, answering as delete_module(2) does: an in-use module (held by
+  // another, or referenced) is EAGAIN naming what holds it, a permanent one EBUSY.
   virtual Status remove(std::string_view name) = 0;
   // The text of /proc/modules.
   [[nodiscard]] virtual Result<std::string> proc_modules() const;
-  // The processes with NVIDIA device files open (majors from <proc_root>/devices).
+  // The processes with NVIDIA device files open (majors from <proc_root>/devices, DRM nodes attributed
+  // through <sys_root>/dev/char).
   [[nodiscard]] std::vector<HolderProcess> holder_processes() const;
 
  protected:
-  // Why `name` cannot be removed now (not loaded, built in, no module unloading, in use), or ok.
+  // Why `name` cannot be removed now (not loaded, built in, no module unloading, held, permanent, in use),
+  // or ok: the kernel's errno where the kernel would refuse, in its order.
   [[nodiscard]] Status check_removable(std::string_view name) const;
   [[nodiscard]] const std::string& proc_root() const { return proc_root_; }
   [[nodiscard]] std::string module_dir(std::string_view name) const;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <functional>
 #include <optional>
 #include <set>
 #include <string>
@@ -42,6 +43,8 @@ class RecordingHost final : public host::Host {
   Status unload_nvidia = ok_status();
   std::deque<Status> unload_nvidia_answers;  // answered first, one per unload, before `unload_nvidia`
   std::vector<host::HolderProcess> holders;  // the processes holding the driver
+  // When set, what each look at the holders finds instead of `holders` (processes that come and go).
+  std::function<std::vector<host::HolderProcess>()> holders_now;
   // After each unload, the next holders (pods arriving to hold it again), until the queue is empty.
   std::deque<std::vector<host::HolderProcess>> holders_after_unload;
   Status unload_one = ok_status();
@@ -80,7 +83,9 @@ class RecordingHost final : public host::Host {
     unload_nvidia_answers.pop_front();
     return next;
   }
-  [[nodiscard]] std::vector<host::HolderProcess> nvidia_holder_processes() const override { return holders; }
+  [[nodiscard]] std::vector<host::HolderProcess> nvidia_holder_processes() const override {
+    return holders_now ? holders_now() : holders;
+  }
   [[nodiscard]] std::optional<std::string> own_pod_uid() const override { return std::nullopt; }
   [[nodiscard]] std::string nvidia_modules_table() const override { return ""; }
   Status unload_module(std::string_view name) override {

@@ -1,5 +1,6 @@
 // The kernel-module rules: the all-or-nothing unload decision (with vGPU pins), the blocker messages, the
-// /proc/modules table, and reading a module's state - including a real kernel without module unloading.
+// /proc/modules table, and reading a module's state - including a real kernel without module unloading and a
+// permanent module.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -68,9 +69,21 @@ TEST(UnloadDecision, UnidentifiedReferencesAreCountedAndEveryBusyModuleIsListed)
   EXPECT_FALSE(plan.allowed());
   EXPECT_THAT(
       plan.blockers,
-      ElementsAre("nvidia_uvm: refcount 1, 1 other reference(s) (no process has its device files open: "
-                  "a kernel user)",
+      ElementsAre("nvidia_uvm: refcount 1, 1 other reference(s) that no module link, known pin or open "
+                  "device file explains (a kernel user)",
                   "nvidia: refcount 2, 1 other reference(s), device files open in pid 7 (x)"));
+}
+
+// The references nothing explains are said to be no link, pin or open device file - not that no process has
+// the device files open, which a scan of known device numbers cannot promise.
+TEST(UnloadDecision, AnUnexplainedExtraReferenceOnNvidiaIsRefusedSayingWhatExplainsNone) {
+  const auto plan = decide_nvidia_unload(
+      {mod("nvidia_modeset", 0), mod("nvidia_uvm", 0), mod("nvidia", 5, {"nvidia_modeset", "nvidia_uvm"})});
+  EXPECT_FALSE(plan.allowed());
+  EXPECT_THAT(plan.blockers,
+              ElementsAre("nvidia: refcount 5, 3 other reference(s) that no module link, known "
+                          "pin or open device file explains (a kernel user)"));
+  EXPECT_THAT(plan.blockers.front(), ::testing::Not(HasSubstr("no process")));
 }
 
 TEST(UnloadDecision, AnOpenDeviceFileBlocksEvenWhenTheCountLooksFree) {
@@ -123,10 +136,36 @@ TEST(ModulesTable, HeaderAndNvidiaRowsOnly) {
   EXPECT_THAT(table, HasSubstr("nvidia_drm"));
 }
 
+// drm's "Used by" names nvidia_drm, and a module of the stack need not be named after nvidia (gdrdrv): the
+// table goes by the module's own name.
+TEST(ModulesTable, RowsAreTheModulesOfTheStackOrNamedAfterNvidiaNotThoseThatMerelyMentionOne) {
+  const std::string proc =
+      "nvidia_drm 126976 4 - Live 0x0000000000000000 (POE)\n"
+      "drm_kms_helper 311296 1 nvidia_drm, Live 0x0000000000000000\n"
+      "drm 622592 8 nvidia_drm,drm_kms_helper, Live 0x0000000000000000\n"
+      "gdrdrv 24576 0 - Live 0x0000000000000000 (OE)\n"
+      "nvidia_peermem 16384 0 - Live 0x0000000000000000 (POE)\n"
+      "nvidia 56537088 10 nvidia_peermem,gdrdrv,[permanent], Live 0x0000000000000000 (POE)\n";
+  const std::string table = format_modules_table(proc);
+  EXPECT_THAT(table.substr(0, table.find('\n')), ::testing::MatchesRegex("Module +Size +Ref Count +Used by"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\nnvidia_drm +126976 +4 *\n"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\ngdrdrv +24576 +0 *\n"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\nnvidia_peermem +16384"));
+  EXPECT_THAT(table,
+              ::testing::ContainsRegex("\nnvidia +56537088 +10 +nvidia_peermem,gdrdrv,\\[permanent\\]\n"));
+  EXPECT_THAT(table, ::testing::Not(HasSubstr("drm_kms_helper")));
+  EXPECT_THAT(table, ::testing::Not(::testing::ContainsRegex("\ndrm ")));
+}
+
 TEST(ModulesTable, SimulatedLineHasProcModulesShape) {
   EXPECT_EQ(proc_modules_line(mod("nvidia", 2, {"nvidia_modeset", "nvidia_uvm"})),
             "nvidia 0 2 nvidia_modeset,nvidia_uvm, Live 0x0000000000000000\n");
   EXPECT_EQ(proc_modules_line(mod("nvidia_uvm", 0)), "nvidia_uvm 0 0 - Live 0x0000000000000000\n");
+  ModuleState permanent = mod("nvidia", 1, {"nvidia_uvm"});
+  permanent.permanent = true;
+  EXPECT_EQ(proc_modules_line(permanent), "nvidia 0 1 nvidia_uvm,[permanent], Live 0x0000000000000000\n");
+  permanent.holders.clear();
+  EXPECT_EQ(proc_modules_line(permanent), "nvidia 0 1 [permanent], Live 0x0000000000000000\n");
 }
 
 TEST(ModuleStateReader, RealKernelWithoutModuleUnloadingIsLoadedButCannotUnload) {
@@ -186,6 +225,54 @@ TEST(ModuleStateReader, BuiltInNvidiaIsNotLoadedAndCanNeverBeUnloaded) {
   const Status never = check_stack_unloadable({*st});
   ASSERT_FALSE(never.ok());
   EXPECT_THAT(never.error().message, HasSubstr("nvidia is built into the kernel"));
+  fs::remove_all(sys);
+}
+
+// The kernel prints "[permanent]," among the holders of a module with an init and no exit function
+// (kernel/module/procfs.c): it says what the module is, it names no holder.
+TEST(ModuleStateReader, PermanentInProcModulesIsNoHolderButAModuleThatCanNeverBeUnloaded) {
+  auto alone =
+      read_module_state("nvidia 56537088 0 [permanent], Live 0x0 (POE)\n", "/nonexistent-sys", "nvidia");
+  ASSERT_TRUE(alone.ok()) << alone.error().message;
+  EXPECT_TRUE(alone->loaded);
+  EXPECT_TRUE(alone->permanent);
+  EXPECT_TRUE(alone->unloadable) << "the kernel keeps its count; it just has no exit to call";
+  EXPECT_THAT(alone->holders, IsEmpty());
+
+  auto held = read_module_state("nvidia 56537088 2 nvidia_uvm,nvidia_modeset,[permanent], Live 0x0 (POE)\n",
+                                "/nonexistent-sys", "nvidia");
+  ASSERT_TRUE(held.ok());
+  EXPECT_TRUE(held->permanent);
+  EXPECT_THAT(held->holders, ElementsAre("nvidia_uvm", "nvidia_modeset"));
+
+  auto plain = read_module_state("nvidia 56537088 0 - Live 0x0 (POE)\n", "/nonexistent-sys", "nvidia");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->permanent);
+
+  // Refused up front like a built-in module, before any reference is weighed.
+  ModuleState uvm = mod("nvidia_uvm", 0);
+  const Status never = check_stack_unloadable({uvm, *alone});
+  ASSERT_FALSE(never.ok());
+  EXPECT_EQ(
+      never.error().message,
+      "the NVIDIA driver cannot be unloaded on this node: nvidia is permanent (/proc/modules says "
+      "\"[permanent]\": loaded with an init function and no exit function), and the kernel can never "
+      "unload a permanent module without a reboot; reboot the node without the NVIDIA driver loaded (or "
+      "with a driver whose modules can be unloaded), then retry (nothing was changed)");
+  EXPECT_THAT(never.error().message, ::testing::Not(HasSubstr("held by")));
+}
+
+// The holders directory of /sys wins for the names; "[permanent]" still comes from /proc/modules.
+TEST(ModuleStateReader, PermanentIsReadFromProcModulesEvenWhenSysNamesTheHolders) {
+  namespace fs = std::filesystem;
+  const std::string sys = test::make_temp_dir("dm-host-sys");
+  test::write_file(sys + "/nvidia/refcnt", "1\n");
+  fs::create_directories(sys + "/nvidia/holders");
+  fs::create_symlink("../../nvidia_uvm", sys + "/nvidia/holders/nvidia_uvm");
+  auto st = read_module_state("nvidia 1 1 nvidia_uvm,[permanent], Live 0x0\n", sys, "nvidia");
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_TRUE(st->permanent);
+  EXPECT_THAT(st->holders, ElementsAre("nvidia_uvm"));
   fs::remove_all(sys);
 }
 

@@ -1,6 +1,7 @@
 // The simulated host (docs/simulated-host.md): module files under a root, refusal while referenced or while
-// a process has a device file open, removal at refcount 0 (releasing holders links and vGPU pins), a kernel
-// without module unloading, a built-in nvidia, the synthesised /proc/modules.
+// a process has a device file open (an NVIDIA major's, nvidia-frontend's, or a DRM node sysfs binds to the
+// stack), removal at refcount 0 (releasing holders links and vGPU pins) with the kernel's errno otherwise, a
+// kernel without module unloading, a built-in or permanent nvidia, the synthesised /proc/modules.
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <gmock/gmock.h>
@@ -263,8 +264,8 @@ TEST_F(SimHostTest, NouveauRefusedWhileReferencedThenUnloadedAtZero) {
     LogCapture logs;
     const Status st = host_->unload_module("nouveau");
     ASSERT_FALSE(st.ok());
-    EXPECT_TRUE(st.error().errno_is(EBUSY));
-    EXPECT_THAT(st.error().message, HasSubstr("in use (EBUSY): nouveau: refcount 1"));
+    EXPECT_TRUE(st.error().errno_is(EAGAIN)) << "the kernel's EWOULDBLOCK for a module in use";
+    EXPECT_THAT(st.error().message, HasSubstr("in use (EAGAIN): nouveau: refcount 1"));
     EXPECT_TRUE(present("nouveau"));
     EXPECT_THAT(logs.text(), HasSubstr("info Unloading nouveau driver"));
   }
@@ -273,6 +274,113 @@ TEST_F(SimHostTest, NouveauRefusedWhileReferencedThenUnloadedAtZero) {
   ASSERT_TRUE(host_->unload_module("nouveau").ok());
   EXPECT_FALSE(present("nouveau"));
   EXPECT_THAT(logs.text(), HasSubstr("info Successfully unloaded nouveau driver"));
+}
+
+// delete_module(2)'s order: held by another module (EWOULDBLOCK), then permanent (EBUSY), then referenced.
+TEST_F(SimHostTest, RemovalAnswersTheKernelsErrnoInTheKernelsOrder) {
+  module("drm", 1, {"nvidia_drm"});
+  module("nvidia_drm", 0);
+  module("ttm", 0);
+  module("video", 3);
+  test::write_file(root_ + "/proc/modules",
+                   "drm 1 1 nvidia_drm,[permanent], Live 0x0\n"
+                   "nvidia_drm 1 0 - Live 0x0\n"
+                   "ttm 1 0 [permanent], Live 0x0\n"
+                   "video 1 3 [permanent], Live 0x0\n");
+  const Status held = host_->unload_module("drm");
+  ASSERT_FALSE(held.ok());
+  EXPECT_TRUE(held.error().errno_is(EAGAIN));
+  EXPECT_THAT(held.error().message,
+              HasSubstr("module is in use (EAGAIN): drm: refcount 1, used by nvidia_drm"));
+  for (const auto* m : {"ttm", "video"}) {
+    const Status st = host_->unload_module(m);
+    ASSERT_FALSE(st.ok()) << m;
+    EXPECT_TRUE(st.error().errno_is(EBUSY)) << m;
+    EXPECT_EQ(st.error().message,
+              fmt::format("failed to unload kernel module {}: module is permanent (EBUSY): "
+                          "{} has no exit function, the kernel can never unload it",
+                          m, m));
+    EXPECT_TRUE(present(m));
+  }
+  EXPECT_THAT(test::read_file(root_ + "/proc/modules"), HasSubstr("ttm 1 0 [permanent], Live"));
+}
+
+// A permanent member of the stack (an init function, no exit function) is refused before anything is
+// weighed or written, like a built-in one, and never read as a holder's name.
+TEST_F(SimHostTest, PermanentNvidiaIsRefusedUpFrontAndNothingIsRemoved) {
+  module("nvidia_uvm", 0);
+  module("nvidia", 1, {"nvidia_uvm"});
+  test::write_file(root_ + "/proc/modules",
+                   "nvidia_uvm 1437696 0 - Live 0x0000000000000000 (POE)\n"
+                   "nvidia 56537088 1 nvidia_uvm,[permanent], Live 0x0000000000000000 (POE)\n");
+  auto st = host_->module_state("nvidia");
+  ASSERT_TRUE(st.ok()) << st.error().message;
+  EXPECT_TRUE(st->permanent);
+  EXPECT_THAT(st->holders, ::testing::ElementsAre("nvidia_uvm"));
+  const Status can = host_->can_unload_nvidia();
+  ASSERT_FALSE(can.ok());
+  EXPECT_THAT(can.error().message, HasSubstr("nvidia is permanent"));
+  EXPECT_THAT(can.error().message, HasSubstr("can never unload a permanent module without a reboot"));
+  EXPECT_THAT(can.error().message, ::testing::Not(HasSubstr("outside the NVIDIA stack")));
+  LogCapture logs;
+  const Status unload = host_->unload_nvidia_modules();
+  ASSERT_FALSE(unload.ok());
+  EXPECT_EQ(unload.error().message, can.error().message);
+  EXPECT_TRUE(present("nvidia_uvm"));
+  EXPECT_TRUE(present("nvidia"));
+  EXPECT_THAT(logs.text(), ::testing::Not(HasSubstr("Unloaded kernel module")));
+}
+
+// Drivers up to 535 register nvidia's major as nvidia-frontend: its holders are found all the same.
+TEST_F(SimHostTest, AHolderOfTheNvidiaFrontendMajorIsNamed) {
+  module("nvidia_modeset", 0);
+  module("nvidia", 3, {"nvidia_modeset"});
+  test::write_file(root_ + "/proc/devices", "Character devices:\n195 nvidia-frontend\n238 nvidia-uvm\n");
+  test::fake_proc::make_char_device(root_, "/dev/nvidiactl", 195, 255);
+  test::fake_proc::make_process(root_, 4242, "python3", "0::/\n", {{3, "/dev/nvidiactl"}});
+  const Status st = host_->unload_nvidia_modules();
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message,
+              HasSubstr("nvidia: refcount 3, 2 other reference(s), device files open in pid 4242 (python3)"));
+  EXPECT_THAT(st.error().message, ::testing::Not(HasSubstr("kernel user")));
+}
+
+// A DRM node is attributed through DIR/sys/dev/char/<major>:<minor>/device/driver/module, as on the real
+// host: a GPU's card is nvidia_drm's, another driver's card holds nothing of the stack.
+TEST_F(SimHostTest, AHolderOfNvidiaDrmsCardIsNamedAndAnotherDriversCardIsNot) {
+  module("nvidia_drm", 1);
+  module("nvidia_modeset", 1, {"nvidia_drm"});
+  module("nvidia", 1, {"nvidia_modeset"});
+  test::write_file(root_ + "/proc/devices", "Character devices:\n195 nvidia\n195 nvidiactl\n226 drm\n");
+  test::fake_proc::make_drm_node(root_, "card0", 226, 0, "0000:00:02.0", "i915", "i915");
+  test::fake_proc::make_drm_node(root_, "card1", 226, 1, "0000:01:00.0", "nvidia", "nvidia");
+  test::fake_proc::make_process(root_, 300, "gnome-shell", "0::/\n", {{7, "/dev/dri/card0"}});
+  test::fake_proc::make_process(root_, 301, "Xorg", "0::/\n", {{7, "/dev/dri/card1"}});
+  const auto holders = host_->nvidia_holder_processes();
+  ASSERT_EQ(holders.size(), 1U);
+  EXPECT_EQ(holders[0].label(), "pid 301 (Xorg)");
+  EXPECT_THAT(holders[0].modules, ::testing::ElementsAre("nvidia_drm"));
+  const Status st = host_->unload_nvidia_modules();
+  ASSERT_FALSE(st.ok());
+  EXPECT_THAT(st.error().message,
+              HasSubstr("nvidia_drm: refcount 1, 1 other reference(s), device files open in pid 301 (Xorg)"));
+  EXPECT_TRUE(present("nvidia_drm"));
+  EXPECT_TRUE(present("nvidia"));
+}
+
+// What no link, pin or open device file explains is said to be that, never "no process has it open".
+TEST_F(SimHostTest, AnUnexplainedReferenceIsRefusedSayingWhatExplainsNone) {
+  module("nvidia_modeset", 0);
+  module("nvidia_uvm", 0);
+  module("nvidia", 5, {"nvidia_modeset", "nvidia_uvm"});
+  test::fake_proc::write_real_proc_devices(root_);
+  const Status st = host_->unload_nvidia_modules();
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.error().errno_is(EAGAIN));
+  EXPECT_THAT(st.error().message,
+              HasSubstr("nvidia: refcount 5, 3 other reference(s) that no module link, known "
+                        "pin or open device file explains (a kernel user)"));
+  EXPECT_THAT(st.error().message, ::testing::Not(HasSubstr("no process")));
 }
 
 TEST_F(SimHostTest, UnloadingAModuleThatIsNotLoadedFails) {
@@ -293,6 +401,19 @@ TEST_F(SimHostTest, ProcModulesFileUnderTheRootWinsOverTheSynthesisedOne) {
   test::write_file(root_ + "/proc/modules", "nvidia 999 7 - Live 0x0\n");
   EXPECT_THAT(host_->nvidia_modules_table(), ::testing::ContainsRegex("nvidia +999 +7"));
   EXPECT_FALSE(host_->mofed_ready(Mofed::kHost));
+}
+
+// The log's table lists the stack's modules, not drm, whose "Used by" names nvidia_drm.
+TEST_F(SimHostTest, TheModulesTableLeavesOutModulesThatOnlyNameAnNvidiaHolder) {
+  test::write_file(root_ + "/proc/modules",
+                   "drm 622592 4 nvidia_drm,drm_kms_helper, Live 0x0\n"
+                   "nvidia_drm 126976 2 - Live 0x0\n"
+                   "nvidia 56537088 3 nvidia_drm, Live 0x0\n");
+  const std::string table = host_->nvidia_modules_table();
+  EXPECT_THAT(table, ::testing::StartsWith("Module"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\nnvidia_drm +126976 +2"));
+  EXPECT_THAT(table, ::testing::ContainsRegex("\nnvidia +56537088 +3 +nvidia_drm\n"));
+  EXPECT_THAT(table, ::testing::Not(::testing::ContainsRegex("\ndrm ")));
 }
 
 }  // namespace

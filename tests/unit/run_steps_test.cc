@@ -239,6 +239,79 @@ TEST(UnloadDriverStep, AProcessOutsideAnyPodFailsTheRunBeforeAnyUnload) {
   EXPECT_THAT(b.host.calls, IsEmpty()) << "nothing unloaded, nothing unmounted";
 }
 
+// How many times `part` occurs in `text`.
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+// A host tool that was closing its device files as the host's look came: it is looked at again, each look
+// logged, and once it has let go (3 s later, within the host-holder patience) the unload goes on.
+TEST(UnloadDriverStep, AHostProcessThatLetsGoWithinThePatienceIsWaitedForAndTheUnloadCompletes) {
+  RunBench b;
+  b.watch_pods();
+  const TimePoint start = b.clock.now();
+  const host::HolderProcess smi{.pid = 4242, .comm = "nvidia-smi", .pod_uid = "", .modules = {"nvidia"}};
+  b.host.holders_now = [&b, start, smi] {
+    return b.clock.now() - start < std::chrono::seconds(3) ? std::vector<host::HolderProcess>{smi}
+                                                           : std::vector<host::HolderProcess>{};
+  };
+  const auto s = unload_driver(b.env, b.services, b.run);
+  ASSERT_TRUE(s) << s.error().message;
+  EXPECT_THAT(b.host.calls, ElementsAre("unload-nvidia", "unmount", "remove-pid"));
+  const std::string log = b.log.text();
+  EXPECT_EQ(
+      occurrences(log, "waiting for host process pid 4242 (nvidia-smi) to close the NVIDIA device files"), 2U)
+      << "the looks at 0 s and 1 s found it, the one at 3 s did not\n"
+      << log;
+  EXPECT_THAT(log,
+              HasSubstr("info The NVIDIA driver is held on node n1 outside any pod: waiting for host "
+                        "process pid 4242 (nvidia-smi) to close the NVIDIA device files (look 1; looking "
+                        "again in 1s, for at most 10s after the first look)"));
+  EXPECT_EQ(b.clock.now() - start, std::chrono::seconds(3)) << "no longer than it held the driver";
+  EXPECT_THAT(log, HasSubstr("info Successfully uninstalled nvidia driver components"));
+}
+
+// A host process that keeps the driver through the patience fails the run as before, naming it, after a
+// bounded number of looks; nothing is unloaded or unmounted, and no pod holding it too is evicted.
+TEST(UnloadDriverStep, AHostProcessThatStaysPastThePatienceFailsTheRunNamingItWithNothingUnloaded) {
+  RunBench b;
+  const std::string uid = b.add_workload("stray", /*gpu=*/false);
+  b.watch_pods();
+  const TimePoint start = b.clock.now();
+  b.host.holders = {{.pid = 7, .comm = "python3", .pod_uid = uid, .modules = {"nvidia"}},
+                    {.pid = 4242, .comm = "nv-hostengine", .pod_uid = "", .modules = {"nvidia"}}};
+  auto s = unload_driver(b.env, b.services, b.run);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(
+      s.error().message,
+      "the NVIDIA driver is held on node n1 outside any pod by pid 4242 (nv-hostengine): no eviction can "
+      "end it. Stop it on the host (a service such as nvidia-persistenced or a monitoring agent, or a "
+      "process started by hand), then run driver-manager again; nothing was unloaded");
+  EXPECT_THAT(b.host.calls, IsEmpty()) << "nothing unloaded, nothing unmounted";
+  EXPECT_TRUE(b.cluster.get(kube::paths::pod("work", "stray"))) << "no eviction for a run that fails";
+  EXPECT_THAT(b.run.evicted.workloads, IsEmpty());
+  EXPECT_EQ(b.clock.now() - start, kHostHolderPatience);
+  EXPECT_EQ(b.clock.sleeps(), 4) << "looks at 0, 1, 3, 7 and 10 s";
+  EXPECT_EQ(occurrences(b.log.text(),
+                        "waiting for host process pid 4242 (nv-hostengine) to close the NVIDIA "
+                        "device files"),
+            4U);
+}
+
+// SIGTERM while waiting for a host process ends the wait at once.
+TEST(UnloadDriverStep, SigtermWhileWaitingForAHostProcessEndsTheStep) {
+  RunBench b;
+  b.watch_pods();
+  b.host.holders = {{.pid = 4242, .comm = "nvidia-smi", .pod_uid = "", .modules = {"nvidia"}}};
+  b.clock.on_sleep = [&b](int) { b.cancel.cancel(); };  // SIGTERM during the first pause
+  auto s = unload_driver(b.env, b.services, b.run);
+  ASSERT_FALSE(s);
+  EXPECT_EQ(s.error().message, "terminated by SIGTERM");
+  EXPECT_THAT(b.host.calls, IsEmpty());
+}
+
 TEST(UnloadDriverStep, APodNoStepTookOffThatHoldsTheGpuIsEvictedBeforeTheUnload) {
   RunBench b;
   const std::string uid = b.add_workload("stray", /*gpu=*/false);

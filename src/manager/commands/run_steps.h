@@ -26,11 +26,11 @@ Status take_gpu_users_off(const StepEnv& env, RunServices& services, RunContext&
 Status pause_dra_plugin(const StepEnv& env, RunServices& services, RunContext& run);
 // restore-labels (the no-driver path): labels left paused by an earlier run put back.
 Status restore_labels(const StepEnv& env, RunServices& services);
-// unload-driver: the holders the host shows first (a process outside any pod fails the run; a pod no step
-// took off is evicted), then the modules, all or nothing, and the old driver root. A refusal whose holders
-// are all pods this run may evict (bound after the last look) evicts them and tries again, as long as such
-// pods keep arriving within the late-arrival patience; with auto drain on, a refusal after that cordons,
-// drains the node and tries once more.
+// unload-driver: the holders the host shows first (a process outside any pod that still holds the driver
+// after the host-holder patience fails the run; a pod no step took off is evicted), then the modules, all or
+// nothing, and the old driver root. A refusal whose holders are all pods this run may evict (bound after the
+// last look) evicts them and tries again, as long as such pods keep arriving within the late-arrival
+// patience; with auto drain on, a refusal after that cordons, drains the node and tries once more.
 Status unload_driver(const StepEnv& env, RunServices& services, RunContext& run);
 
 }  // namespace dm::manager

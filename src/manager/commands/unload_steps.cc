@@ -41,13 +41,14 @@ Status evict_late_holders_and_unload(const StepEnv& env, RunContext& run, Status
 }
 
 // The host's evidence before the unload: pods holding the driver that no step took off are evicted as GPU
-// workloads; a holder outside any pod fails the run here.
+// workloads; a holder outside any pod that keeps holding it through the host-holder patience fails the run
+// here.
 Status evict_host_holders(const StepEnv& env, RunServices& services, RunContext& run) {
   LateArrivals& late = run.late.value();
   late.on_first_eviction(nullptr);  // in the unload's phase
   std::set<std::string> own;
   if (run.own_pod.pod) own.insert(run.own_pod.pod->uid);
-  auto n = late.evict_host_holders(env.host.nvidia_holder_processes(), own);
+  auto n = late.evict_host_holders([&env] { return env.host.nvidia_holder_processes(); }, own);
   count_evicted(late, run);
   if (!n) return n.error();
   services.progress.add_host_holders_evicted(*n);

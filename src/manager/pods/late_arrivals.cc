@@ -44,6 +44,33 @@ Error held_outside_pods(const std::string& node, const std::vector<std::string>&
       node, join_labels(labels)));
 }
 
+// Looks at the holders (`look`) until none runs outside a pod (`skip_uids` passed over), logging each look
+// that finds one and pausing as the late-arrival looks do, the last look at kHostHolderPatience after the
+// first. Returns the last look's holders, or the error naming the processes still outside a pod.
+Result<std::vector<host::HolderProcess>> wait_for_host_processes(
+    const DrainContext& ctx, const std::function<std::vector<host::HolderProcess>()>& look,
+    const std::set<std::string>& skip_uids) {
+  const TimePoint first = ctx.clock.now();
+  Duration pause = kLateArrivalFirstPause;
+  for (int round = 1;; ++round) {
+    auto holders = look();
+    const auto by_pod = holders_by_pod(holders, skip_uids);
+    const auto outside = by_pod.find("");
+    if (outside == by_pod.end()) return holders;
+    const Duration waited = ctx.clock.now() - first;
+    if (waited >= kHostHolderPatience) return held_outside_pods(ctx.node.node(), outside->second);
+    const Duration next = std::min(pause, kHostHolderPatience - waited);
+    spdlog::info(
+        "The NVIDIA driver is held on node {} outside any pod: waiting for host process{} {} to close the "
+        "NVIDIA device files (look {}; looking again in {}, for at most {} after the first look)",
+        ctx.node.node(), outside->second.size() == 1 ? "" : "es", join_labels(outside->second), round,
+        format_duration(next, DurationStyle::kWholeSeconds),
+        format_duration(kHostHolderPatience, DurationStyle::kWholeSeconds));
+    if (!ctx.clock.sleep_for(next, ctx.cancel)) return Error("terminated by SIGTERM");
+    pause = std::min(pause * 2, kLateArrivalLongestPause);
+  }
+}
+
 // Designated GPU clients need no designation: only a refused pod that is not one gets that advice.
 Error holders_refused(const std::string& node, const std::vector<std::string>& refused, bool only_clients) {
   return Error(fmt::format(
@@ -223,12 +250,13 @@ Status LateArrivals::evict_holders_until_unloaded(
   return ok_status();
 }
 
-Result<size_t> LateArrivals::evict_host_holders(const std::vector<host::HolderProcess>& holders,
-                                                const std::set<std::string>& skip_uids) {
+Result<size_t> LateArrivals::evict_host_holders(
+    const std::function<std::vector<host::HolderProcess>()>& holders,
+    const std::set<std::string>& skip_uids) {
   const std::string& node = ctx_.node.node();
-  auto by_pod = holders_by_pod(holders, skip_uids);
-  if (auto outside = by_pod.find(""); outside != by_pod.end())
-    return held_outside_pods(node, outside->second);
+  auto last_look = wait_for_host_processes(ctx_, holders, skip_uids);
+  if (!last_look) return last_look.error();
+  auto by_pod = holders_by_pod(*last_look, skip_uids);
   if (by_pod.empty()) return size_t{0};
   auto pods = list_pods_fresh(ctx_.client, ctx_.pods, ctx_.clock, node, "", ctx_.cancel);
   if (!pods) return pods.error();

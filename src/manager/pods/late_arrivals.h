@@ -44,6 +44,12 @@ inline constexpr Duration kLateArrivalPatienceAfterOutage = std::chrono::seconds
 // The pause before the next look after a round's evictions: the first, then doubled, at most the last.
 inline constexpr Duration kLateArrivalFirstPause = std::chrono::seconds(1);
 inline constexpr Duration kLateArrivalLongestPause = std::chrono::seconds(8);
+// How long a process outside any pod may still hold the driver after the host's first look before the
+// unload, before the run fails naming it: a host tool that was closing its device files as the look came
+// (nvidia-smi, a monitoring agent's probe) lets go within moments; one that still holds them after this is a
+// service to stop. The looks pause as the late-arrival looks do (kLateArrivalFirstPause, doubling), the last
+// one at the patience's end: at 0, 1, 3, 7 and 10 s.
+inline constexpr Duration kHostHolderPatience = std::chrono::seconds(10);
 
 // What one look found, by who takes it: the client reset (annotated clients, under the taint) or the
 // GPU-workload eviction (only when this run evicts workloads).
@@ -83,14 +89,16 @@ class LateArrivals {
   Status evict_holders_until_unloaded(const std::function<std::vector<host::HolderProcess>()>& holders,
                                       const std::function<Status()>& unload, Status& unloaded);
 
-  // The host's evidence, right before the unload (docs/behaviour.md, Late arrivals): `holders` are the
-  // processes holding the NVIDIA driver. One outside any pod fails at once, naming it (nothing is unloaded).
-  // A designated GPU client among the pods holding it (put back early by its DaemonSet controller) is reset
-  // as a client. With `workloads` on, any other pod of the node that holds it and that no step took off is
-  // decided as a GPU workload (same controller and force rules), evicted and waited for, each said "found
-  // holding the GPU on the host"; one that may not be evicted, or a UID that is no pod of the node, fails
-  // naming it. Pods among `skip_uids` (this program's own) are passed over. Returns the pods it evicted.
-  Result<size_t> evict_host_holders(const std::vector<host::HolderProcess>& holders,
+  // The host's evidence, right before the unload (docs/behaviour.md, Late arrivals): `holders()` looks at
+  // the processes holding the NVIDIA driver. While one runs outside any pod it looks again, logging each
+  // look, for at most kHostHolderPatience; one still there then fails the run, naming it (nothing is
+  // evicted or unloaded). Of the last look's holders, a designated GPU client among the pods holding it
+  // (put back early by its DaemonSet controller) is reset as a client. With `workloads` on, any other pod of
+  // the node that holds it and that no step took off is decided as a GPU workload (same controller and force
+  // rules), evicted and waited for, each said "found holding the GPU on the host"; one that may not be
+  // evicted, or a UID that is no pod of the node, fails naming it. Pods among `skip_uids` (this program's
+  // own) are passed over. Returns the pods it evicted.
+  Result<size_t> evict_host_holders(const std::function<std::vector<host::HolderProcess>()>& holders,
                                     const std::set<std::string>& skip_uids);
 
   // The UIDs evicted or waited for so far (for the run's counts).
