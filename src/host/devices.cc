@@ -120,8 +120,12 @@ std::vector<HolderProcess> find_holder_processes(const std::string& proc_root, c
       struct stat st {};
       const std::string link = fd_dir + fd;
       if (::stat(link.c_str(), &st) != 0 || !S_ISCHR(st.st_mode)) continue;
-      if (auto m = owner_of(st.st_rdev, devices, sys_root, drm_seen); !m.empty())
-        modules.insert(std::move(m));
+      auto m = owner_of(st.st_rdev, devices, sys_root, drm_seen);
+      if (m.empty()) continue;
+      // /dev/nvidia-modeset is a minor of nvidia's own character device: its open file holds a reference
+      // on nvidia (the file's owner) as well as on nvidia_modeset (which serves it).
+      if (m == "nvidia_modeset") modules.insert("nvidia");
+      modules.insert(std::move(m));
     }
     if (modules.empty()) continue;
     HolderProcess p;

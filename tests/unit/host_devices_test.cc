@@ -122,7 +122,8 @@ TEST_F(HolderScan, DevicesAreRecognisedByNumberNotByPath) {
   const auto holders = find_holder_processes(root_ + "/proc", root_ + "/sys", real_devices());
   ASSERT_EQ(holders.size(), 2U);
   EXPECT_EQ(holders[0].label(), "pid 200 (Xorg)");
-  EXPECT_THAT(holders[0].modules, ElementsAre("nvidia_modeset"));
+  // /dev/nvidia-modeset is opened through nvidia's device: both modules are held.
+  EXPECT_THAT(holders[0].modules, ElementsAre("nvidia", "nvidia_modeset"));
   EXPECT_EQ(holders[0].pod_uid, "");
   EXPECT_EQ(holders[1].label(), "pid 300 (trainer)");
   EXPECT_THAT(holders[1].modules, ElementsAre("nvidia"));
@@ -138,7 +139,7 @@ TEST_F(HolderScan, AHolderOfTheNvidiaFrontendMajorIsFound) {
   const auto holders = find_holder_processes(
       root_ + "/proc", root_ + "/sys", NvidiaDevices::parse("Character devices:\n195 nvidia-frontend\n"));
   ASSERT_EQ(holders.size(), 2U);
-  EXPECT_THAT(holders[0].modules, ElementsAre("nvidia_modeset"));
+  EXPECT_THAT(holders[0].modules, ElementsAre("nvidia", "nvidia_modeset"));
   EXPECT_THAT(holders[1].modules, ElementsAre("nvidia"));
 }
 
