@@ -60,8 +60,10 @@ bool QuarantineStandIn::decide() {
     error_ = what + ": " + e.message;
     return true;
   };
-  auto pods = api_.list_all(kube::paths::pods(o_.ns), {.label_selector = "app=" + o_.dcgm_app,
-                                                       .field_selector = "spec.nodeName=" + o_.node});
+  kube::ListOptions dcgm;
+  dcgm.label_selector = "app=" + o_.dcgm_app;
+  dcgm.field_selector = "spec.nodeName=" + o_.node;
+  auto pods = api_.list_all(kube::paths::pods(o_.ns), dcgm);
   if (!pods) return false;  // asked again in a moment
   bool up = false;
   for (const auto& p : *pods) up = up || serving(p);
@@ -92,7 +94,9 @@ bool QuarantineStandIn::decide() {
   // The kubelet's part: the stuck DCGM pod goes now that the decision is taken.
   for (const auto& p : *pods) {
     if (!kube::terminating(p)) continue;
-    auto r = api_.remove(kube::paths::pod(o_.ns, kube::name(p)), {.grace_period_seconds = 0});
+    kube::DeleteOptions now;
+    now.grace_period_seconds = 0;
+    auto r = api_.remove(kube::paths::pod(o_.ns, kube::name(p)), now);
     if (!r && !r.error().not_found()) return fail("finishing the DCGM pod's termination", r.error());
   }
   return true;
