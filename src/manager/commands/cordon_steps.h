@@ -11,7 +11,8 @@
 namespace dm::manager {
 
 // Registers the uncordon of a cordon that carries this program's annotation, unless UNCORDON_ALWAYS is on
-// (its uncordon of whoever cordoned the node covers it).
+// (its uncordon of whoever cordoned the node covers it). Either leaves a cordon that another controller
+// has claimed since (NodeOps::uncordon) and notes it on `undo` (UndoList::kept()).
 void register_uncordon(UndoList& undo, NodeOps& node, const Settings& settings);
 // UNCORDON_ALWAYS: upstream's rule, registers the uncordon of whoever cordoned the node when eviction or
 // drain is enabled (not while the GPU Operator's upgrade policy owns the cordon).

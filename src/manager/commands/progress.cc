@@ -107,6 +107,11 @@ void RunProgress::add_modules_unloaded(size_t n) {
   modules_unloaded_ += n;
 }
 
+void RunProgress::add_kept(const std::string& what) {
+  std::lock_guard lk(mu_);
+  kept_.push_back(what);
+}
+
 // `kubectl describe node` cuts an annotation after 140 characters: what matters comes first, pods by name
 // only (the log has the details), the time the run began last.
 std::string RunProgress::annotation_value() const {
@@ -151,6 +156,7 @@ std::string RunProgress::summary(std::string_view outcome) const {
                                 format_duration(clock_.now() - run_start_, DurationStyle::kTenths),
                                 did.empty() ? std::string("nothing paused, evicted or unloaded")
                                             : fmt::format("{}", fmt::join(did, ", ")));
+  if (!kept_.empty()) out += fmt::format("; left on the node: {}", fmt::join(kept_, ", "));
   if (!times.empty()) {
     std::vector<std::string> parts;
     parts.reserve(times.size());

@@ -62,11 +62,14 @@ class RunProgress {
   // GPU pods evicted because the host found them holding the driver (counted as GPU pods too).
   void add_host_holders_evicted(size_t n);
   void add_modules_unloaded(size_t n);
+  // What the restore left on the node on purpose, and why (UndoList::kept()): "the cordon, under ...".
+  void add_kept(const std::string& what);
 
   // The value of kStateAnnotation: "phase=<p>; since=<RFC3339>[; waiting for <n> of <m> pods: <names>];
   // run started=<RFC3339>".
   [[nodiscard]] std::string annotation_value() const;
-  // "Summary: <outcome> in 6.3s: paused 8 labels, ...; phases: pause-operands 1.2s, ..."
+  // "Summary: <outcome> in 6.3s: paused 8 labels, ...[; left on the node: <kept>]; phases: pause-operands
+  // 1.2s, ..."
   // `outcome` e.g. "node prepared", "failed in phase evict-workloads".
   [[nodiscard]] std::string summary(std::string_view outcome) const;
 
@@ -93,6 +96,7 @@ class RunProgress {
   size_t modules_unloaded_ = 0;
   size_t gpu_clients_reset_ = 0;
   size_t host_holders_evicted_ = 0;
+  std::vector<std::string> kept_;
 };
 
 }  // namespace dm::manager

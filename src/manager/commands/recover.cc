@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "kube/config.h"
 #include "manager/commands/command.h"
@@ -101,12 +102,17 @@ Result<RecoverReport> recover_node(kube::Api& client, const Clock& clock, const 
   if (!removed) return removed.error();
   if (*removed) report.done.push_back("removed taint " + (*removed)->to_string());
 
-  // The cordon, if ours.
+  // The cordon, if ours and not claimed since by another controller's quarantine or maintenance.
   {
     const bool ours = cordoned_by_us(*node);
     const bool cordoned = node->contains("spec") && (*node)["spec"].value("unschedulable", false);
-    if (auto u = node_ops.uncordon(NodeOps::Whose::kOurs); !u) return u.error();
-    if (ours && cordoned) report.done.emplace_back("uncordoned");
+    std::optional<std::string> kept;
+    if (auto u = node_ops.uncordon(NodeOps::Whose::kOurs, [&kept](const std::string& what) { kept = what; });
+        !u) {
+      return u.error();
+    }
+    if (kept) report.left.push_back(*kept);
+    if (ours && cordoned && !kept) report.done.emplace_back("uncordoned");
     if (!ours && cordoned) report.left.emplace_back("cordon (not made by driver-manager)");
   }
 
@@ -125,10 +131,10 @@ int run_recover(const Settings& settings, LiveLease live_lease) {
     spdlog::critical("recover failed: {}", report.error().message);
     return 1;
   }
-  if (report->done.empty()) {
+  if (report->done.empty() && report->left.empty()) {
     spdlog::info("Nothing to recover on node {}: no taint, cordon, paused labels or lease of driver-manager",
                  settings.node_name);
-  } else {
+  } else if (!report->done.empty()) {
     spdlog::info("Recovered node {}: {}", settings.node_name, join(report->done));
   }
   if (!report->left.empty())

@@ -1,6 +1,8 @@
 // The `recover` sub-command: undoes what a run of driver-manager that was killed (SIGKILL, OOM, node
 // reboot) left on its node - the taint, the cordon and the operand labels it recorded as paused, and its
-// lease - and nothing else: an admin's cordon, labels and taints carry no record of ours and stay.
+// lease - and nothing else: an admin's cordon, labels and taints carry no record of ours and stay, and so
+// does a cordon of ours that another controller has claimed since for a quarantine or maintenance of its
+// own (manager/rules/quarantine.h): uncordoning it would cancel that.
 // Refuses while a live lease says a run is in progress (unless forced). Works from any machine with a
 // kubeconfig: it only talks to the API server.
 #pragma once

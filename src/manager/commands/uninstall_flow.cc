@@ -250,6 +250,7 @@ void Uninstall::enter(Phase phase, StateWrite write) {
 void Uninstall::finish(int exit_code) {
   count_phase();
   reporter_.progress().end();
+  for (const auto& what : undo_.kept()) reporter_.progress().add_kept(what);
   std::string outcome;
   const std::string where = failed_in_ ? fmt::format(" in phase {}", phase_name(*failed_in_)) : "";
   if (exit_code == kExitOk) {

@@ -10,6 +10,7 @@
 
 #include "kube/objects.h"
 #include "kube/retry.h"
+#include "manager/rules/quarantine.h"
 
 namespace dm::manager {
 
@@ -125,11 +126,16 @@ Result<CordonOutcome> NodeOps::cordon() {
 
 namespace {
 
-// What uncordoning `node` takes: the merge-patch body (empty: nothing) and the line that says it.
+// What uncordoning `node` takes: the merge-patch body (empty: nothing) and the line that says it; when
+// another controller's mark keeps the cordon, what is kept and the Event that records it.
 struct UncordonDecision {
   Json body = Json::object();
   std::string line;
+  std::optional<std::string> kept;  // "the cordon, under <claim>"
+  std::optional<FoldedPatch::Event> event;
 };
+
+constexpr const char* kCordonKeptReason = "CordonKept";
 
 UncordonDecision decide_uncordon(const Json& node, NodeOps::Whose whose, const std::string& name) {
   UncordonDecision plan;
@@ -137,6 +143,18 @@ UncordonDecision decide_uncordon(const Json& node, NodeOps::Whose whose, const s
   const bool cordoned = kube::node_unschedulable(node);
   if (!ours && !(whose == NodeOps::Whose::kAnyone && cordoned)) {
     if (cordoned) plan.line = "Node " + name + " was not cordoned by driver-manager; leaving it cordoned";
+    return plan;
+  }
+  if (const auto mark = cordoned ? quarantine_mark(node) : std::nullopt) {
+    const std::string claim = mark->describe();
+    plan.kept = "the cordon, under " + claim;
+    plan.line = "Leaving node " + name + " cordoned: it is under " + claim +
+                ", and uncordoning it would cancel that; the cordon is left to its owner";
+    plan.event =
+        FoldedPatch::Event{.reason = kCordonKeptReason,
+                           .message = "driver-manager left node " + name + " cordoned: it is under " + claim +
+                                      ", and uncordoning it would cancel that",
+                           .type = "Warning"};
     return plan;
   }
   if (ours) plan.body["metadata"] = {{"annotations", {{kCordonedAnnotation, nullptr}}}};
@@ -163,10 +181,16 @@ void merge_into(Json& body, const Json& part) {
 
 }  // namespace
 
-Status NodeOps::uncordon(Whose whose) {
+Status NodeOps::uncordon(Whose whose, const OnKept& kept) {
   auto node = get();
   if (!node) return node.error();
   const UncordonDecision plan = decide_uncordon(*node, whose, node_);
+  if (plan.kept) {
+    spdlog::warn("{}", plan.line);
+    event(plan.event->reason, plan.event->message, plan.event->type);
+    if (kept) kept(*plan.kept);
+    return ok_status();
+  }
   if (!plan.line.empty()) spdlog::info("{}", plan.line);
   if (plan.body.empty()) return ok_status();
   auto r = patch_with_retry(plan.body, "cordon state");
@@ -174,10 +198,16 @@ Status NodeOps::uncordon(Whose whose) {
   return ok_status();
 }
 
-NodeFold NodeOps::uncordon_fold(Whose whose) const {
-  return [whose, name = node_](const Json& node, FoldedPatch& patch) {
+NodeFold NodeOps::uncordon_fold(Whose whose, OnKept kept) const {
+  return [whose, name = node_, kept = std::move(kept)](const Json& node, FoldedPatch& patch) {
     UncordonDecision plan = decide_uncordon(node, whose, name);
     merge_into(patch.body, plan.body);
+    if (plan.kept) {
+      patch.lines.push_back({.level = FoldedPatch::Level::kWarn, .text = plan.line});
+      patch.events.push_back(*plan.event);
+      if (kept) patch.applied.emplace_back([kept, what = *plan.kept] { kept(what); });
+      return;
+    }
     if (!plan.line.empty()) patch.lines.push_back({.text = plan.line});
   };
 }
@@ -194,6 +224,7 @@ FoldedPatch fold_all(const std::vector<NodeFold>& folds, const Json& node) {
     if (part.refusal && !all.refusal) all.refusal = std::move(part.refusal);
     for (auto& line : part.lines) all.lines.push_back(std::move(line));
     for (auto& a : part.applied) all.applied.push_back(std::move(a));
+    for (auto& e : part.events) all.events.push_back(std::move(e));
   }
   return all;
 }
@@ -252,6 +283,7 @@ Status NodeOps::write_folded(const std::vector<NodeFold>& folds, const std::stri
       remember(*r);
     }
     for (const auto& a : all.applied) a();
+    for (const auto& e : all.events) event(e.reason, e.message, e.type);
     return ok_status();
   }
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -65,17 +66,23 @@ class NodeOps {
 
   // Whose cordon uncordon() lifts: only ours, or (upstream's UNCORDON_ALWAYS) whoever cordoned the node.
   enum class Whose { kOurs, kAnyone };
+  // Told why a cordon that uncordon() would lift stays: "the cordon, under <whose claim>".
+  using OnKept = std::function<void(const std::string& what)>;
   // Uncordons the node if our annotation is on it (and removes the annotation). A cordon without our
-  // annotation is left alone (logged), unless `whose` is kAnyone.
-  Status uncordon(Whose whose);
+  // annotation is left alone (logged), unless `whose` is kAnyone. Never a cordon that another controller has
+  // claimed for a quarantine or maintenance of its own (a mark of manager/rules/quarantine on the node):
+  // that one stays, with our annotation (a later undo lifts it once the mark is gone); the line says why,
+  // an Event `CordonKept` records it on the node, and `kept` is told.
+  Status uncordon(Whose whose, const OnKept& kept = {});
 
   // The same as a part of one node write (write_folded()).
-  [[nodiscard]] NodeFold uncordon_fold(Whose whose) const;
+  [[nodiscard]] NodeFold uncordon_fold(Whose whose, OnKept kept = {}) const;
 
   // One JSON merge patch of the node with every part of `folds`, each decided from the node as read just
   // before: sent under that node's resourceVersion, and after a conflict decided again from a fresh read
   // (never sent twice as it was). Nothing is sent when no part changes anything. The parts' lines are
-  // logged before the write, each once; their `applied` run once it was applied. `what` names the write.
+  // logged before the write, each once; their `applied` run, and their Events are recorded, once it was
+  // applied. `what` names the write.
   // `first`, the node as last seen, saves the first GET (a stale copy only costs the conflict and a read;
   // a refusal is decided on a fresh read only). A failure other than a conflict is retried as the label
   // patches are ("Failed to update <what> on node <n>, retrying: …"), decided again each time. On failure,

@@ -31,6 +31,16 @@ bool UndoList::contains_locked(const std::string& key) const {
   return std::any_of(actions_.begin(), actions_.end(), [&](const UndoAction& a) { return a.key == key; });
 }
 
+void UndoList::note_kept(std::string what) {
+  std::lock_guard lk(mu_);
+  if (std::find(kept_.begin(), kept_.end(), what) == kept_.end()) kept_.push_back(std::move(what));
+}
+
+std::vector<std::string> UndoList::kept() const {
+  std::lock_guard lk(mu_);
+  return kept_;
+}
+
 std::vector<std::string> UndoList::names() const {
   std::lock_guard lk(mu_);
   std::vector<std::string> out;

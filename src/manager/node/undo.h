@@ -40,10 +40,17 @@ struct FoldedPatch {
     Level level = Level::kInfo;
     std::string text;
   };
+  // An Event on the node, recorded once the write was applied.
+  struct Event {
+    std::string reason;
+    std::string message;
+    std::string type = "Normal";
+  };
   nlohmann::json body = nlohmann::json::object();
   std::optional<Error> refusal;  // the write must not be sent (decided again from a fresh read first)
   std::vector<Line> lines;
   std::vector<std::function<void()>> applied;
+  std::vector<Event> events;
 };
 // Adds its part to `patch`, decided from `node` as read just before the write.
 using NodeFold = std::function<void(const nlohmann::json& node, FoldedPatch& patch)>;
@@ -92,6 +99,11 @@ class UndoList {
   // cleanup) and its error is returned. False: some action only runs on its own; nothing was taken.
   Result<bool> run_folded(const std::function<Status(const std::vector<NodeFold>&)>& write);
 
+  // What an action left on the node on purpose, and why ("the cordon, under NVSentinel's fault quarantine
+  // (...)"), once each: said in the run's summary. Any thread may add.
+  void note_kept(std::string what);
+  [[nodiscard]] std::vector<std::string> kept() const;
+
   // Cleanup after a failure or SIGTERM: runs every action newest first, logging a failure as a warning and
   // going on; stops starting actions once `deadline` has passed. Returns the names of the actions that
   // failed or were not started: what is still left on the node.
@@ -105,6 +117,7 @@ class UndoList {
 
   mutable std::mutex mu_;
   std::vector<UndoAction> actions_;  // oldest first
+  std::vector<std::string> kept_;    // note_kept(), in order
 };
 
 }  // namespace dm::manager
