@@ -11,6 +11,7 @@
 
 #include "kube/objects.h"
 #include "manager/plan/build.h"
+#include "manager/plan/infer.h"
 #include "manager/plan/render.h"
 #include "manager/rules/pod_rules.h"
 #include "support/golden.h"
@@ -105,7 +106,7 @@ TEST(DraHelpers, NoPipelineEvictsAHelperAndTheWorkloadEvictionDoesNotCountIt) {
     return kube::name(pod) != kube::name(mps_daemon());
   };
   auto eviction = decide_gpu_workload_eviction(pods, DrainOptions{}, facts);
-  ASSERT_TRUE(eviction.has_value());
+  ASSERT_TRUE(eviction) << eviction.error().message;
   EXPECT_TRUE(eviction->pods.ok()) << "a helper is no refusal under the all-or-none rule";
   EXPECT_EQ(eviction->gpu_pods, 1U);
   ASSERT_EQ(eviction->pods.to_evict.size(), 1U);
@@ -126,7 +127,9 @@ TEST(DraHelpers, NoPipelineEvictsAHelperAndTheWorkloadEvictionDoesNotCountIt) {
       << "the drain takes the workload, not the MPS daemon's Deployment pod";
   Json annotated = mps_daemon();
   annotated["metadata"]["annotations"]["nvidia.com/gpu.client"] = "true";
-  const auto clients = decide_pods(gpu_client_pipeline({.force = true}), std::vector<Json>{annotated});
+  const auto clients =
+      decide_pods(gpu_client_pipeline({.force = true, .taint = std::nullopt, .label_pause = nullptr}),
+                  std::vector<Json>{annotated});
   EXPECT_THAT(clients.to_evict, IsEmpty()) << "not even as an annotated GPU client";
   EXPECT_EQ(clients.decisions[0].filter, "dra-helper");
 }
@@ -187,17 +190,17 @@ PlanInputs helper_inputs() {
   Json user = workload("mps-user");
   user["spec"]["resourceClaims"] = Json::array({{{"name", "gpu"}, {"resourceClaimName", "mps-shared"}}});
   in.pods = {trainer, user, cd_daemon(), mps_daemon()};
-  in.facts.daemonset_exists = [](const std::string&, const std::string&) -> Result<bool> { return true; };
-  in.facts.holds_gpu_claim = [](const Json& pod) -> Result<bool> {
-    return !kube::pod_resource_claims(pod).empty();
+  // The claims as the API lists them: the facts are read from that list, as the wave reads them.
+  const auto claim = [](const std::string& ns, const std::string& name, const std::string& uid,
+                        const std::string& driver) {
+    return Json{{"metadata", {{"namespace", ns}, {"name", name}, {"uid", uid}}},
+                {"status",
+                 {{"allocation",
+                   {{"devices", {{"results", Json::array({{{"driver", driver}, {"device", "d0"}}})}}}}}}}};
   };
-  in.facts.claim_holds = [](const Json& pod) -> Result<std::vector<ClaimHold>> {
-    if (kube::name(pod) == "trainer")
-      return std::vector<ClaimHold>{{"ml/trainer", "ml/trainer-channel", "c1", "compute-domain.nvidia.com"}};
-    if (kube::name(pod) == "mps-user")
-      return std::vector<ClaimHold>{{"ml/mps-user", "ml/mps-shared", kClaimUid, "gpu.nvidia.com"}};
-    return std::vector<ClaimHold>{};
-  };
+  in.claims = std::vector<Json>{claim("ml", "trainer-channel", "c1", "compute-domain.nvidia.com"),
+                                claim("ml", "mps-shared", kClaimUid, "gpu.nvidia.com")};
+  in.facts = listed_pod_facts(nullptr, std::make_shared<const std::vector<Json>>(*in.claims));
   in.pdbs = std::vector<Json>{};
   in.nvidia_loaded = true;
   in.skip.summary = "the loaded driver's configuration digest differs from DRIVER_CONFIG_DIGEST";
