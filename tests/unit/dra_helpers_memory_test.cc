@@ -215,7 +215,7 @@ INSTANTIATE_TEST_SUITE_P(EachHelper, DraHelperStays,
                                                              " (Deployment/" + n.mps_app +
                                                              ")): kept by claim";
                                                     }}),
-                         [](const auto& info) { return std::string(info.param.name); });
+                         [](const auto& param_info) { return std::string(param_info.param.name); });
 
 }  // namespace
 }  // namespace dm::test
