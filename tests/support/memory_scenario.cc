@@ -174,6 +174,8 @@ void MemoryScenario::deploy_daemonset(const MemDaemonSet& ds) {
                                ds.affinity_terms);
   for (const auto& [k, v] : ds.pod_labels) object["spec"]["template"]["metadata"]["labels"][k] = v;
   if (!ds.tolerations.is_null()) object["spec"]["template"]["spec"]["tolerations"] = ds.tolerations;
+  if (!ds.resource_claims.is_null())
+    object["spec"]["template"]["spec"]["resourceClaims"] = ds.resource_claims;
   cluster_.apply(object);
   label_node(ds.node_selector);
   if (!ds.node_labels.empty()) label_node(ds.node_labels);
@@ -195,17 +197,21 @@ void MemoryScenario::deploy(const MemSetup& setup) {
 }
 
 void MemoryScenario::add_gpu_claim(const std::string& name) {
-  cluster_.apply({{"apiVersion", "resource.k8s.io/v1"},
-                  {"kind", "ResourceClaim"},
-                  {"metadata", {{"name", name}, {"namespace", workload_ns()}}},
-                  {"spec", {{"devices", {{"requests", Json::array({{{"name", "gpu"}}})}}}}},
-                  {"status",
-                   {{"allocation",
-                     {{"devices",
-                       {{"results", Json::array({{{"request", "gpu"},
-                                                  {"driver", "gpu.nvidia.com"},
-                                                  {"pool", node_},
-                                                  {"device", "gpu-0"}}})}}}}}}}});
+  add_claim(name, "gpu.nvidia.com");
+}
+
+Json MemoryScenario::add_claim(const std::string& name, const std::string& driver, const std::string& ns) {
+  return cluster_.apply(
+      {{"apiVersion", "resource.k8s.io/v1"},
+       {"kind", "ResourceClaim"},
+       {"metadata", {{"name", name}, {"namespace", ns.empty() ? workload_ns() : ns}}},
+       {"spec", {{"devices", {{"requests", Json::array({{{"name", "gpu"}}})}}}}},
+       {"status",
+        {{"allocation",
+          {{"devices",
+            {{"results",
+              Json::array(
+                  {{{"request", "gpu"}, {"driver", driver}, {"pool", node_}, {"device", "gpu-0"}}})}}}}}}}});
 }
 
 void MemoryScenario::add_runtime_class(const std::string& name, const std::string& handler) {
@@ -230,7 +236,7 @@ void MemoryScenario::deploy_pod(const MemPod& p) {
   for (const auto& [k, v] : p.annotations) ann[k] = v;
   Json labels = {{"app", p.name}};
   for (const auto& [k, v] : p.labels) labels[k] = v;
-  Json container = {{"name", "main"}, {"image", "example.com/cuda-app:1"}};
+  Json container = {{"name", p.container}, {"image", "example.com/cuda-app:1"}};
   for (const auto& [k, v] : p.env) container["env"].push_back({{"name", k}, {"value", v}});
   if (p.request_gpu) container["resources"] = {{"limits", {{"nvidia.com/gpu", "1"}}}};
   Json pod = {{"apiVersion", "v1"},

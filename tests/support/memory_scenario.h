@@ -49,6 +49,7 @@ struct MemPod {
   std::string runtime_class = {};                       // spec.runtimeClassName; "" = none
   std::map<std::string, std::string> env = {};          // its container's environment
   std::map<std::string, std::string> annotations = {};  // more annotations (CDI devices, say)
+  std::string container = "main";                       // its container's name
 };
 
 // A DaemonSet of its own (a third-party GPU client, say) whose pods select the node by `node_selector`;
@@ -65,6 +66,7 @@ struct MemDaemonSet {
   std::map<std::string, std::string> node_labels = {};
   std::map<std::string, std::string> pod_labels = {};  // more labels on its pods (beside app=<name>)
   nlohmann::json tolerations = nullptr;                // its pods' tolerations (null = none)
+  nlohmann::json resource_claims = nullptr;            // its pods' spec.resourceClaims (null = none)
 };
 
 // What a test starts from: deploy() puts it on the node and waits until every pod of it runs.
@@ -111,6 +113,9 @@ class MemoryScenario {
   void deploy(const MemSetup& setup);
   // A ResourceClaim of the workload namespace allocated a device of the GPU DRA driver (gpu.nvidia.com).
   void add_gpu_claim(const std::string& name);
+  // A ResourceClaim of `ns` ("" = the workload namespace) allocated a device of DRA driver `driver`; returns
+  // it as stored (its uid filled in).
+  nlohmann::json add_claim(const std::string& name, const std::string& driver, const std::string& ns = {});
   // A Mellanox network device on the simulated PCI bus (the MOFED wait looks for one).
   // A RuntimeClass (cluster-scoped) with `handler`.
   void add_runtime_class(const std::string& name, const std::string& handler);

@@ -32,7 +32,11 @@ TEST(ClaimsTest, AllocatedGpuClaims) {
   EXPECT_TRUE(is_allocated_gpu_claim(fixture("claim-gpu-admin")));
   EXPECT_TRUE(is_allocated_gpu_claim(fixture("claim-mixed")));
   EXPECT_FALSE(is_allocated_gpu_claim(fixture("claim-unallocated")));
-  EXPECT_FALSE(is_allocated_gpu_claim(fixture("claim-computedomain")));
+  EXPECT_TRUE(is_allocated_gpu_claim(fixture("claim-computedomain")))
+      << "ComputeDomain claims (IMEX channels, the daemon's own) hold the driver too";
+  EXPECT_EQ(nvidia_claim_driver(fixture("claim-computedomain")), "compute-domain.nvidia.com");
+  EXPECT_EQ(nvidia_claim_driver(fixture("claim-mixed")), "gpu.nvidia.com");
+  EXPECT_EQ(nvidia_claim_driver(fixture("claim-unallocated")), "");
   Json null_alloc = fixture("claim-gpu-allocated");
   null_alloc["status"]["allocation"] = nullptr;
   EXPECT_FALSE(is_allocated_gpu_claim(null_alloc));

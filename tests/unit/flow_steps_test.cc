@@ -92,9 +92,10 @@ TEST(FlowSteps, DraAutoDrainAndRdmaAddTheirSteps) {
   const FlowSteps p = decide_steps(f);
   EXPECT_THAT(steps_of(p),
               ElementsAre(Step::kPauseOperands, Step::kTakeGpuUsersOff, Step::kReportSkipDecision,
-                          Step::kDrainAfterFailedEviction, Step::kEvictLateArrivals, Step::kCheckDraClaims,
-                          Step::kResetDraPluginClients, Step::kPauseDraPlugin, Step::kUnloadDriver,
-                          Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges, Step::kUnloadNouveau));
+                          Step::kDrainAfterFailedEviction, Step::kEvictLateArrivals, Step::kAwaitDraHelpers,
+                          Step::kCheckDraClaims, Step::kResetDraPluginClients, Step::kPauseDraPlugin,
+                          Step::kUnloadDriver, Step::kUnbindVfio, Step::kWaitMofed, Step::kUndoChanges,
+                          Step::kUnloadNouveau));
   EXPECT_THAT(p.phases(), ElementsAre(Phase::kPauseOperands, Phase::kEvictWorkloads, Phase::kUnloadDriver,
                                       Phase::kWaitMofed, Phase::kRestore));
 }
@@ -127,8 +128,12 @@ TEST(FlowSteps, PathRulesTakeAStepOnlyWhereItHasSomethingToDo) {
   f.auto_drain = false;
   EXPECT_FALSE(has(decide_steps(f), Step::kDrainAfterFailedEviction)) << "no fallback without auto drain";
   EXPECT_FALSE(has(decide_steps(f), Step::kCheckDraClaims));
+  EXPECT_FALSE(has(decide_steps(f), Step::kAwaitDraHelpers));
   EXPECT_FALSE(has(decide_steps(f), Step::kPauseDraPlugin));
   f.dra_on = true;
+  EXPECT_EQ(phase_of(decide_steps(f), Step::kAwaitDraHelpers), Phase::kEvictWorkloads)
+      << "the DRA driver's helpers are waited for while the plugin runs";
+  EXPECT_EQ(step_name(Step::kAwaitDraHelpers), "await-dra-helpers");
   EXPECT_EQ(phase_of(decide_steps(f), Step::kCheckDraClaims), Phase::kEvictWorkloads)
       << "the claim guard runs";
   EXPECT_TRUE(has(decide_steps(f), Step::kPauseDraPlugin));

@@ -16,6 +16,7 @@ const StepDef& take_gpu_users_off_step();           // gpu_users_steps.cc
 const StepDef& report_skip_decision_step();         // pod_steps.cc
 const StepDef& drain_after_failed_eviction_step();  // pod_steps.cc
 const StepDef& evict_late_arrivals_step();          // unload_steps.cc
+const StepDef& await_dra_helpers_step();            // pod_steps.cc
 const StepDef& check_dra_claims_step();             // pod_steps.cc
 const StepDef& reset_dra_plugin_clients_step();     // pod_steps.cc
 const StepDef& pause_dra_plugin_step();             // label_steps.cc
@@ -69,6 +70,7 @@ void full_path(const FlowFacts& f, PathBuilder& b) {
       .phase(Phase::kEvictWorkloads)
       .add(Step::kDrainAfterFailedEviction)
       .add(Step::kEvictLateArrivals)  // bound after the cordon or the taint (the scheduler lags behind)
+      .add(Step::kAwaitDraHelpers)    // the plugin, still running, takes them off once their claims go
       .add(Step::kCheckDraClaims)
       .add(Step::kResetDraPluginClients)  // third-party DRA plugins go last, like ours
       .add(Step::kPauseDraPlugin)
@@ -173,12 +175,25 @@ const PathEnds& path_ends(RunPath path) {
 // One row per step, in Step order (the row's `step` says which; tests/unit/flow_steps_test.cc checks it).
 const StepDef& step_def(Step step) {
   static const std::array<const StepDef*, kStepCount> kRows{
-      &label_pre_installed_step(), &await_removal_step(),        &pause_operands_step(),
-      &take_gpu_users_off_step(),  &report_skip_decision_step(), &drain_after_failed_eviction_step(),
-      &evict_late_arrivals_step(), &check_dra_claims_step(),     &reset_dra_plugin_clients_step(),
-      &pause_dra_plugin_step(),    &unload_driver_step(),        &remove_stale_driver_root_step(),
-      &clean_stale_mounts_step(),  &unload_nouveau_step(),       &unbind_vfio_step(),
-      &wait_mofed_step(),          &restore_labels_step(),       &undo_changes_step(),
+      &label_pre_installed_step(),
+      &await_removal_step(),
+      &pause_operands_step(),
+      &take_gpu_users_off_step(),
+      &report_skip_decision_step(),
+      &drain_after_failed_eviction_step(),
+      &evict_late_arrivals_step(),
+      &await_dra_helpers_step(),
+      &check_dra_claims_step(),
+      &reset_dra_plugin_clients_step(),
+      &pause_dra_plugin_step(),
+      &unload_driver_step(),
+      &remove_stale_driver_root_step(),
+      &clean_stale_mounts_step(),
+      &unload_nouveau_step(),
+      &unbind_vfio_step(),
+      &wait_mofed_step(),
+      &restore_labels_step(),
+      &undo_changes_step(),
   };
   return *kRows.at(static_cast<size_t>(step));
 }

@@ -54,6 +54,7 @@ enum class Step : std::uint8_t {
   kReportSkipDecision,        // log the skip decision (a report: no cancellation check, no phase of its own)
   kDrainAfterFailedEviction,  // the full-drain fallback after a failed GPU-workload eviction
   kEvictLateArrivals,         // a fresh look: GPU users bound after the cordon or taint are evicted too
+  kAwaitDraHelpers,           // the DRA driver's helper pods leave as the plugin unprepares their claims
   kCheckDraClaims,            // no pod may still hold a GPU resource claim
   kResetDraPluginClients,     // annotated GPU clients that are DRA kubelet plugins
   kPauseDraPlugin,            // pause the DRA kubelet-plugin label and wait for its pods

@@ -1,9 +1,10 @@
 // The steps that take pods off the node with the run's collaborators alone, and the skip decision's report
-// (docs/behaviour.md, Full-drain fallback, DRA claims and Skip-uninstall).
+// (docs/behaviour.md, Full-drain fallback, DRA claims, DRA driver helpers and Skip-uninstall).
 #include <spdlog/spdlog.h>
 
 #include "manager/commands/env_steps.h"
 #include "manager/commands/step_def.h"
+#include "manager/pods/dra_helpers.h"
 #include "manager/pods/drain.h"
 
 namespace dm::manager {
@@ -63,6 +64,17 @@ const StepDef& drain_after_failed_eviction_step() {
       .run = [](StepCall& c) { return drain_after_failed_eviction(c.env); },
       .needed =
           [](const RunContext& run) { return run.workload_eviction == WorkloadEviction::kDrainPending; }};
+  return kDef;
+}
+
+// Where DRA is on: the helpers leave while the plugin still runs, before the claim guard counts claims.
+const StepDef& await_dra_helpers_step() {
+  static constexpr StepDef kDef{
+      .step = Step::kAwaitDraHelpers,
+      .name = "await-dra-helpers",
+      .taken = [](const FlowFacts& f, bool /*evict_workloads*/) { return f.dra_on; },
+      .run = [](StepCall& c) { return await_dra_helpers(c.env.run); },
+      .render = [](StepPlan& plan) { plan.await_dra_helpers(); }};
   return kDef;
 }
 

@@ -40,6 +40,7 @@ class StepPlan {
   virtual void pause_operands() = 0;
   virtual void take_gpu_users_off() = 0;
   virtual void report_skip_decision() = 0;
+  virtual void await_dra_helpers() = 0;  // the DRA driver's helpers and how each leaves, odd shapes
   virtual void reset_dra_plugin_clients() = 0;
   virtual void pause_dra_plugin() = 0;
 };

@@ -21,6 +21,7 @@
 #include "manager/pods/gpu_clients.h"
 #include "manager/pods/holders.h"
 #include "manager/pods/waits.h"
+#include "manager/rules/dra_helpers.h"
 #include "manager/rules/dra_plugin.h"
 #include "manager/rules/operands.h"
 #include "manager/rules/paused_record.h"
@@ -82,6 +83,7 @@ class PlanBuilder final : public StepPlan {
   void pause_operands() override;
   void take_gpu_users_off() override;
   void report_skip_decision() override { plan_.skip = in_.skip.summary; }
+  void await_dra_helpers() override;
   void reset_dra_plugin_clients() override;
   void pause_dra_plugin() override;
 
@@ -203,8 +205,9 @@ void PlanBuilder::take_gpu_workloads() {
     plan_.notes.push_back("GPU pods: " + planned.error().message);
     return;
   }
-  for (size_t i = 0; i < pods.size(); ++i) {
+  for (size_t i = 0; i < planned->pods.decisions.size(); ++i) {
     const PodDecision& d = planned->pods.decisions[i];
+    if (d.filter == "dra-helper") continue;  // waited for by its own step
     if (d.verdict == Verdict::kDelete) {
       ledger_.decide({d.pod, PodAction::kEvict, "gpu-workloads", d.reason.empty() ? "GPU pod" : d.reason,
                       d.warnings, d.filter});
@@ -239,6 +242,42 @@ void PlanBuilder::leave_gpu_workloads() {
                     {},
                     {}});
   }
+}
+
+// The DRA driver's helpers still on the node: waited for, never evicted; odd shapes are said as notes.
+void PlanBuilder::await_dra_helpers() {
+  std::optional<std::vector<ClaimHold>> holds;
+  if (in_.facts.claim_holds) {
+    holds.emplace();
+    for (const auto& pod : in_.pods) {
+      if (kube::pod_finished(pod) || dra_helper_of(pod) || kube::pod_resource_claims(pod).empty()) continue;
+      auto h = in_.facts.claim_holds(pod);
+      if (!h) {
+        holds.reset();
+        break;
+      }
+      holds->insert(holds->end(), h->begin(), h->end());
+    }
+  }
+  for (auto& odd : dra_helper_oddities(in_.node, in_.pods, holds))
+    plan_.notes.push_back("DRA driver helpers: " + odd);
+  std::vector<std::string> names;
+  for (const auto& pod : ledger_.remaining()) {
+    const auto helper = kube::pod_finished(pod) ? std::nullopt : dra_helper_of(pod);
+    if (!helper) continue;
+    ledger_.decide({helper->pod,
+                    PodAction::kWait,
+                    "dra-helpers",
+                    describe(*helper) + ": " + how_it_leaves(*helper) + "; never evicted",
+                    {},
+                    "dra-helper"});
+    names.push_back(helper->pod);
+  }
+  if (names.empty()) return;
+  line(fmt::format(
+      "wait for the DRA driver's helper pods to leave as the DRA kubelet plugin unprepares their "
+      "claims (OPERAND_WAIT_TIMEOUT {}; never evicted): {}",
+      format_duration(settings_.operand_wait_timeout, DurationStyle::kWholeSeconds), fmt::join(names, ", ")));
 }
 
 void PlanBuilder::reset_dra_plugin_clients() {

@@ -174,6 +174,11 @@ PodFacts listed_pod_facts(const std::shared_ptr<const std::vector<Json>>& daemon
     facts.holds_gpu_claim = [claims](const Json& pod) -> Result<bool> {
       return !gpu_claims_of(pod, *claims).empty();
     };
+    facts.claim_holds = [claims](const Json& pod) -> Result<std::vector<ClaimHold>> {
+      std::vector<ClaimHold> out;
+      for (const Json* claim : gpu_claims_of(pod, *claims)) out.push_back(claim_hold(pod, *claim));
+      return out;
+    };
   }
   return facts;
 }

@@ -70,6 +70,20 @@ PodFacts api_pod_facts(kube::Api& client) {
     }
     return false;
   };
+  facts.claim_holds = [&client](const Json& pod) -> Result<std::vector<ClaimHold>> {
+    std::vector<ClaimHold> out;
+    const std::string ns = kube::namespace_of(pod);
+    for (const auto& name : claim_names(pod)) {
+      auto claim = client.get(kube::paths::resource_claim(ns, name));
+      if (!claim) {
+        if (claim.error().not_found()) continue;
+        return claim.error().wrap(
+            fmt::format("failed to look up ResourceClaim {}/{} of pod {}", ns, name, kube::ref_string(pod)));
+      }
+      if (is_allocated_gpu_claim(*claim)) out.push_back(claim_hold(pod, *claim));
+    }
+    return out;
+  };
   facts.runtime_class_handler = runtime_class_lookup(client);
   facts.daemonset_template = [&client](const std::string& ns,
                                        const std::string& name) -> std::optional<Json> {

@@ -15,13 +15,20 @@ std::vector<std::string> claim_names(const Json& pod) {
   return out;
 }
 
-bool is_allocated_gpu_claim(const Json& claim) {
+std::string nvidia_claim_driver(const Json& claim) {
   const Json* results = kube::find(claim, {"status", "allocation", "devices", "results"});
-  if (results == nullptr || !results->is_array()) return false;
+  if (results == nullptr || !results->is_array()) return "";
+  std::string out;
   for (const auto& r : *results) {
-    if (kube::string_at(r, {"driver"}) == kGpuDraDriver) return true;
+    const std::string driver = kube::string_at(r, {"driver"});
+    if (driver == kGpuDraDriver) return driver;
+    if (driver == kComputeDomainDraDriver) out = driver;
   }
-  return false;
+  return out;
+}
+
+bool is_allocated_gpu_claim(const Json& claim) {
+  return !nvidia_claim_driver(claim).empty();
 }
 
 std::vector<const Json*> gpu_claims_of(const Json& pod, const std::vector<Json>& claims) {
@@ -35,6 +42,13 @@ std::vector<const Json*> gpu_claims_of(const Json& pod, const std::vector<Json>&
     }
   }
   return out;
+}
+
+ClaimHold claim_hold(const Json& pod, const Json& claim) {
+  return {.pod = kube::ref_string(pod),
+          .claim = kube::ref_string(claim),
+          .uid = kube::string_at(claim, {"metadata", "uid"}),
+          .driver = nvidia_claim_driver(claim)};
 }
 
 }  // namespace dm::manager

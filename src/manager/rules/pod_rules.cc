@@ -6,6 +6,7 @@
 #include <set>
 #include <utility>
 
+#include "manager/rules/dra_helpers.h"
 #include "manager/rules/dra_plugin.h"
 
 namespace dm::manager {
@@ -194,18 +195,30 @@ PodFilter terminating_wait_filter() {
           }};
 }
 
+PodFilter dra_helper_filter() {
+  return {"dra-helper", [](const Json& pod) {
+            const auto helper = dra_helper_of(pod);
+            if (!helper || kube::pod_finished(pod)) return keep();
+            return skip(describe(*helper) + ": " + how_it_leaves(*helper) +
+                        "; waited for before the plugin goes, never evicted (its controller would bring it "
+                        "straight back)");
+          }};
+}
+
 PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts) {
   return PodPipeline("gpu-workloads",
-                     {daemonset_filter(DaemonSetPods::kIgnore, options, facts), mirror_filter(Verdict::kSkip),
-                      emptydir_filter(options), controller_filter(options), gpu_filter(facts)},
+                     {dra_helper_filter(), daemonset_filter(DaemonSetPods::kIgnore, options, facts),
+                      mirror_filter(Verdict::kSkip), emptydir_filter(options), controller_filter(options),
+                      gpu_filter(facts)},
                      "GPU pod");
 }
 
 PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector& selector,
                                 const PodFacts& facts) {
   return PodPipeline("drain",
-                     {selector_filter(selector), daemonset_filter(DaemonSetPods::kIgnore, options, facts),
-                      mirror_filter(Verdict::kSkip), emptydir_filter(options), controller_filter(options)},
+                     {dra_helper_filter(), selector_filter(selector),
+                      daemonset_filter(DaemonSetPods::kIgnore, options, facts), mirror_filter(Verdict::kSkip),
+                      emptydir_filter(options), controller_filter(options)},
                      "drained");
 }
 
@@ -265,6 +278,7 @@ PodFilter toleration_filter(const kube::Taint& taint) {
 PodPipeline gpu_client_pipeline(const GpuClientOptions& options) {
   const std::string ann(kGpuClientAnnotation);
   std::vector<PodFilter> filters;
+  filters.push_back(dra_helper_filter());
   filters.push_back(designation_filter());
   filters.push_back({"phase", [phase = options.phase](const Json& pod) {
                        const bool plugin = is_dra_plugin_client(pod);
@@ -360,8 +374,11 @@ Result<GpuEvictionDecision> decide_gpu_workload_eviction_of(const Pods& pods, co
   std::vector<bool> gpu(pods.size(), false);
   std::vector<GpuAccess> access(pods.size());
   GpuEvictionDecision out;
+  std::vector<bool> helper(pods.size(), false);
   for (size_t i = 0; i < pods.size(); ++i) {
     const Json& pod = pod_at(pods, i);
+    helper[i] = dra_helper_of(pod).has_value() && !kube::pod_finished(pod);
+    if (helper[i]) continue;  // never a GPU pod here: the pipeline's dra-helper filter says why
     gpu[i] = kube::pod_declares_gpu_resource(pod);
     if (!gpu[i] && facts.holds_gpu_claim) {
       Result<bool> r = facts.holds_gpu_claim(pod);
@@ -385,7 +402,9 @@ Result<GpuEvictionDecision> decide_gpu_workload_eviction_of(const Pods& pods, co
   for (size_t i = 0; i < pods.size(); ++i) {
     const Json& pod = pod_at(pods, i);
     PodDecision d;
-    if (!gpu[i]) {
+    if (helper[i]) {
+      d = pipeline.decide(pod);
+    } else if (!gpu[i]) {
       // Non-GPU pods can never be evicted here and their drain errors do not count (upstream's equality
       // rule compares GPU pods only), so decide them without asking the API about their DaemonSets.
       d.pod = kube::ref_string(pod);

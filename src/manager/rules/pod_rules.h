@@ -16,6 +16,7 @@
 #include "common/go_bool.h"
 #include "common/result.h"
 #include "kube/objects.h"
+#include "manager/rules/claims.h"
 #include "manager/rules/gpu_access.h"
 #include "manager/rules/label_pause.h"
 #include "manager/rules/label_selector.h"
@@ -106,6 +107,9 @@ struct PodFacts {
   std::function<Result<bool>(const std::string& ns, const std::string& name)> daemonset_exists;
   // Does the pod hold an allocated gpu.nvidia.com ResourceClaim (claims.h + GET resourceclaims).
   std::function<Result<bool>(const nlohmann::json& pod)> holds_gpu_claim;
+  // The allocated claims of NVIDIA's DRA drivers the pod references (claims.h; the same lookups). Null: not
+  // read (what keeps a DRA driver helper is then told without its claims' holders).
+  std::function<Result<std::vector<ClaimHold>>(const nlohmann::json& pod)> claim_holds;
   // The handler of a RuntimeClass (GET node.k8s.io/v1 runtimeclasses; gpu_access.h). Null: pods are not
   // counted as GPU pods through their RuntimeClass.
   RuntimeClassLookup runtime_class_handler;
@@ -143,11 +147,16 @@ PodFilter selector_filter(const LabelSelector& selector);
 PodFilter terminal_skip_filter();
 // Wait for (do not evict) pods that are already terminating.
 PodFilter terminating_wait_filter();
+// Skip a helper pod of NVIDIA's DRA driver (dra_helpers.h: a ComputeDomain or MPS control daemon): its
+// controller would bring it straight back, and it leaves when the DRA kubelet plugin unprepares the claims
+// that need it (the run waits for it, docs/behaviour.md, DRA driver helpers). First in every pipeline.
+PodFilter dra_helper_filter();
 
-// GPU workload eviction: daemonset(ignore all) -> mirror(skip) -> emptydir -> controller -> gpu.
+// GPU workload eviction: dra-helper -> daemonset(ignore all) -> mirror(skip) -> emptydir -> controller ->
+// gpu.
 PodPipeline gpu_workload_pipeline(const DrainOptions& options, const PodFacts& facts);
-// Bash `kubectl drain --ignore-daemonsets --pod-selector=...`: selector -> daemonset(ignore all) ->
-// mirror(skip) -> emptydir -> controller.
+// Bash `kubectl drain --ignore-daemonsets --pod-selector=...`: dra-helper -> selector -> daemonset(ignore
+// all) -> mirror(skip) -> emptydir -> controller.
 PodPipeline full_drain_pipeline(const DrainOptions& options, const LabelSelector& selector,
                                 const PodFacts& facts);
 
@@ -166,8 +175,8 @@ struct GpuClientOptions {
   std::shared_ptr<const LabelPause> label_pause;
 };
 
-// gpu clients: designation -> phase -> terminal(skip) -> label-handled(skip) -> terminating(wait) ->
-// mirror(error) -> controller(error unless force) -> toleration(warning).
+// gpu clients: dra-helper -> designation -> phase -> terminal(skip) -> label-handled(skip) ->
+// terminating(wait) -> mirror(error) -> controller(error unless force) -> toleration(warning).
 PodPipeline gpu_client_pipeline(const GpuClientOptions& options);
 
 // A pipeline applied to a pod list.
@@ -192,9 +201,10 @@ DaemonSetTemplates daemonset_templates_of(const std::vector<nlohmann::json>& pod
 DaemonSetTemplates daemonset_templates_of(const PodSnapshot& pods, const PodFacts& facts);
 
 // GPU workload eviction with its all-or-none rule: gpu_pods = pods using a GPU (a GPU resource, else one
-// claim lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries); every one
-// of them must come out kDelete, else each that does not is added to errors (=> "Cannot delete all GPU
-// pods"). A claim lookup error is returned as the error.
+// claim lookup per pod, else gpu_access_without_request, whose reason the pod's decision carries; a DRA
+// driver helper is none of them, decided by dra_helper_filter); every one of them must come out kDelete, else
+// each that does not is added to errors (=> "Cannot delete all GPU pods"). A claim lookup error is returned
+// as the error.
 struct GpuEvictionDecision {
   PodListDecision pods;
   size_t gpu_pods = 0;
