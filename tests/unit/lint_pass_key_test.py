@@ -89,6 +89,13 @@ class PassKeyTest(unittest.TestCase):
         write(os.path.join(self.checkout, "src", "local.h"), "#pragma once\nint changed();\n")
         self.assertEqual(before, self.key("src/a/a.cc"))
 
+    def test_a_forced_project_include_is_in_the_key(self):
+        write(os.path.join(self.checkout, "src", "forced.h"), "#pragma once\n")
+        flags = ["-include", os.path.join(self.checkout, "src", "forced.h")]
+        before = self.key("src/a/a.cc", flags=flags)
+        write(os.path.join(self.checkout, "src", "forced.h"), "#pragma once\nint changed();\n")
+        self.assertNotEqual(before, self.key("src/a/a.cc", flags=flags))
+
     def test_the_same_tree_in_another_clone_has_the_same_key(self):
         other = self.make_checkout(os.path.join(self.tmp, "elsewhere", "two"))
         self.assertEqual(self.key("src/a/a.cc"), self.key("src/a/a.cc", root=other))

@@ -27,9 +27,10 @@ import subprocess
 SCHEME = b"clang-tidy-pass-key 2"  # changes when what a key covers changes: every older key stops matching
 
 _INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include(?:_next)?[ \t]*([<"])([^>"\n]+)[>"]', re.MULTILINE)
-# Flags whose value is the next argument: outputs (left out of the key) and search paths (read for includes).
+# What only names outputs, left out of the key: flags with a value, flags alone.
 _OUTPUT_WITH_VALUE = ("-o", "-MF", "-MT", "-MQ")
 _OUTPUT_ALONE = ("-c", "-MD", "-MMD")
+# The include search path, in the compiler's order (the quote-only one first).
 _SEARCH = ("-iquote", "-I", "-isystem", "-idirafter")
 
 
@@ -80,8 +81,10 @@ class Keys:
             part(self._digest(config))
         part(self._name(source).encode())
         part(self._digest(source))
+        part(b"flags")
         for flag in self._flags(args):
             part(flag.encode())
+        part(b"headers")
         for header in sorted(self.project_headers(source, args, directory), key=self._name):
             part(self._name(header).encode())
             part(self._digest(header))
@@ -91,7 +94,8 @@ class Keys:
         """The project headers the file includes, transitively (real paths)."""
         dirs = self._search_dirs(args, directory)
         forced = [os.path.realpath(os.path.join(directory, v)) for f, v in zip(args, args[1:]) if f == "-include"]
-        seen, todo = set(), [p for p in forced if os.path.isfile(p)] + [source]
+        seen = {p for p in forced if os.path.isfile(p) and self._is_project(p)}
+        todo = [*seen, source]
         while todo:
             current = todo.pop()
             for quote, name in self._include_lines(current):
