@@ -59,6 +59,8 @@ struct Fault {
   int status = 500;            // the answer's HTTP status; 0 = no answer (a timeout)
   int times = 1;               // how many matching requests fail; -1 = all of them until clear_faults()
   bool applied = false;        // the request took effect before its answer was lost (status 0 only)
+  bool then_silent = false;    // once it has answered, the link goes silent (set_silent(true))
+  bool hold = false;           // no answer at all: held as on a silent link (set_silent); body_part unread
 };
 
 class MemoryCluster final : public kube::Api {
@@ -97,6 +99,11 @@ class MemoryCluster final : public kube::Api {
   void fail(Fault fault);
   void clear_faults();
   void set_down(bool down);  // every request fails as when the API server cannot be reached
+  // While silent, no request gets an answer (a link gone silent, a server that holds every request): each one
+  // waits until the token of the view it was sent through fires (kube::StoppedBy), or until kube::Client
+  // would give up on it - the deadline of what it serves (kube::RequestDeadline, a watch's own), else the
+  // client's 5 minutes - and then fails unanswered ("gave up at the deadline"). Waits on use_clock()'s clock.
+  void set_silent(bool silent) { silent_ = silent; }
   // SelfSubjectAccessReviews for `verb` on `resource` (e.g. "patch", "nodes") are answered not allowed.
   void deny_access(const std::string& verb, const std::string& resource);
   // "<VERB> <path>" of every request received (faulted ones included), in order.
@@ -140,6 +147,8 @@ class MemoryCluster final : public kube::Api {
 
   Status admit(const std::string& verb, const std::string& path, bool* applied_then_lost,
                const nlohmann::json* body = nullptr);
+  // Before admit(), without the lock: holds the request while the link is silent (set_silent()).
+  Status hold_if_silent(const std::string& verb, const std::string& path, Deadline deadline = {});
   Result<nlohmann::json> write_object(const Ref& ref, nlohmann::json object, bool create);
   Result<nlohmann::json> delete_locked(const Ref& ref, const kube::DeleteOptions& options);
   Status evict_locked(const Ref& ref, const kube::DeleteOptions& options);
@@ -160,6 +169,7 @@ class MemoryCluster final : public kube::Api {
   uint64_t uids_ = 0;
   std::vector<Fault> faults_;
   bool down_ = false;
+  std::atomic<bool> silent_{false};
   std::set<std::string> denied_;  // "verb resource"
   std::vector<std::string> requests_;
   std::atomic<bool> stop_{false};

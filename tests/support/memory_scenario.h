@@ -85,6 +85,9 @@ struct MemNodeState {
 struct MemRun {
   int exit_code = -1;
   std::string log;  // "<level> <message>" lines of the flow (and node-sim, which logs beside it)
+  // On the scenario's clock, from the summary line to the end of the last thread the run started: what the
+  // run's end waited for after its last word.
+  Duration after_summary{};
 };
 
 class MemoryScenario {
@@ -95,6 +98,8 @@ class MemoryScenario {
   MemoryScenario& operator=(const MemoryScenario&) = delete;
 
   MemoryCluster& cluster() { return cluster_; }
+  // The clock the scenario runs on (a token with a deadline on it fires at a moment of the run).
+  [[nodiscard]] const Clock& clock() const { return clock_; }
   [[nodiscard]] const std::string& node() const { return node_; }
   [[nodiscard]] std::string operator_ns() const { return "gpu-operator"; }
   [[nodiscard]] std::string workload_ns() const { return "workloads"; }
