@@ -26,8 +26,9 @@
 //   matching is DELETED for the watcher, one that starts matching ADDED); a refused watch (a 403 fault)
 //   ends it after the list, as the real server does;
 // * SelfSubjectAccessReviews are answered allowed unless deny_access() said otherwise;
-// * faults: a request fails with a chosen status, or times out (optionally after it was applied); the server
-//   can be "down" (every request fails as unreachable).
+// * faults: a request fails with a chosen status, or times out (optionally after it was applied), or is
+//   held without an answer; the server can be "down" (every request fails as unreachable) or "silent"
+//   (every request held, as on a link gone silent: set_silent).
 // A DaemonSet stand-in (start_daemonsets()) keeps one pod of each DaemonSet on each node its node selector
 // and required node affinity match (kube/node_affinity; its pods pinned to the node by matchFields, as the
 // real controller's are): it starts one where no untolerated NoSchedule/NoExecute taint keeps it off, and
