@@ -50,9 +50,9 @@ bool is_pods_list(const Request& r) {
 }
 
 // A run of `driver-manager <args>` against `server_url`, its log in a file of its own.
-class Run {
+class ProgramRun {
  public:
-  Run(const std::vector<std::string>& args, const std::string& server_url)
+  ProgramRun(const std::vector<std::string>& args, const std::string& server_url)
       : dir_(test::make_temp_dir("dm-run-end")),
         process_(argv(args), dir_ + "/log",
                  {{"NODE_NAME", kNode},
@@ -124,7 +124,7 @@ TEST(RunEndProcessTest, AFatalAtTheStartEndsTheProcessThoughThePodListIsHeld) {
     }
     return std::nullopt;  // the pods list, and anything else
   });
-  Run run({"uninstall_driver"}, server.url());
+  ProgramRun run({"uninstall_driver"}, server.url());
 
   const int code = run.wait_for_summary_and_exit("fatal at the start, pods list held");
 
@@ -138,7 +138,7 @@ TEST(RunEndProcessTest, AFatalAtTheStartEndsTheProcessThoughThePodListIsHeld) {
 // ends the run at once, 143 as documented, with the Summary saying so, well inside a pod's grace period.
 TEST(RunEndProcessTest, SigtermWithTheLinkSilentExits143) {
   test::StandInServer server([](const Request&) -> std::optional<Answer> { return std::nullopt; });
-  Run run({"uninstall_driver"}, server.url());
+  ProgramRun run({"uninstall_driver"}, server.url());
   await([&] { return server.received("GET /api/v1/nodes/") && server.received("GET /api/v1/pods?"); },
         "the node read and the pods list sent");
   const auto sent = steady_clock::now();
@@ -160,7 +160,7 @@ TEST(RunEndProcessTest, SigtermWhileThePreflightWaitsOnASilentLinkExits143) {
     if (is_pods_list(r)) return Answer{.body = empty_pod_list()};
     return std::nullopt;  // the watch, the access reviews, the own pod's lookup
   });
-  Run run({"uninstall_driver"}, server.url());
+  ProgramRun run({"uninstall_driver"}, server.url());
   await([&] { return server.received("selfsubjectaccessreviews") && server.received("watch=1"); },
         "the access review and the pod watch sent");
   run.sigterm();
@@ -175,7 +175,7 @@ TEST(RunEndProcessTest, SigtermWhileThePreflightWaitsOnASilentLinkExits143) {
 // ends it (the user's other finding: the end waited for a fresh retry budget of the pod watch's list).
 TEST(RunEndProcessTest, AnAddressThatAcceptsAndNeverAnswersEndsWithTheRun) {
   test::SilentListener listener;
-  Run run({"uninstall_driver"}, listener.url());
+  ProgramRun run({"uninstall_driver"}, listener.url());
   await([&] { return listener.accepted() >= 2; }, "the node read and the pods list connected");
   run.sigterm();
 
