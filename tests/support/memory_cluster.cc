@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -283,21 +284,30 @@ Status MemoryCluster::admit(const std::string& verb, const std::string& path, bo
 Status MemoryCluster::hold_if_silent(const std::string& verb, const std::string& path, Deadline deadline) {
   if (t_controller) return ok_status();
   const std::string method = http_method(verb);
+  const CancelToken* view = kube::StoppedBy::current();
+  const CancelToken token = view != nullptr ? *view : CancelToken();
+  Duration late{};  // a fault's delay: the answer (admit()'s) comes after it
+  bool hold = silent_;
   {
     std::lock_guard lk(mu_);
-    bool hold = silent_;
     for (auto it = faults_.begin(); !hold && it != faults_.end(); ++it) {
-      if (!it->hold || (!it->verb.empty() && it->verb != verb)) continue;
+      if (!it->verb.empty() && it->verb != verb) continue;
       if (!it->path_part.empty() && path.find(it->path_part) == std::string::npos) continue;
+      if (!it->hold) {
+        late = std::max(late, it->delay);
+        continue;
+      }
       hold = true;
       if (it->times > 0 && --it->times == 0) faults_.erase(it);
       break;
     }
-    if (!hold) return ok_status();
-    requests_.push_back(method + " " + path);
+    if (hold) requests_.push_back(method + " " + path);
   }
-  const CancelToken* view = kube::StoppedBy::current();
-  const CancelToken token = view != nullptr ? *view : CancelToken();
+  if (!hold) {
+    if (late > Duration::zero() && !clock_->sleep_for(late, token))
+      return Error::cancellation(method + " " + path + ": cancelled");
+    return ok_status();
+  }
   // What kube::Client tries a request for without a deadline of its own (ClientOptions::retry_for).
   constexpr Duration kClientRetryFor = std::chrono::minutes(5);
   const Deadline until = deadline.earlier(kube::RequestDeadline::current());

@@ -62,6 +62,7 @@ struct Fault {
   bool applied = false;        // the request took effect before its answer was lost (status 0 only)
   bool then_silent = false;    // once it has answered, the link goes silent (set_silent(true))
   bool hold = false;           // no answer at all: held as on a silent link (set_silent); body_part unread
+  Duration delay{};            // the answer comes this late (on use_clock()'s clock); body_part unread
 };
 
 class MemoryCluster final : public kube::Api {

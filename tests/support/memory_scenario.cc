@@ -342,17 +342,17 @@ MemRun MemoryScenario::run(const manager::Settings& settings, const CancelToken&
   const size_t from = log_->text().size();
   auto host = host::make_host(settings.sim_root);
   int code = -1;
-  TimePoint summary_at{};
+  TimePoint ended_at{};
   {
     manager::Uninstall flow(settings, cluster_, *host, clock_, cancel);
     kube::Config config;
     config.server = "memory://cluster";
     config.source = "the in-memory cluster";
     code = flow.run(config);
+    ended_at = clock_.now();
     flow.finish(code);
-    summary_at = clock_.now();
   }  // the flow's threads end with it
-  return {code, log_->text().substr(from), clock_.now() - summary_at};
+  return {code, log_->text().substr(from), clock_.now() - ended_at};
 }
 
 }  // namespace dm::test

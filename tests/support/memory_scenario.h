@@ -85,9 +85,10 @@ struct MemNodeState {
 struct MemRun {
   int exit_code = -1;
   std::string log;  // "<level> <message>" lines of the flow (and node-sim, which logs beside it)
-  // On the scenario's clock, from the summary line to the end of the last thread the run started: what the
-  // run's end waited for after its last word.
-  Duration after_summary{};
+  // On the scenario's clock, from the end of the run (its exit code known, the restore after a failure
+  // done) to the end of the last thread it started: its last words (the summary line) and whatever was
+  // still running beside it.
+  Duration after_run{};
 };
 
 class MemoryScenario {
