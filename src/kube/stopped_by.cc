@@ -29,6 +29,11 @@ Api& beneath(Api& api) {
 
 StoppedBy::StoppedBy(Api& api, CancelToken token) : api_(beneath(api)), token_(std::move(token)) {}
 
+CancelToken stop_token_of(Api& api) {
+  auto* view = dynamic_cast<StoppedBy*>(&api);
+  return view != nullptr ? view->token() : CancelToken();
+}
+
 const CancelToken* StoppedBy::current() {
   return this_threads_token;
 }

@@ -47,4 +47,10 @@ class StoppedBy final : public Api {
   CancelToken token_;
 };
 
+// The token that stops what is sent through `api`: its view's, or, for an Api that is no view, one that
+// never fires. A part of the run that must also stop on its own (a thread beside the run's main line) sends
+// through StoppedBy(api, stop_token_of(api).child()) and fires that child when it ends: its requests stop
+// then, and still with the view's token (SIGTERM).
+CancelToken stop_token_of(Api& api);
+
 }  // namespace dm::kube

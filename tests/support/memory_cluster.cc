@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
 #include "kube/errors.h"
 #include "kube/objects.h"
+#include "kube/retry.h"
 #include "kube/stopped_by.h"
 #include "manager/rules/label_selector.h"
 #include "support/memory_patch.h"
@@ -259,12 +261,14 @@ Status MemoryCluster::admit(const std::string& verb, const std::string& path, bo
     return Error::cancellation(method + " " + path + ": cancelled");
   if (down_) return kube::transport_error(method, path, "memory://cluster", "connection refused");
   for (auto it = faults_.begin(); it != faults_.end(); ++it) {
+    if (it->hold) continue;  // hold_if_silent()'s
     if (!it->verb.empty() && it->verb != verb) continue;
     if (!it->path_part.empty() && path.find(it->path_part) == std::string::npos) continue;
     if (!it->body_part.empty() && (body == nullptr || body->dump().find(it->body_part) == std::string::npos))
       continue;
     const Fault f = *it;
     if (it->times > 0 && --it->times == 0) faults_.erase(it);
+    if (f.then_silent) silent_ = true;
     if (f.status == 0) {
       if (f.applied && applied_then_lost != nullptr) {
         *applied_then_lost = true;
@@ -277,6 +281,43 @@ Status MemoryCluster::admit(const std::string& verb, const std::string& path, bo
   return ok_status();
 }
 
+Status MemoryCluster::hold_if_silent(const std::string& verb, const std::string& path, Deadline deadline) {
+  if (t_controller) return ok_status();
+  const std::string method = http_method(verb);
+  const CancelToken* view = kube::StoppedBy::current();
+  const CancelToken token = view != nullptr ? *view : CancelToken();
+  Duration late{};  // a fault's delay: the answer (admit()'s) comes after it
+  bool hold = silent_;
+  {
+    std::lock_guard lk(mu_);
+    for (auto it = faults_.begin(); !hold && it != faults_.end(); ++it) {
+      if (!it->verb.empty() && it->verb != verb) continue;
+      if (!it->path_part.empty() && path.find(it->path_part) == std::string::npos) continue;
+      if (!it->hold) {
+        late = std::max(late, it->delay);
+        continue;
+      }
+      hold = true;
+      if (it->times > 0 && --it->times == 0) faults_.erase(it);
+      break;
+    }
+    if (hold) requests_.push_back(method + " " + path);
+  }
+  if (!hold) {
+    if (late > Duration::zero() && !clock_->sleep_for(late, token))
+      return Error::cancellation(method + " " + path + ": cancelled");
+    return ok_status();
+  }
+  // What kube::Client tries a request for without a deadline of its own (ClientOptions::retry_for).
+  constexpr Duration kClientRetryFor = std::chrono::minutes(5);
+  const Deadline until = deadline.earlier(kube::RequestDeadline::current());
+  const Duration budget = until.unlimited() ? kClientRetryFor : until.remaining(*clock_);
+  const TimePoint started = clock_->now();
+  if (!clock_->sleep_for(budget, token)) return Error::cancellation(method + " " + path + ": cancelled");
+  return kube::gave_up(kube::transport_error(method, path, "memory://cluster", "no answer"),
+                       clock_->now() - started);
+}
+
 void MemoryCluster::record(const std::string& type, const std::string& key, const Json& object,
                            const Json& before) {
   const auto slash = key.find('/', key.find('/') + 1);
@@ -287,6 +328,7 @@ void MemoryCluster::record(const std::string& type, const std::string& key, cons
 }
 
 Result<Json> MemoryCluster::get(const std::string& path) {
+  if (auto h = hold_if_silent("get", path); !h) return h.error();
   std::lock_guard lk(mu_);
   if (auto a = admit("get", path, nullptr); !a) return a.error();
   auto ref = parse_path(path);
@@ -328,6 +370,7 @@ std::vector<Json> MemoryCluster::objects(const std::string& collection, const st
 }
 
 Result<std::vector<Json>> MemoryCluster::list_all(const std::string& path, const kube::ListOptions& options) {
+  if (auto h = hold_if_silent("list", path); !h) return h.error();
   std::lock_guard lk(mu_);
   if (auto a = admit("list", path, nullptr); !a) return a.error();
   auto ref = parse_path(path);
@@ -378,6 +421,7 @@ Result<Json> MemoryCluster::write_object(const Ref& ref, Json object, bool creat
 }
 
 Result<Json> MemoryCluster::create(const std::string& path, const Json& body) {
+  if (auto h = hold_if_silent("create", path); !h) return h.error();
   std::lock_guard lk(mu_);
   bool lost = false;
   if (auto a = admit("create", path, &lost, &body); !a) return a.error();
@@ -412,6 +456,7 @@ Result<Json> MemoryCluster::create(const std::string& path, const Json& body) {
 }
 
 Result<Json> MemoryCluster::patch(const std::string& path, kube::PatchType type, const Json& body) {
+  if (auto h = hold_if_silent("patch", path); !h) return h.error();
   std::lock_guard lk(mu_);
   bool lost = false;
   if (auto a = admit("patch", path, &lost, &body); !a) return a.error();
@@ -475,6 +520,7 @@ Result<Json> MemoryCluster::delete_locked(const Ref& ref, const kube::DeleteOpti
 }
 
 Result<Json> MemoryCluster::remove(const std::string& path, const kube::DeleteOptions& options) {
+  if (auto h = hold_if_silent("delete", path); !h) return h.error();
   std::lock_guard lk(mu_);
   bool lost = false;
   if (auto a = admit("delete", path, &lost); !a) return a.error();
@@ -495,6 +541,7 @@ Result<Json> MemoryCluster::remove(const std::string& path, const kube::DeleteOp
 Status MemoryCluster::evict(const std::string& ns, const std::string& name,
                             const kube::DeleteOptions& options) {
   const std::string path = kube::paths::pod(ns, name) + "/eviction";
+  if (auto h = hold_if_silent("evict", path); !h) return h;
   std::lock_guard lk(mu_);
   bool lost = false;
   if (auto a = admit("evict", path, &lost); !a) return a.error();

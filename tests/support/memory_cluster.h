@@ -26,8 +26,9 @@
 //   matching is DELETED for the watcher, one that starts matching ADDED); a refused watch (a 403 fault)
 //   ends it after the list, as the real server does;
 // * SelfSubjectAccessReviews are answered allowed unless deny_access() said otherwise;
-// * faults: a request fails with a chosen status, or times out (optionally after it was applied); the server
-//   can be "down" (every request fails as unreachable).
+// * faults: a request fails with a chosen status, or times out (optionally after it was applied), or is
+//   held without an answer; the server can be "down" (every request fails as unreachable) or "silent"
+//   (every request held, as on a link gone silent: set_silent).
 // A DaemonSet stand-in (start_daemonsets()) keeps one pod of each DaemonSet on each node its node selector
 // and required node affinity match (kube/node_affinity; its pods pinned to the node by matchFields, as the
 // real controller's are): it starts one where no untolerated NoSchedule/NoExecute taint keeps it off, and
@@ -59,6 +60,9 @@ struct Fault {
   int status = 500;            // the answer's HTTP status; 0 = no answer (a timeout)
   int times = 1;               // how many matching requests fail; -1 = all of them until clear_faults()
   bool applied = false;        // the request took effect before its answer was lost (status 0 only)
+  bool then_silent = false;    // once it has answered, the link goes silent (set_silent(true))
+  bool hold = false;           // no answer at all: held as on a silent link (set_silent); body_part unread
+  Duration delay{};            // the answer comes this late (on use_clock()'s clock); body_part unread
 };
 
 class MemoryCluster final : public kube::Api {
@@ -97,6 +101,11 @@ class MemoryCluster final : public kube::Api {
   void fail(Fault fault);
   void clear_faults();
   void set_down(bool down);  // every request fails as when the API server cannot be reached
+  // While silent, no request gets an answer (a link gone silent, a server that holds every request): each one
+  // waits until the token of the view it was sent through fires (kube::StoppedBy), or until kube::Client
+  // would give up on it - the deadline of what it serves (kube::RequestDeadline, a watch's own), else the
+  // client's 5 minutes - and then fails unanswered ("gave up at the deadline"). Waits on use_clock()'s clock.
+  void set_silent(bool silent) { silent_ = silent; }
   // SelfSubjectAccessReviews for `verb` on `resource` (e.g. "patch", "nodes") are answered not allowed.
   void deny_access(const std::string& verb, const std::string& resource);
   // "<VERB> <path>" of every request received (faulted ones included), in order.
@@ -140,6 +149,8 @@ class MemoryCluster final : public kube::Api {
 
   Status admit(const std::string& verb, const std::string& path, bool* applied_then_lost,
                const nlohmann::json* body = nullptr);
+  // Before admit(), without the lock: holds the request while the link is silent (set_silent()).
+  Status hold_if_silent(const std::string& verb, const std::string& path, Deadline deadline = {});
   Result<nlohmann::json> write_object(const Ref& ref, nlohmann::json object, bool create);
   Result<nlohmann::json> delete_locked(const Ref& ref, const kube::DeleteOptions& options);
   Status evict_locked(const Ref& ref, const kube::DeleteOptions& options);
@@ -160,6 +171,7 @@ class MemoryCluster final : public kube::Api {
   uint64_t uids_ = 0;
   std::vector<Fault> faults_;
   bool down_ = false;
+  std::atomic<bool> silent_{false};
   std::set<std::string> denied_;  // "verb resource"
   std::vector<std::string> requests_;
   std::atomic<bool> stop_{false};

@@ -347,13 +347,18 @@ manager::Settings MemoryScenario::settings() const {
 MemRun MemoryScenario::run(const manager::Settings& settings, const CancelToken& cancel) {
   const size_t from = log_->text().size();
   auto host = host::make_host(settings.sim_root);
-  manager::Uninstall flow(settings, cluster_, *host, clock_, cancel);
-  kube::Config config;
-  config.server = "memory://cluster";
-  config.source = "the in-memory cluster";
-  const int code = flow.run(config);
-  flow.finish(code);
-  return {code, log_->text().substr(from)};
+  int code = -1;
+  TimePoint ended_at{};
+  {
+    manager::Uninstall flow(settings, cluster_, *host, clock_, cancel);
+    kube::Config config;
+    config.server = "memory://cluster";
+    config.source = "the in-memory cluster";
+    code = flow.run(config);
+    ended_at = clock_.now();
+    flow.finish(code);
+  }  // the flow's threads end with it
+  return {code, log_->text().substr(from), clock_.now() - ended_at};
 }
 
 }  // namespace dm::test

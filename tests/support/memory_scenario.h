@@ -87,6 +87,10 @@ struct MemNodeState {
 struct MemRun {
   int exit_code = -1;
   std::string log;  // "<level> <message>" lines of the flow (and node-sim, which logs beside it)
+  // On the scenario's clock, from the end of the run (its exit code known, the restore after a failure
+  // done) to the end of the last thread it started: its last words (the summary line) and whatever was
+  // still running beside it.
+  Duration after_run{};
 };
 
 class MemoryScenario {
@@ -97,6 +101,8 @@ class MemoryScenario {
   MemoryScenario& operator=(const MemoryScenario&) = delete;
 
   MemoryCluster& cluster() { return cluster_; }
+  // The clock the scenario runs on (a token with a deadline on it fires at a moment of the run).
+  [[nodiscard]] const Clock& clock() const { return clock_; }
   [[nodiscard]] const std::string& node() const { return node_; }
   [[nodiscard]] std::string operator_ns() const { return "gpu-operator"; }
   [[nodiscard]] std::string workload_ns() const { return "workloads"; }

@@ -22,6 +22,7 @@ Status MemoryCluster::list_watch(const std::string& path, const kube::ListOption
   std::vector<Json> listed;
   size_t next = 0;
   const auto ref = parse_path(path);
+  if (auto h = hold_if_silent("list", path, deadline); !h) return h.error().wrap(what);
   {
     std::lock_guard lk(mu_);
     if (auto a = admit("list", path, nullptr); !a) return a.error().wrap(what);
@@ -40,6 +41,11 @@ Status MemoryCluster::list_watch(const std::string& path, const kube::ListOption
   }
   const auto tick = std::max(handlers.tick, std::chrono::milliseconds(1));
   while (true) {
+    // A silent link brings no more events: the stream is as good as gone (what its end brings, a relist,
+    // is held in turn).
+    if (silent_ && !t_controller) {
+      if (auto h = hold_if_silent("watch", path, deadline); !h) return h.error().wrap(what);
+    }
     std::vector<kube::WatchEvent> events;
     {
       std::unique_lock lk(mu_);

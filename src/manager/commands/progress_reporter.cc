@@ -20,7 +20,8 @@ StateWrite state_write_for(Phase phase) {
 
 ProgressReporter::ProgressReporter(kube::Api& client, const Clock& clock, std::string node_name,
                                    KnownNode& known)
-    : client_(client),
+    : cancel_writes_(kube::stop_token_of(client).child()),
+      client_(client, cancel_writes_),
       clock_(clock),
       node_name_(std::move(node_name)),
       known_(known),
@@ -116,7 +117,8 @@ void ProgressReporter::write_now() {
   writer_cv_.wait(lk, [&] { return done_ >= mine; });
 }
 
-void ProgressReporter::stop() {
+void ProgressReporter::stop(PendingWrites pending) {
+  if (pending == PendingWrites::kCancel) cancel_writes_.cancel();
   {
     std::unique_lock lk(writer_mu_);
     if (!writer_.joinable()) return;

@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "kube/api.h"
+#include "kube/stopped_by.h"
 #include "manager/commands/progress.h"
 #include "manager/node/known_node.h"
 #include "manager/node/lease.h"
@@ -22,6 +23,11 @@ namespace dm::manager {
 
 // When a phase's state is written: at once, or with the node patch or the wait that follows at once.
 enum class StateWrite { kNow, kRideAlong };
+
+// What stop() does with the writes asked for and not yet done: waits for them (a release that removes the
+// annotation must come after them), or cancels the one under way (the run has ended: nothing waits for a
+// best-effort write).
+enum class PendingWrites { kFinish, kCancel };
 
 // When the state of a phase of the path reaches the node. The pause's goes with the pause patch; the
 // unload's and the driver root's with the first pod wait or node write that follows, or not at all when
@@ -52,9 +58,10 @@ class ProgressReporter {
   // From now on a long wait's refresh goes with the lease's next renewal (at most its renewal period
   // later) instead of a write of its own; the phases' states are still written as before.
   RenewalRider renewal_rider();
-  // Waits for the writes asked for, then ends the writer: the lease release that removes the state
-  // annotation must come after the last of them. Idempotent.
-  void stop();
+  // Ends the writer: with kFinish once the writes asked for are done (the lease release that removes the
+  // state annotation must come after the last of them), with kCancel at once, the write under way cancelled
+  // without waiting for its answer. Idempotent.
+  void stop(PendingWrites pending = PendingWrites::kFinish);
 
  private:
   void post();        // asks for a write of the newest state
@@ -62,7 +69,8 @@ class ProgressReporter {
   void write_loop();  // the writer thread
   void write();       // one merge patch of the annotation
 
-  kube::Api& client_;
+  CancelToken cancel_writes_;  // fired by stop(kCancel): a child of the caller's token (SIGTERM)
+  kube::StoppedBy client_;     // the writes, stopped by cancel_writes_
   const Clock& clock_;
   std::string node_name_;
   KnownNode& known_;

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <array>
+#include <utility>
 
 #include "common/duration_text.h"
 #include "kube/objects.h"
@@ -44,23 +45,52 @@ std::string explain_node_get_error(const Error& e, const Settings& s, const kube
          "): " + e.message;
 }
 
+// Fires a token when the scope it guards ends, however it ends.
+class FireOnExit {
+ public:
+  explicit FireOnExit(CancelToken token) : token_(std::move(token)) {}
+  ~FireOnExit() { token_.cancel(); }
+  FireOnExit(const FireOnExit&) = delete;
+  FireOnExit& operator=(const FireOnExit&) = delete;
+
+ private:
+  CancelToken token_;
+};
+
 }  // namespace
 
 int Uninstall::run(const kube::Config& config) {
+  const int code = run_to_end(config);
+  // SIGTERM reached the run: 143, whatever ended it first (docs/behaviour.md, Commands and exit codes).
+  return code != kExitOk && cancel_.cancelled() ? kExitTerminated : code;
+}
+
+int Uninstall::run_to_end(const kube::Config& config) {
   spdlog::info("Starting driver uninstallation process");
   pods_.begin();  // the pod list goes out beside the node's GET
   auto node = node_.get();
   if (!node) {
-    spdlog::critical("{}", explain_node_get_error(node.error(), settings_, config));
+    const std::string why = explain_node_get_error(node.error(), settings_, config);
+    if (cancel_.cancelled()) {
+      spdlog::warn("Terminated by SIGTERM before the node was read: {}", why);
+      return kExitTerminated;
+    }
+    spdlog::critical("{}", why);
     return kExitFailed;
   }
   table_ = operand_table(settings_.node_label_for_gpu_pod_eviction);
   snapshot_ = take_snapshot(*node, table_);
   // The permissions the run needs are asked while the pods are listed; the answer is read in preflight().
+  // The review has a token of its own, fired when this function returns: a run that ends before it reads
+  // the answer (or on a path that never reads it) does not wait for the API server to give one.
+  const CancelToken stop_access = cancel_.child();
   std::future<Status> access =
-      std::async(std::launch::async, [this, checks = uninstall_access_checks(settings_, snapshot_.dra_on())] {
-        return check_access(run_requests_, checks);
-      });
+      std::async(std::launch::async,
+                 [this, stop_access, checks = uninstall_access_checks(settings_, snapshot_.dra_on())] {
+                   kube::StoppedBy requests(connection_, stop_access);
+                   return check_access(requests, checks);
+                 });
+  const FireOnExit end_access(stop_access);  // destroyed before `access`, whose end it waits for
   // Listing pods is the other permission every path needs: check it before anything is written.
   if (auto w = pods_.start(Deadline::after(clock_, std::chrono::seconds(60)), cancel_); !w) {
     spdlog::critical("{}{}", w.error().message,
@@ -247,7 +277,16 @@ void Uninstall::enter(Phase phase, StateWrite write) {
   reporter_.begin(phase, write);
 }
 
+// Everything the run started beside its main line ends before its last words: the pod watch, the progress
+// writer and the lease renewal are cancelled whatever retry budget their requests are in, and joined.
+void Uninstall::end_side_work() {
+  pods_.stop();
+  reporter_.stop(PendingWrites::kCancel);
+  lease_.reset();  // stops renewing; the release (if it was taken) is behind the run already
+}
+
 void Uninstall::finish(int exit_code) {
+  end_side_work();
   count_phase();
   reporter_.progress().end();
   for (const auto& what : undo_.kept()) reporter_.progress().add_kept(what);

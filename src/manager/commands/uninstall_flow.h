@@ -72,12 +72,16 @@ class Uninstall {
     taint_.use_known_node(&known_node_);
   }
 
+  // The run up to its exit code (143 once SIGTERM reached it, whatever ended it first).
   int run(const kube::Config& config);
-  // The last words of a run, whatever its exit code: the summary line (and on success a Normal Event: the
-  // run's only one).
+  // The last words of a run, whatever its exit code: what the run started beside its main line is ended
+  // first (end_side_work()), then the summary line (and on success a Normal Event: the run's only one).
+  // Nothing of the run is left running once it returns.
   void finish(int exit_code);
 
  private:
+  int run_to_end(const kube::Config& config);  // run() before SIGTERM's exit code
+  void end_side_work();  // the pod watch, the progress writer and the lease renewal: cancelled and joined
   // The success path's undo list and the lease release, in one node write when every change can be
   // undone in it (each one alone otherwise, or when that write fails): the row of undo-changes calls it
   // through RunServices.

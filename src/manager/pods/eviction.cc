@@ -13,6 +13,7 @@
 #include "common/duration_text.h"
 #include "kube/objects.h"
 #include "kube/retry.h"
+#include "kube/stopped_by.h"
 #include "manager/rules/pod_rules.h"
 
 namespace dm::manager {
@@ -202,7 +203,9 @@ Status evict_pods(kube::Api& client, const PodWatch& watch, const Clock& clock,
   if (targets.empty()) return ok_status();
   auto shared = std::make_shared<Shared>();
   shared->pods.resize(targets.size());
-  CancelToken stop;
+  // Stops the workers and their requests in flight once the wait below ends (and with SIGTERM).
+  const CancelToken stop = kube::stop_token_of(client).child();
+  kube::StoppedBy workers_client(client, stop);
   for (size_t i = 0; i < targets.size(); ++i) {
     if (!targets[i].evict) {
       spdlog::info("Waiting for terminating pod {}/{} to be gone", targets[i].ns, targets[i].name);
@@ -219,7 +222,7 @@ Status evict_pods(kube::Api& client, const PodWatch& watch, const Clock& clock,
     workers.emplace_back([&] {
       // An eviction the API server does not answer is tried again until the deadline of the evictions.
       const kube::RequestDeadline scope(deadline);
-      eviction_worker(client, watch, clock, targets, share, *shared, stop, options);
+      eviction_worker(workers_client, watch, clock, targets, share, *shared, stop, options);
     });
   }
 

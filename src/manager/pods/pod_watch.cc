@@ -32,16 +32,24 @@ std::shared_ptr<const Json> cached_pod(Json&& pod) {
 }  // namespace
 
 PodWatch::PodWatch(kube::Api& client, const Clock& clock, std::string node)
-    : client_(client), clock_(clock), node_(std::move(node)) {}
+    : requests_token_(kube::stop_token_of(client).child()),
+      client_(client, requests_token_),
+      clock_(clock),
+      node_(std::move(node)) {}
 
 PodWatch::~PodWatch() {
+  stop();
+}
+
+void PodWatch::stop() {
   stop_ = true;
   stop_token_.cancel();
+  requests_token_.cancel();
   if (thread_.joinable()) thread_.join();
 }
 
 void PodWatch::begin() {
-  if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
+  if (!thread_.joinable() && !stop_) thread_ = std::thread([this] { run(); });
 }
 
 Status PodWatch::start(Deadline deadline, const CancelToken& cancel) {

@@ -18,6 +18,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "kube/api.h"
+#include "kube/stopped_by.h"
 #include "manager/pods/wait_progress.h"
 #include "manager/rules/pod_rules.h"
 
@@ -29,10 +30,12 @@ using PodList = std::vector<nlohmann::json>;
 // that ends the wait at once.
 using WaitCheck = std::function<Result<std::vector<std::string>>(const PodSnapshot& pods)>;
 
+// The watch's requests go through a view of `client` of its own: they stop with `client`'s token (SIGTERM,
+// when `client` is a view) and with stop(), whatever retry budget they are in.
 class PodWatch {
  public:
   PodWatch(kube::Api& client, const Clock& clock, std::string node);
-  ~PodWatch();  // stops the watch thread
+  ~PodWatch();  // stop()
   PodWatch(const PodWatch&) = delete;
   PodWatch& operator=(const PodWatch&) = delete;
 
@@ -62,6 +65,11 @@ class PodWatch {
   // Told at the start of every wait and at each of its progress lines (the run's state annotation).
   void set_wait_observer(WaitObserver observer) { observer_ = std::move(observer); }
 
+  // Ends the watch: its request in flight (a list or a watch, retrying or not) is cancelled and the thread
+  // joined, without waiting for an answer. The cache stays as it was (snapshot() still reads it); nothing
+  // refreshes it any more. Idempotent.
+  void stop();
+
  private:
   void run();
   void apply(kube::WatchEvent& ev);  // one watch event into the cache
@@ -71,7 +79,9 @@ class PodWatch {
   // Replaces the cache with a full list of the node's pods (moved from).
   void replace_all(std::vector<nlohmann::json>& items);
 
-  kube::Api& client_;
+  CancelToken stop_token_;      // fired by stop(): the pauses between attempts end (SIGTERM does not)
+  CancelToken requests_token_;  // fired by stop(): a child of the caller's token (SIGTERM)
+  kube::StoppedBy client_;      // the watch's requests, stopped by requests_token_
   const Clock& clock_;
   std::string node_;
 
@@ -86,7 +96,6 @@ class PodWatch {
   WaitObserver observer_;
 
   std::atomic<bool> stop_{false};
-  CancelToken stop_token_;
   std::thread thread_;
 };
 
