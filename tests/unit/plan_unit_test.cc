@@ -77,7 +77,14 @@ PlanInputs full_inputs() {
        {"spec", {{"selector", {{"matchLabels", {{"app", "front"}}}}}}},
        {"status", {{"disruptionsAllowed", 0}}}}};
   in.nvidia_loaded = true;
-  in.modules = {{"nvidia", true, false, true, 2, {}, {"pid 7 (python3)"}}};
+  in.modules = {{.name = "nvidia",
+                 .loaded = true,
+                 .builtin = false,
+                 .unloadable = true,
+                 .permanent = false,
+                 .refcount = 2,
+                 .holders = {},
+                 .users = {"pid 7 (python3)"}}};
   in.holders = {{7, "python3", "uid-train-1", {"nvidia"}}};
   in.skip.summary = "the loaded driver's configuration digest differs from DRIVER_CONFIG_DIGEST";
   return in;
