@@ -1,11 +1,11 @@
 // The table of other controllers' quarantine and maintenance marks (manager/rules/quarantine.h): each mark
 // is found where it sits on a node, with its value, and nothing else is taken for one.
-#include "manager/rules/quarantine.h"
-
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "manager/rules/quarantine.h"
 
 namespace dm::manager {
 namespace {
