@@ -197,7 +197,7 @@ SilentListener::~SilentListener() {
 }
 
 std::string write_kubeconfig(const std::string& dir, const std::string& server_url) {
-  const std::string path = dir + "/kubeconfig";
+  std::string path = dir + "/kubeconfig";
   write_file(path,
              "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: " + server_url +
                  "\nusers:\n- name: u\n  user:\n    token: stand-in\ncontexts:\n- name: ctx\n  context:\n"

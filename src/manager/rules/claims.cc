@@ -20,7 +20,7 @@ std::string nvidia_claim_driver(const Json& claim) {
   if (results == nullptr || !results->is_array()) return "";
   std::string out;
   for (const auto& r : *results) {
-    const std::string driver = kube::string_at(r, {"driver"});
+    std::string driver = kube::string_at(r, {"driver"});
     if (driver == kGpuDraDriver) return driver;
     if (driver == kComputeDomainDraDriver) out = driver;
   }

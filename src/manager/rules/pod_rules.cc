@@ -402,10 +402,9 @@ Result<GpuEvictionDecision> decide_gpu_workload_eviction_of(const Pods& pods, co
   for (size_t i = 0; i < pods.size(); ++i) {
     const Json& pod = pod_at(pods, i);
     PodDecision d;
-    if (helper[i]) {
-      d = pipeline.decide(pod);
-    } else if (!gpu[i]) {
-      // Non-GPU pods can never be evicted here and their drain errors do not count (upstream's equality
+    if (!helper[i] && !gpu[i]) {
+      // A DRA driver helper goes through the pipeline, whose first filter keeps it. Non-GPU pods can never
+      // be evicted here and their drain errors do not count (upstream's equality
       // rule compares GPU pods only), so decide them without asking the API about their DaemonSets.
       d.pod = kube::ref_string(pod);
       d.verdict = Verdict::kSkip;
