@@ -20,7 +20,6 @@ namespace dm::manager {
 namespace {
 
 using Json = nlohmann::json;
-using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
